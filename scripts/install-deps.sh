@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages allocguard builds, tests and demos with.
+# Safe to run again: apt-get skips what is already installed.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config clang-format
+  libcpp-httplib-dev nlohmann-json3-dev libssl-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
+  # The allocators the replay engine preloads.
+  libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4
+  # wrk is the reference load generator for the load driver's benchmark.
+  wrk
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
