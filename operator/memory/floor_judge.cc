@@ -1,0 +1,119 @@
+#include "operator/memory/floor_judge.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace allocguard::memory {
+
+const char* FloorDecisionName(FloorDecision d) {
+  switch (d) {
+    case FloorDecision::kContinue:
+      return "Continue";
+    case FloorDecision::kFlat:
+      return "Flat";
+    case FloorDecision::kRatchet:
+      return "Ratchet";
+    case FloorDecision::kInconclusive:
+      return "Inconclusive";
+  }
+  return "Unknown";
+}
+
+SlopeFit FitFloorSlope(std::span<const MinuteFloor> floors) {
+  SlopeFit fit;
+  fit.n = static_cast<int>(floors.size());
+  if (fit.n < 2) {
+    if (fit.n == 1) fit.intercept_bytes = floors[0].floor_bytes;
+    return fit;
+  }
+  double mean_x = 0, mean_y = 0;
+  for (const MinuteFloor& f : floors) {
+    mean_x += f.minute;
+    mean_y += f.floor_bytes;
+  }
+  mean_x /= fit.n;
+  mean_y /= fit.n;
+  double sxx = 0, sxy = 0;
+  for (const MinuteFloor& f : floors) {
+    sxx += (f.minute - mean_x) * (f.minute - mean_x);
+    sxy += (f.minute - mean_x) * (f.floor_bytes - mean_y);
+  }
+  if (sxx == 0) {
+    fit.intercept_bytes = mean_y;
+    return fit;
+  }
+  fit.slope_bytes_per_minute = sxy / sxx;
+  fit.intercept_bytes = mean_y - fit.slope_bytes_per_minute * mean_x;
+  if (fit.n >= 3) {
+    double sse = 0;
+    for (const MinuteFloor& f : floors) {
+      double r = f.floor_bytes - (fit.intercept_bytes + fit.slope_bytes_per_minute * f.minute);
+      sse += r * r;
+    }
+    fit.slope_std_error = std::sqrt(sse / (fit.n - 2) / sxx);
+  }
+  return fit;
+}
+
+namespace {
+
+std::string FormatSlope(double gib_per_h) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.2f", gib_per_h);
+  return buf;
+}
+
+class FixedDurationJudge final : public FloorJudge {
+ public:
+  explicit FixedDurationJudge(const JudgeOptions& options) : options_(options) {}
+
+  FloorJudgement Judge(std::span<const MinuteFloor> floors, bool final) const override {
+    FloorJudgement j;
+    j.method = "fixed-duration";
+    j.minutes_used = static_cast<int>(floors.size());
+    j.theil_sen_gib_per_h = std::nan("");
+    j.trend_p_value = std::nan("");
+    if (floors.size() >= 2) {
+      SlopeFit fit = FitFloorSlope(floors);
+      j.slope_gib_per_h = fit.SlopeGiBPerHour();
+    }
+    j.slope_low_gib_per_h = j.slope_high_gib_per_h = j.slope_gib_per_h;
+    if (!final) return j;  // this rule only ever decides at the end
+    const std::string limit = FormatSlope(options_.max_slope_gib_per_h).substr(1);
+    if (j.minutes_used < options_.min_floors) {
+      j.decision = FloorDecision::kInconclusive;
+      j.explanation = "only " + std::to_string(j.minutes_used) + " minute floors (need " +
+                      std::to_string(options_.min_floors) + ")";
+    } else if (std::fabs(j.slope_gib_per_h) <= options_.max_slope_gib_per_h) {
+      j.decision = FloorDecision::kFlat;
+      j.explanation = "floor slope " + FormatSlope(j.slope_gib_per_h) + " GiB/h is within ±" +
+                      limit + " GiB/h over " + std::to_string(j.minutes_used) + " minutes";
+    } else if (j.slope_gib_per_h > options_.max_slope_gib_per_h) {
+      j.decision = FloorDecision::kRatchet;
+      j.explanation = "floor slope " + FormatSlope(j.slope_gib_per_h) + " GiB/h exceeds " +
+                      limit + " GiB/h over " + std::to_string(j.minutes_used) + " minutes";
+    } else {
+      // A floor that falls faster than the threshold is not a ratchet, but it
+      // is not a steady state either: the run was still settling.
+      j.decision = FloorDecision::kInconclusive;
+      j.explanation = "floor falls at " + FormatSlope(j.slope_gib_per_h) +
+                      " GiB/h: still settling after warm-up";
+    }
+    return j;
+  }
+
+ private:
+  JudgeOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<FloorJudge> NewFixedDurationJudge(const JudgeOptions& options) {
+  return std::make_unique<FixedDurationJudge>(options);
+}
+
+std::unique_ptr<FloorJudge> NewDefaultJudge(const JudgeOptions& options) {
+  return NewFixedDurationJudge(options);
+}
+
+}  // namespace allocguard::memory

@@ -1,0 +1,37 @@
+#include "operator/memory/memory_sample.h"
+
+#include <cmath>
+#include <limits>
+#include <map>
+
+namespace allocguard::memory {
+
+std::vector<MinuteFloor> ComputeMinuteFloors(std::span<const MemorySample> samples,
+                                             const FloorOptions& options) {
+  std::vector<MinuteFloor> out;
+  if (samples.empty()) return out;
+  double last_t = samples.back().t_seconds;
+  for (const MemorySample& s : samples) last_t = std::max(last_t, s.t_seconds);
+
+  std::map<int, MinuteFloor> by_minute;
+  for (const MemorySample& s : samples) {
+    if (s.t_seconds < 0) continue;
+    int minute = static_cast<int>(std::floor(s.t_seconds / 60.0));
+    if (minute < options.warmup_minutes) continue;
+    auto [it, inserted] = by_minute.try_emplace(minute);
+    MinuteFloor& f = it->second;
+    double judged = static_cast<double>(s.JudgedBytes());
+    if (inserted || judged < f.floor_bytes) f.floor_bytes = judged;
+    f.minute = minute;
+    ++f.samples;
+  }
+  for (const auto& [minute, floor] : by_minute) {
+    double minute_end = 60.0 * (minute + 1);
+    // Complete when the samples reach within one interval of the minute's end.
+    if (last_t + options.sample_interval_seconds + 1e-9 < minute_end) continue;
+    out.push_back(floor);
+  }
+  return out;
+}
+
+}  // namespace allocguard::memory
