@@ -1,12 +1,16 @@
-// allocguard: one binary, one subcommand per role (see docs/ and README.md).
+// allocguard: one binary, one subcommand per role (see README.md and docs/).
 
 #include <CLI/CLI.hpp>
 #include <csignal>
 
+#include "operator/cli/commands.h"
+
 int main(int argc, char** argv) {
+  // Writes to a closed socket must fail with EPIPE, not kill the process.
   std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"allocguard: keeps native workloads on memory allocators that give memory back"};
   app.require_subcommand(1);
+  int exit_code = 0;
   CLI11_PARSE(app, argc, argv);
-  return 0;
+  return exit_code;
 }

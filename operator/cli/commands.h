@@ -1,0 +1,11 @@
+#pragma once
+
+// Each subcommand lives in its own <name>_command.cc and registers itself on
+// the top-level CLI11 app here. The callback it installs sets *exit_code.
+
+#include <CLI/CLI.hpp>
+
+namespace allocguard::cli {
+
+
+}  // namespace allocguard::cli
