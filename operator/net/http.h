@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "operator/common/status.h"
 
@@ -99,5 +100,62 @@ std::unique_ptr<HttpServer> NewHttpServer(const HttpServerOptions& options);
 std::string UrlDecode(const std::string& s);
 // Returns the value of key in "a=1&b=2", or "" when absent.
 std::string QueryParam(const std::string& path_and_query, const std::string& key);
+
+// ---------------------------------------------------------------------------
+// HTTPS and streaming, for clients of the Kubernetes API.
+
+// TLS settings for an https:// base URL. Each PEM input may come from a file
+// or from memory; when both are set, memory wins.
+struct TlsOptions {
+  std::string ca_file;  // trust only these CAs; empty with ca_pem empty: system CAs
+  std::string ca_pem;
+  std::string client_cert_file;  // client certificate authentication
+  std::string client_cert_pem;
+  std::string client_key_file;
+  std::string client_key_pem;
+  // Verify the server certificate against this name instead of the URL's host
+  // (kubeconfig tls-server-name). The connection still goes to the URL's host.
+  std::string server_name;
+  bool insecure_skip_verify = false;  // never verify the server (tests, kubeconfig opt-in)
+};
+
+struct StreamingHttpClientOptions {
+  std::string base_url;  // "http://host:port" or "https://host:port[/prefix]"
+  TlsOptions tls;        // used only for https://
+  std::chrono::milliseconds connect_timeout{5000};
+  // Longest silence tolerated while waiting for bytes; for long-lived streams
+  // it must exceed the longest expected gap between events.
+  std::chrono::milliseconds read_timeout{30000};
+  std::chrono::milliseconds write_timeout{30000};
+  bool keep_alive = true;
+};
+
+struct StreamHandlers {
+  // Called once, after the status line and headers, before any body. Return
+  // false to abort the request.
+  std::function<bool(int status, const Headers& headers)> on_response;
+  // Called for each decoded piece of the body. Pieces do not align with lines
+  // or chunks of the wire format. Return false to abort the request.
+  std::function<bool(std::string_view piece)> on_body;
+};
+
+// A client for one base URL that can also stream a response body. Like
+// HttpClient, calls on one client are serialized: give each concurrent
+// request (each watch) its own client. Cancel() is the exception.
+class StreamingHttpClient : public HttpClient {
+ public:
+  // Streams the response to handlers. Returns OK when the body ended or a
+  // handler returned false; kUnavailable on transport failures and when
+  // Cancel() interrupted the request.
+  virtual Status Stream(const HttpRequest& request, const StreamHandlers& handlers) = 0;
+  // Interrupts the request in flight, if any, from any thread: its Send() or
+  // Stream() returns kUnavailable promptly. Every later request on this client
+  // fails with kUnavailable too; a cancelled client is finished.
+  virtual void Cancel() = 0;
+};
+
+// Fails with kInvalidArgument on a bad URL or unreadable/invalid PEM input.
+Result<std::unique_ptr<StreamingHttpClient>> NewStreamingHttpClient(
+    const StreamingHttpClientOptions& options);
 
 }  // namespace allocguard::net

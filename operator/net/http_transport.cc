@@ -3,10 +3,20 @@
 
 #include <httplib.h>
 
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "operator/net/http.h"
 
@@ -51,8 +61,9 @@ Result<ParsedUrl> ParseHttpUrl(const std::string& url) {
   if (out.host.empty()) return InvalidArgument("URL \"" + url + "\" has no host");
   out.port = out.scheme == "https" ? 443 : 80;
   if (!port_text.empty()) {
-    if (port_text.size() > 5 ||
-        !std::all_of(port_text.begin(), port_text.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+    if (port_text.size() > 5 || !std::all_of(port_text.begin(), port_text.end(), [](char c) {
+          return std::isdigit(static_cast<unsigned char>(c));
+        })) {
       return InvalidArgument("URL \"" + url + "\": port \"" + port_text + "\" is not a number");
     }
     out.port = std::stoi(port_text);
@@ -93,7 +104,8 @@ class PlainHttpClient final : public HttpClient {
     }
     auto result = client_.send(req);
     if (!result) {
-      return Unavailable(request.method + " " + req.path + ": " + httplib::to_string(result.error()));
+      return Unavailable(request.method + " " + req.path + ": " +
+                         httplib::to_string(result.error()));
     }
     HttpResponse out;
     out.status = result->status;
@@ -204,6 +216,230 @@ std::string QueryParam(const std::string& path_and_query, const std::string& key
     pos = amp + 1;
   }
   return "";
+}
+
+// ---------------------------------------------------------------------------
+// StreamingHttpClient: plain or TLS, with streaming and cancellation.
+
+namespace {
+
+struct BioDeleter {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+struct X509Deleter {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct PkeyDeleter {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+using BioPtr = std::unique_ptr<BIO, BioDeleter>;
+using X509Ptr = std::unique_ptr<X509, X509Deleter>;
+using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyDeleter>;
+
+Result<std::string> ReadPem(const std::string& pem, const std::string& file, const char* what) {
+  if (!pem.empty()) return pem;
+  std::FILE* f = std::fopen(file.c_str(), "rb");
+  if (f == nullptr) return InvalidArgument(std::string("cannot read ") + what + " file " + file);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  std::fclose(f);
+  return out;
+}
+
+Result<std::string> WritePrivateTempFile(const std::string& content) {
+  char path[] = "/tmp/allocguard-ca-XXXXXX";
+  int fd = mkstemp(path);  // mode 0600
+  if (fd < 0) return Internal("cannot create a temporary CA file in /tmp");
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = write(fd, content.data() + done, content.size() - done);
+    if (n <= 0) {
+      close(fd);
+      std::remove(path);
+      return Internal("cannot write a temporary CA file in /tmp");
+    }
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  return std::string(path);
+}
+
+Result<std::vector<X509Ptr>> ParseCertificates(const std::string& pem, const char* what) {
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  std::vector<X509Ptr> certs;
+  while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) certs.emplace_back(x);
+  ERR_clear_error();  // the loop ends on a "no start line" error
+  if (certs.empty()) return InvalidArgument(std::string(what) + " holds no PEM certificate");
+  return certs;
+}
+
+Result<PkeyPtr> ParsePrivateKey(const std::string& pem) {
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr);
+  ERR_clear_error();
+  if (key == nullptr) return InvalidArgument("client key holds no PEM private key");
+  return PkeyPtr(key);
+}
+
+class HttplibStreamingClient final : public StreamingHttpClient {
+ public:
+  HttplibStreamingClient(std::unique_ptr<httplib::ClientImpl> client, std::string prefix,
+                         std::string owned_file)
+      : client_(std::move(client)),
+        prefix_(std::move(prefix)),
+        owned_file_(std::move(owned_file)) {}
+  ~HttplibStreamingClient() override {
+    if (!owned_file_.empty()) std::remove(owned_file_.c_str());
+  }
+
+  Result<HttpResponse> Send(const HttpRequest& request) override {
+    httplib::Request req = ToHttplib(request);
+    httplib::Response res;
+    httplib::Error error = httplib::Error::Success;
+    if (cancelled_.load()) return Unavailable(request.method + " " + req.path + ": cancelled");
+    bool ok = client_->send(req, res, error);
+    if (!ok) return TransportError(request, req, error);
+    HttpResponse out;
+    out.status = res.status;
+    out.headers = FromHttplib(res.headers);
+    out.body = std::move(res.body);
+    return out;
+  }
+
+  Status Stream(const HttpRequest& request, const StreamHandlers& handlers) override {
+    httplib::Request req = ToHttplib(request);
+    bool aborted_by_handler = false;
+    req.response_handler = [&](const httplib::Response& res) {
+      if (cancelled_.load()) return false;
+      if (handlers.on_response && !handlers.on_response(res.status, FromHttplib(res.headers))) {
+        aborted_by_handler = true;
+        return false;
+      }
+      return true;
+    };
+    req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+      if (cancelled_.load()) return false;
+      if (handlers.on_body && !handlers.on_body(std::string_view(data, len))) {
+        aborted_by_handler = true;
+        return false;
+      }
+      return true;
+    };
+    if (cancelled_.load()) return Unavailable(request.method + " " + req.path + ": cancelled");
+    httplib::Response res;
+    httplib::Error error = httplib::Error::Success;
+    bool ok = client_->send(req, res, error);
+    if (ok || aborted_by_handler) return Status::Ok();
+    return TransportError(request, req, error).status();
+  }
+
+  void Cancel() override {
+    cancelled_.store(true);
+    client_->stop();
+  }
+
+ private:
+  httplib::Request ToHttplib(const HttpRequest& request) const {
+    httplib::Request req;
+    req.method = request.method;
+    req.path = prefix_ + request.path;
+    for (const auto& [k, v] : request.headers) req.headers.emplace(k, v);
+    if (!request.body.empty() || request.method == "POST" || request.method == "PUT" ||
+        request.method == "PATCH") {
+      req.body = request.body;
+      if (!request.content_type.empty()) req.set_header("Content-Type", request.content_type);
+    }
+    return req;
+  }
+
+  Result<HttpResponse> TransportError(const HttpRequest& request, const httplib::Request& req,
+                                      httplib::Error error) const {
+    std::string what = cancelled_.load() ? "cancelled" : httplib::to_string(error);
+    if (error == httplib::Error::SSLServerVerification) {
+      what += " (the server certificate is not trusted for this host)";
+    }
+    return Unavailable(request.method + " " + req.path + ": " + what);
+  }
+
+  std::unique_ptr<httplib::ClientImpl> client_;
+  std::string prefix_;
+  std::string owned_file_;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace
+
+Result<std::unique_ptr<StreamingHttpClient>> NewStreamingHttpClient(
+    const StreamingHttpClientOptions& options) {
+  AG_ASSIGN_OR_RETURN(ParsedUrl url, ParseHttpUrl(options.base_url));
+  std::unique_ptr<httplib::ClientImpl> client;
+  std::string owned_ca_file;
+  if (url.scheme == "http") {
+    client = std::make_unique<httplib::ClientImpl>(url.host, url.port);
+  } else {
+    const TlsOptions& tls = options.tls;
+    // Verify against tls.server_name by connecting "to" that name and mapping
+    // it to the real address: cpp-httplib checks the certificate against the
+    // host it was constructed with.
+    std::string verify_host = tls.server_name.empty() ? url.host : tls.server_name;
+    bool has_cert = !tls.client_cert_pem.empty() || !tls.client_cert_file.empty();
+    bool has_key = !tls.client_key_pem.empty() || !tls.client_key_file.empty();
+    if (has_cert != has_key) {
+      return InvalidArgument("a client certificate needs a client key, and a key a certificate");
+    }
+    std::unique_ptr<httplib::SSLClient> ssl;
+    if (has_cert) {
+      AG_ASSIGN_OR_RETURN(std::string cert_pem,
+                          ReadPem(tls.client_cert_pem, tls.client_cert_file, "client certificate"));
+      AG_ASSIGN_OR_RETURN(std::string key_pem,
+                          ReadPem(tls.client_key_pem, tls.client_key_file, "client key"));
+      AG_ASSIGN_OR_RETURN(auto certs, ParseCertificates(cert_pem, "client certificate"));
+      AG_ASSIGN_OR_RETURN(PkeyPtr key, ParsePrivateKey(key_pem));
+      // SSL_CTX_use_certificate/PrivateKey take their own references.
+      ssl = std::make_unique<httplib::SSLClient>(verify_host, url.port, certs.front().get(),
+                                                 key.get());
+      if (!ssl->is_valid()) {
+        return InvalidArgument("client certificate and key do not match or cannot be used");
+      }
+      for (size_t i = 1; i < certs.size(); ++i) {
+        // Intermediate certificates of the client chain; the context owns them.
+        if (SSL_CTX_add_extra_chain_cert(ssl->ssl_context(), certs[i].get()) == 1) {
+          certs[i].release();
+        }
+      }
+    } else {
+      ssl = std::make_unique<httplib::SSLClient>(verify_host, url.port);
+    }
+    if (verify_host != url.host) ssl->set_hostname_addr_map({{verify_host, url.host}});
+    if (tls.insecure_skip_verify) {
+      ssl->enable_server_certificate_verification(false);
+    } else if (!tls.ca_pem.empty() || !tls.ca_file.empty()) {
+      AG_ASSIGN_OR_RETURN(std::string ca_pem, ReadPem(tls.ca_pem, tls.ca_file, "CA"));
+      AG_RETURN_IF_ERROR(ParseCertificates(ca_pem, "CA bundle").status());
+      // cpp-httplib 0.11 adds the system CAs to any X509_STORE handed to it,
+      // but trusts exactly the file given to set_ca_cert_path. In-memory CAs
+      // therefore go through a private file that lives as long as the client.
+      std::string ca_path = tls.ca_file;
+      if (!tls.ca_pem.empty()) {
+        AG_ASSIGN_OR_RETURN(ca_path, WritePrivateTempFile(tls.ca_pem));
+        owned_ca_file = ca_path;
+      }
+      ssl->set_ca_cert_path(ca_path);
+      ssl->enable_server_certificate_verification(true);
+    } else {
+      ssl->enable_server_certificate_verification(true);
+    }
+    SSL_CTX_set_min_proto_version(ssl->ssl_context(), TLS1_2_VERSION);
+    client = std::move(ssl);
+  }
+  client->set_connection_timeout(options.connect_timeout);
+  client->set_read_timeout(options.read_timeout);
+  client->set_write_timeout(options.write_timeout);
+  client->set_keep_alive(options.keep_alive);
+  return std::unique_ptr<StreamingHttpClient>(
+      std::make_unique<HttplibStreamingClient>(std::move(client), url.path_prefix, owned_ca_file));
 }
 
 }  // namespace allocguard::net

@@ -1,0 +1,121 @@
+#pragma once
+
+// An informer: list + watch of one resource type into an indexed in-memory
+// store, with add/update/delete handlers.
+//
+// The reflector loop (kube-rs watcher / client-go Reflector):
+//   list (paginated) -> Store::Replace -> watch from the list's
+//   resourceVersion, tracking the version of every event and bookmark ->
+//   when the server ends the watch, re-watch from the last version;
+//   on a transport error, back off (0.8 s doubling to 30 s) and re-watch;
+//   on 410 Gone (HTTP status or ERROR event), relist. Replace emits deletes
+//   for cached objects the relist no longer shows, so handlers see every
+//   deletion even when they missed the event.
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "operator/kube/client.h"
+
+namespace allocguard::kube {
+
+struct EventHandlers {
+  std::function<void(const Object& object)> on_add;
+  std::function<void(const Object& old_object, const Object& new_object)> on_update;
+  std::function<void(const Object& object)> on_delete;
+};
+
+// Maps an object to index values, e.g. its namespace or owner names.
+using IndexFunc = std::function<std::vector<std::string>(const Object& object)>;
+
+// Objects by ObjectKey, with secondary indexes. Handlers run synchronously
+// under no lock of the store. Thread-safe.
+class Store {
+ public:
+  // REQUIRES: called before objects are added.
+  void AddIndex(const std::string& name, IndexFunc func);
+  void SetHandlers(EventHandlers handlers);
+
+  // Replaces the contents: emits add for new keys, update for changed ones
+  // (resourceVersion differs) and delete for keys that are gone.
+  void Replace(std::vector<Object> objects);
+  void Upsert(Object object);
+  void Remove(const Object& object);
+
+  std::optional<Object> Get(const std::string& key) const;
+  std::vector<Object> List() const;
+  std::vector<std::string> Keys() const;
+  std::vector<Object> ByIndex(const std::string& index, const std::string& value) const;
+  size_t size() const;
+
+ private:
+  void IndexLocked(const std::string& key, const Object& object, bool add);
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const Object>> objects_;
+  std::map<std::string, IndexFunc> index_funcs_;
+  std::map<std::string, std::map<std::string, std::set<std::string>>> indexes_;
+  EventHandlers handlers_;
+};
+
+struct InformerOptions {
+  std::string namespace_;  // "" = all namespaces
+  std::string label_selector;
+  std::string field_selector;
+  // client-go picks timeoutSeconds in [5, 10) minutes to spread reconnects.
+  int min_watch_timeout_seconds = 300;
+  Clock::Duration initial_backoff = std::chrono::milliseconds(800);
+  Clock::Duration max_backoff = std::chrono::seconds(30);
+};
+
+class Informer {
+ public:
+  Informer(Client* client, ResourceType type, InformerOptions options = {});
+  ~Informer();  // stops and joins
+
+  Store& store() { return store_; }
+
+  // Starts the list/watch loop on its own thread. REQUIRES: called once.
+  void Start();
+  // Stops the loop and interrupts a watch in flight; joins the thread.
+  void Stop();
+  // True after the first complete list has been stored.
+  bool HasSynced() const { return synced_.load(); }
+  // Blocks until HasSynced() or Stop(); returns HasSynced().
+  bool WaitForSync();
+
+  // For tests and metrics.
+  int lists() const { return lists_.load(); }
+  int watches() const { return watches_.load(); }
+  std::string last_resource_version() const;
+  std::string last_error() const;
+
+ private:
+  void Run();
+  bool ListOnce();
+
+  Client* client_;
+  const ResourceType type_;
+  const InformerOptions options_;
+  Store store_;
+  Canceller canceller_;
+  std::thread thread_;
+  std::atomic<bool> synced_{false};
+  std::atomic<int> lists_{0};
+  std::atomic<int> watches_{0};
+  mutable std::mutex mu_;
+  std::condition_variable synced_cv_;
+  std::string resource_version_;
+  std::string last_error_;
+};
+
+}  // namespace allocguard::kube
