@@ -271,7 +271,8 @@ Result<std::shared_ptr<TokenSource>> TokenSourceFor(const RestConfig& config, Cl
   }
   if (!config.token_file.empty()) {
     auto source = std::make_shared<FileTokenSource>(config.token_file, clock);
-    AG_RETURN_IF_ERROR(source->Token(false).status());
+    auto first = source->Token(false);  // fail early on a missing file
+    if (!first.ok()) return first.status();
     return std::shared_ptr<TokenSource>(source);
   }
   if (!config.token.empty()) {

@@ -63,7 +63,8 @@ class PooledHttpTransport final : public Transport {
 
 Result<std::unique_ptr<Transport>> NewHttpTransport(const HttpTransportOptions& options) {
   // Build one client up front so that bad TLS input fails here, not later.
-  AG_RETURN_IF_ERROR(net::NewStreamingHttpClient(options.client).status());
+  auto probe = net::NewStreamingHttpClient(options.client);
+  if (!probe.ok()) return probe.status();
   auto transport = std::make_unique<PooledHttpTransport>(options);
   return std::unique_ptr<Transport>(std::move(transport));
 }

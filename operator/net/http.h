@@ -155,6 +155,8 @@ class StreamingHttpClient : public HttpClient {
 };
 
 // Fails with kInvalidArgument on a bad URL or unreadable/invalid PEM input.
+// The first call sets SIGPIPE to SIG_IGN if it is at its default, so that a
+// write to a closed connection is an error rather than the end of the process.
 Result<std::unique_ptr<StreamingHttpClient>> NewStreamingHttpClient(
     const StreamingHttpClientOptions& options);
 

@@ -7,6 +7,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -373,6 +374,15 @@ class HttplibStreamingClient final : public StreamingHttpClient {
 
 Result<std::unique_ptr<StreamingHttpClient>> NewStreamingHttpClient(
     const StreamingHttpClientOptions& options) {
+  // cpp-httplib 0.11 sends without MSG_NOSIGNAL: a write to a connection the
+  // peer (or Cancel) closed would kill the process with SIGPIPE.
+  static std::once_flag ignore_sigpipe;
+  std::call_once(ignore_sigpipe, [] {
+    struct sigaction current {};
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+      signal(SIGPIPE, SIG_IGN);
+    }
+  });
   AG_ASSIGN_OR_RETURN(ParsedUrl url, ParseHttpUrl(options.base_url));
   std::unique_ptr<httplib::ClientImpl> client;
   std::string owned_ca_file;
@@ -417,7 +427,7 @@ Result<std::unique_ptr<StreamingHttpClient>> NewStreamingHttpClient(
       ssl->enable_server_certificate_verification(false);
     } else if (!tls.ca_pem.empty() || !tls.ca_file.empty()) {
       AG_ASSIGN_OR_RETURN(std::string ca_pem, ReadPem(tls.ca_pem, tls.ca_file, "CA"));
-      AG_RETURN_IF_ERROR(ParseCertificates(ca_pem, "CA bundle").status());
+      if (auto cas = ParseCertificates(ca_pem, "CA bundle"); !cas.ok()) return cas.status();
       // cpp-httplib 0.11 adds the system CAs to any X509_STORE handed to it,
       // but trusts exactly the file given to set_ca_cert_path. In-memory CAs
       // therefore go through a private file that lives as long as the client.

@@ -1,0 +1,131 @@
+#include "operator/kube/informer.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "operator/kube/testing/fake_transport.h"
+
+namespace allocguard::kube {
+namespace {
+
+using testing::FakeReply;
+using testing::FakeTransport;
+
+Object Cm(const std::string& name, const std::string& rv, const std::string& app = "x") {
+  return {
+      {"metadata",
+       {{"name", name}, {"namespace", "n"}, {"resourceVersion", rv}, {"labels", {{"app", app}}}}}};
+}
+
+struct Recorder {
+  EventHandlers Handlers() {
+    return {[this](const Object& o) { Log("add " + ObjectKey(o)); },
+            [this](const Object&, const Object& o) { Log("update " + ObjectKey(o)); },
+            [this](const Object& o) { Log("delete " + ObjectKey(o)); }};
+  }
+  void Log(const std::string& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    log.push_back(s);
+  }
+  std::vector<std::string> Take() {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::exchange(log, {});
+  }
+  std::mutex mu;
+  std::vector<std::string> log;
+};
+
+TEST(StoreTest, ReplaceEmitsAddsUpdatesAndTheDeletesThatWereMissed) {
+  Store store;
+  Recorder rec;
+  store.SetHandlers(rec.Handlers());
+  store.Replace({Cm("a", "1"), Cm("b", "1"), Cm("c", "1")});
+  EXPECT_EQ(rec.Take(), (std::vector<std::string>{"add n/a", "add n/b", "add n/c"}));
+  store.Replace({Cm("a", "1"), Cm("b", "2"), Cm("d", "3")});
+  EXPECT_EQ(rec.Take(), (std::vector<std::string>{"delete n/c", "update n/b", "add n/d"}));
+  EXPECT_EQ(store.Keys(), (std::vector<std::string>{"n/a", "n/b", "n/d"}));
+}
+
+TEST(StoreTest, IndexesFollowUpdatesAndDeletes) {
+  Store store;
+  store.AddIndex("app", [](const Object& o) {
+    return std::vector<std::string>{o["metadata"]["labels"].value("app", "")};
+  });
+  store.Upsert(Cm("a", "1", "web"));
+  store.Upsert(Cm("b", "1", "web"));
+  EXPECT_EQ(store.ByIndex("app", "web").size(), 2u);
+  store.Upsert(Cm("a", "2", "db"));
+  EXPECT_EQ(store.ByIndex("app", "web").size(), 1u);
+  EXPECT_EQ(store.ByIndex("app", "db").size(), 1u);
+  store.Remove(Cm("b", "3", "web"));
+  EXPECT_TRUE(store.ByIndex("app", "web").empty());
+}
+
+std::string ListBody(const std::string& rv, const std::vector<Object>& items) {
+  return Object({{"metadata", {{"resourceVersion", rv}}}, {"items", items}}).dump();
+}
+
+std::string Event(const std::string& type, const Object& o) {
+  return Object({{"type", type}, {"object", o}}).dump() + "\n";
+}
+
+TEST(InformerTest, RelistsAfterGoneAndEmitsTheDeletesItMissed) {
+  FakeClock clock;
+  auto transport = std::make_shared<FakeTransport>();
+  Client client(transport, nullptr, {.clock = &clock});
+  transport->Queue(FakeReply::Json(200, ListBody("10", {Cm("a", "5"), Cm("b", "6")})));
+  // First watch: one change, then the server says our version is too old.
+  transport->QueueStream(FakeReply::Json(
+      200, Event("MODIFIED", Cm("a", "11")) +
+               R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired"}})"
+               "\n"));
+  // Meanwhile b was deleted and c created; the relist shows it.
+  transport->Queue(FakeReply::Json(200, ListBody("20", {Cm("a", "11"), Cm("c", "19")})));
+  // The second watch stays open until Stop().
+
+  Informer informer(&client, ConfigMaps(), {.namespace_ = "n"});
+  Recorder rec;
+  informer.store().SetHandlers(rec.Handlers());
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync());
+  while (informer.lists() < 2 || informer.last_resource_version() != "20") {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  while (transport->requests().size() < 4)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  informer.Stop();
+
+  EXPECT_EQ(rec.Take(), (std::vector<std::string>{"add n/a", "add n/b", "update n/a", "delete n/b",
+                                                  "add n/c"}));
+  EXPECT_EQ(informer.store().Keys(), (std::vector<std::string>{"n/a", "n/c"}));
+  auto requests = transport->requests();
+  ASSERT_EQ(requests.size(), 4u);
+  EXPECT_NE(requests[1].path.find("resourceVersion=10"), std::string::npos);
+  EXPECT_EQ(requests[2].path.find("resourceVersion="), std::string::npos);  // consistent relist
+  EXPECT_NE(requests[3].path.find("resourceVersion=20"), std::string::npos);
+}
+
+TEST(InformerTest, ResumesFromTheLastSeenVersionAfterABrokenStream) {
+  FakeClock clock;
+  auto transport = std::make_shared<FakeTransport>();
+  Client client(transport, nullptr, {.clock = &clock});
+  transport->Queue(FakeReply::Json(200, ListBody("10", {})));
+  FakeReply broken = FakeReply::Json(
+      200, Event("ADDED", Cm("a", "12")) + Event("BOOKMARK", Cm("", "15")) + "{\"type\":\"ADD");
+  transport->QueueStream(broken);
+  Informer informer(&client, ConfigMaps(), {.namespace_ = "n"});
+  informer.Start();
+  while (transport->requests().size() < 3)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  informer.Stop();
+  auto requests = transport->requests();
+  // No relist: the watch resumes after the bookmark's version.
+  EXPECT_EQ(informer.lists(), 1);
+  EXPECT_NE(requests[2].path.find("watch=1"), std::string::npos);
+  EXPECT_NE(requests[2].path.find("resourceVersion=15"), std::string::npos);
+  EXPECT_EQ(informer.store().size(), 1u);
+}
+
+}  // namespace
+}  // namespace allocguard::kube
