@@ -3,8 +3,12 @@
 // skipped (reported as "Not Run" by ctest) when those are unset; scripts/test.sh
 // runs them in its control-plane tier.
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,8 +20,12 @@
 
 #include "operator/kube/client.h"
 #include "operator/kube/config.h"
+#include "operator/kube/event_recorder.h"
 #include "operator/kube/informer.h"
+#include "operator/kube/leader_election.h"
 #include "operator/net/http.h"
+
+extern char** environ;
 
 namespace allocguard::kube {
 namespace {
@@ -641,6 +649,120 @@ TEST_F(CredentialsTest, KubeconfigWithAnExecPluginAuthenticatesAsThePluginsIdent
   ASSERT_FALSE(forbidden.ok());
   EXPECT_EQ(forbidden.error().reason, "Forbidden");
   EXPECT_NE(forbidden.error().message.find("cannot list resource \"secrets\""), std::string::npos);
+}
+
+// ---- Events ------------------------------------------------------------------------------
+
+TEST_F(ControlPlaneTest, RepeatedEventsAggregateIntoOneSeries) {
+  auto cm = client_->Create(ConfigMaps(), ns_, ConfigMap("subject", {}));
+  ASSERT_TRUE(cm.ok());
+  EventRecorder recorder(client_.get(), {.reporting_instance = "test-instance"});
+  for (int i = 0; i < 3; ++i) {
+    Status s = recorder.Record(*cm, EventType::kWarning, "CanaryRatchet", "Gate",
+                               "floor slope 2.1 GiB/h exceeds 0.5 GiB/h");
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  ASSERT_TRUE(recorder.Record(*cm, EventType::kNormal, "CanaryFlat", "Gate", "flat").ok());
+  auto events = client_->List(EventsV1(), ns_);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->items.size(), 2u);
+  int ratchets = 0;
+  for (const auto& e : events->items) {
+    EXPECT_EQ(e["regarding"]["name"], "subject");
+    EXPECT_EQ(e["regarding"]["uid"], (*cm)["metadata"]["uid"]);
+    EXPECT_EQ(e["reportingInstance"], "test-instance");
+    if (e["reason"] == "CanaryRatchet") {
+      ++ratchets;
+      EXPECT_EQ(e["type"], "Warning");
+      EXPECT_EQ(e["note"], "floor slope 2.1 GiB/h exceeds 0.5 GiB/h");
+      EXPECT_EQ(e["series"]["count"], 3);
+    } else {
+      EXPECT_FALSE(e.contains("series"));
+    }
+  }
+  EXPECT_EQ(ratchets, 1);
+}
+
+// ---- Leader election ---------------------------------------------------------------------
+
+class LeaderProcess {
+ public:
+  LeaderProcess(const std::string& kubeconfig, const std::string& ns, const std::string& lease,
+                const std::string& identity, const std::string& out_file)
+      : out_file_(out_file) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_file.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<std::string> args = {KUBE_LEADER_DEMO, kubeconfig, ns, lease, identity};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    EXPECT_EQ(posix_spawn(&pid_, KUBE_LEADER_DEMO, &actions, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~LeaderProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool Printed(const std::string& text) const {
+    std::ifstream in(out_file_);
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return all.find(text) != std::string::npos;
+  }
+  void Signal(int sig) { kill(pid_, sig); }
+  int Wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  std::string out_file_;
+  pid_t pid_ = -1;
+};
+
+TEST_F(ControlPlaneTest, LeaderKilledAnotherProcessTakesOverAndCleanShutdownReleases) {
+  char tmpl[] = "/tmp/kube-leader-test-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  LeaderProcess a(kubeconfig_, ns_, "op-lock", "a", dir + "/a.out");
+  ASSERT_TRUE(Eventually([&] { return a.Printed("leading a"); }));
+  LeaderProcess b(kubeconfig_, ns_, "op-lock", "b", dir + "/b.out");
+  ASSERT_TRUE(Eventually([&] {
+    auto lease = client_->Get(Leases(), ns_, "op-lock");
+    return lease.ok() && (*lease)["spec"]["holderIdentity"] == "a";
+  }));
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // let b observe a's renewals
+  EXPECT_FALSE(b.Printed("leading b"));
+
+  auto killed_at = std::chrono::steady_clock::now();
+  a.Signal(SIGKILL);
+  a.Wait();
+  ASSERT_TRUE(Eventually([&] { return b.Printed("leading b"); }));
+  double failover =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  std::printf("leader failover after SIGKILL: %.1f s (lease 15 s, retry 2 s)\n", failover);
+  RecordProperty("failover_seconds", std::to_string(failover));
+  auto lease = client_->Get(Leases(), ns_, "op-lock");
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ((*lease)["spec"]["holderIdentity"], "b");
+  EXPECT_EQ((*lease)["spec"]["leaseTransitions"], 1);
+
+  // A clean shutdown releases the lease at once.
+  b.Signal(SIGTERM);
+  int status = b.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  auto released = client_->Get(Leases(), ns_, "op-lock");
+  ASSERT_TRUE(released.ok());
+  EXPECT_TRUE(!(*released)["spec"].contains("holderIdentity") ||
+              (*released)["spec"]["holderIdentity"].is_null() ||
+              (*released)["spec"]["holderIdentity"] == "");
+  LeaderProcess c(kubeconfig_, ns_, "op-lock", "c", dir + "/c.out");
+  ASSERT_TRUE(Eventually([&] { return c.Printed("leading c"); }));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
