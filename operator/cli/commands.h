@@ -7,5 +7,6 @@
 
 namespace allocguard::cli {
 
+void RegisterEvaluateCommand(CLI::App& app, int* exit_code);
 
 }  // namespace allocguard::cli

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   CLI::App app{"allocguard: keeps native workloads on memory allocators that give memory back"};
   app.require_subcommand(1);
   int exit_code = 0;
+  allocguard::cli::RegisterEvaluateCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -90,8 +90,8 @@ class FixedDurationJudge final : public FloorJudge {
                       limit + " GiB/h over " + std::to_string(j.minutes_used) + " minutes";
     } else if (j.slope_gib_per_h > options_.max_slope_gib_per_h) {
       j.decision = FloorDecision::kRatchet;
-      j.explanation = "floor slope " + FormatSlope(j.slope_gib_per_h) + " GiB/h exceeds " +
-                      limit + " GiB/h over " + std::to_string(j.minutes_used) + " minutes";
+      j.explanation = "floor slope " + FormatSlope(j.slope_gib_per_h) + " GiB/h exceeds " + limit +
+                      " GiB/h over " + std::to_string(j.minutes_used) + " minutes";
     } else {
       // A floor that falls faster than the threshold is not a ratchet, but it
       // is not a steady state either: the run was still settling.
@@ -112,8 +112,10 @@ std::unique_ptr<FloorJudge> NewFixedDurationJudge(const JudgeOptions& options) {
   return std::make_unique<FixedDurationJudge>(options);
 }
 
+// The sequential judge: statistically bounded error over all its looks, and
+// early verdicts when the evidence is clear (docs/verdicts.md).
 std::unique_ptr<FloorJudge> NewDefaultJudge(const JudgeOptions& options) {
-  return NewFixedDurationJudge(options);
+  return NewSequentialJudge(options);
 }
 
 }  // namespace allocguard::memory

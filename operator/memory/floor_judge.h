@@ -40,12 +40,44 @@ struct FloorJudgement {
   int minutes_used = 0;  // floors the decision rests on
   std::string method;    // which rule decided, e.g. "fixed-duration" or "sequential"
   std::string explanation;
+  // Two-sided coverage of [slope_low, slope_high], e.g. 0.9987; 0 when the
+  // judge has no interval.
+  double confidence = 0;
+  // Lag-1 autocorrelation of the slope residuals, as estimated.
+  double lag1_autocorrelation = 0;
+  // When the verdict rests on growth that started mid-run: the first minute of
+  // the rising segment (slope, interval and Theil–Sen then describe that
+  // segment); 0 otherwise.
+  int growth_start_minute = 0;
 };
 
 struct JudgeOptions {
   double max_slope_gib_per_h = 0.5;
   // No decision before this many floors exist.
   int min_floors = 3;
+  // The sequential judge plans one look per floor, from min_floors floors up
+  // to max_minutes - warmup_minutes floors, and spreads its error budget over
+  // those looks. Set max_minutes to the run's length (warm-up included): a run
+  // that goes on past the plan gets no further looks and ends Inconclusive.
+  int max_minutes = 15;
+  int warmup_minutes = 1;
+  // Error budget of the sequential judge over all its looks, when the floor
+  // noise is Gaussian AR(1): the chance that a run ends in a false Ratchet
+  // (true slope at or below max_slope_gib_per_h), and the chance that it ends
+  // in a false Flat (true slope just outside ±max; far less at twice max).
+  double false_ratchet_rate = 0.01;
+  double false_flat_rate = 0.05;
+  // Share of each budget kept for the last planned look, where most of the
+  // evidence is; the rest is spread evenly over the earlier looks.
+  double final_look_share = 0.5;
+  // Share of the false-Ratchet budget given to the check for growth that
+  // starts mid-run, and the fewest floors that check fits a rising segment to.
+  double late_growth_share = 0.2;
+  int late_growth_min_floors = 5;
+  // Robust gate, not part of the budget: a Ratchet also needs a Theil–Sen
+  // slope above max and a Mann–Kendall p below this for a floor rising faster
+  // than max, so one outlier minute cannot decide.
+  double robust_trend_p = 0.05;
 };
 
 class FloorJudge {
@@ -58,6 +90,9 @@ class FloorJudge {
 // The seed's rule: wait for the end of the run, fit one least-squares slope
 // and compare it with the threshold. Never decides early.
 std::unique_ptr<FloorJudge> NewFixedDurationJudge(const JudgeOptions& options);
+
+// Decides as soon as the evidence is clear (see sequential_judge.h).
+std::unique_ptr<FloorJudge> NewSequentialJudge(const JudgeOptions& options);
 
 // The default judge of this build (see floor_judge.cc for which one).
 std::unique_ptr<FloorJudge> NewDefaultJudge(const JudgeOptions& options);

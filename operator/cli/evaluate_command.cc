@@ -1,0 +1,234 @@
+// `allocguard evaluate-verdicts`: how often the floor judges are wrong, and
+// how long they take, on a synthetic corpus with known truth (and, given
+// replay CSVs, what they conclude on real recorded runs). docs/verdicts.md
+// explains the corpus and shows the figures.
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "operator/cli/commands.h"
+#include "operator/common/status.h"
+#include "operator/memory/floor_judge.h"
+#include "operator/memory/floor_trace_generator.h"
+#include "operator/memory/memory_sample.h"
+#include "operator/memory/sequential_judge.h"
+#include "operator/memory/verdict_evaluation.h"
+
+namespace allocguard::cli {
+namespace {
+
+using memory::ClassEvaluation;
+using memory::RuleSummary;
+using memory::VerdictCounts;
+
+struct EvaluateArgs {
+  int traces_per_class = 1000;
+  uint64_t seed = 1;
+  double max_slope_gib_per_h = 0.5;
+  int max_minutes = 15;
+  std::vector<std::string> csv_paths;
+};
+
+std::string Percent(int count, int total) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%5.1f%%", total ? 100.0 * count / total : 0.0);
+  return buf;
+}
+
+std::string Rate(double r) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.2f%%", 100 * r);
+  return buf;
+}
+
+void PrintCounts(const VerdictCounts& c) {
+  std::printf(" %s %s %s %6.1f |", Percent(c.ratchet, c.traces).c_str(),
+              Percent(c.flat, c.traces).c_str(), Percent(c.inconclusive, c.traces).c_str(),
+              c.MedianMinutes());
+}
+
+// Median minutes over every class whose spec matches, pooled over noises.
+double PooledMedian(const std::vector<ClassEvaluation>& evals, bool new_rule,
+                    bool (*match)(const memory::TraceClass&)) {
+  VerdictCounts pooled;
+  for (const ClassEvaluation& e : evals) {
+    if (match(e.trace_class)) pooled.Merge(new_rule ? e.new_rule : e.old_rule);
+  }
+  return pooled.MedianMinutes();
+}
+
+bool PlainClass(const memory::TraceClass& c) {
+  return c.varies == memory::TraceClass::Varies::kNothing && c.spec.step_mib == 0 &&
+         c.spec.outlier_mib == 0;
+}
+
+void PrintMedianRow(const char* label, const std::vector<ClassEvaluation>& evals,
+                    bool (*match)(const memory::TraceClass&), const char* target) {
+  std::printf("%-44s %10.1f %10.1f   %s\n", label, PooledMedian(evals, false, match),
+              PooledMedian(evals, true, match), target);
+}
+
+// Samples of a replay CSV (operator/replay/sample_csv.h): '#' lines are header
+// and events, then a column-header line, then one row per sample. Only t_s and
+// judged_bytes are read. A trailing partial line (a killed run) is ignored.
+Result<std::vector<memory::MemorySample>> ReadReplaySamples(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot open " + path);
+  std::string line;
+  int t_col = -1, judged_col = -1, columns = 0, line_no = 0;
+  std::vector<memory::MemorySample> samples;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string cell; std::getline(ss, cell, ',');) cells.push_back(cell);
+    if (!line.empty() && line.back() == ',') cells.emplace_back();
+    if (t_col < 0) {
+      for (size_t i = 0; i < cells.size(); ++i) {
+        if (cells[i] == "t_s") t_col = static_cast<int>(i);
+        if (cells[i] == "judged_bytes") judged_col = static_cast<int>(i);
+      }
+      if (t_col < 0 || judged_col < 0) {
+        return InvalidArgument(path + ":" + std::to_string(line_no) +
+                               ": no t_s and judged_bytes columns in \"" + line + "\"");
+      }
+      columns = static_cast<int>(cells.size());
+      continue;
+    }
+    if (static_cast<int>(cells.size()) != columns) {
+      if (in.peek() == EOF) break;  // the run was killed mid-line
+      return InvalidArgument(path + ":" + std::to_string(line_no) + ": " +
+                             std::to_string(cells.size()) + " cells, expected " +
+                             std::to_string(columns));
+    }
+    memory::MemorySample s;
+    try {
+      s.t_seconds = std::stod(cells[static_cast<size_t>(t_col)]);
+      s.anon_bytes = std::stoll(cells[static_cast<size_t>(judged_col)]);
+    } catch (const std::exception&) {
+      if (in.peek() == EOF) break;
+      return InvalidArgument(path + ":" + std::to_string(line_no) +
+                             ": t_s or judged_bytes is not a number");
+    }
+    samples.push_back(s);
+  }
+  if (t_col < 0) return InvalidArgument(path + ": no column header line");
+  return samples;
+}
+
+int EvaluateReplayCsvs(const EvaluateArgs& args, const memory::FloorJudge& old_rule,
+                       const memory::FloorJudge& new_rule) {
+  std::printf("\nRecorded replay runs (no known truth: the verdicts side by side)\n");
+  std::printf("%-40s %6s | %-12s %4s | %-12s %4s | %s\n", "file", "floors", "old", "min", "new",
+              "min", "new explanation");
+  int minutes_saved = 0;
+  for (const std::string& path : args.csv_paths) {
+    auto samples = ReadReplaySamples(path);
+    if (!samples.ok()) {
+      std::fprintf(stderr, "evaluate-verdicts: %s\n", samples.status().ToString().c_str());
+      return 2;
+    }
+    const auto floors = memory::ComputeMinuteFloors(*samples, {.warmup_minutes = 1});
+    const auto old_outcome = memory::ReplayJudge(old_rule, floors);
+    const auto new_outcome = memory::ReplayJudge(new_rule, floors);
+    minutes_saved += old_outcome.minutes_elapsed - new_outcome.minutes_elapsed;
+    std::printf("%-40s %6zu | %-12s %4d | %-12s %4d | %s\n", path.c_str(), floors.size(),
+                FloorDecisionName(old_outcome.judgement.decision), old_outcome.minutes_elapsed,
+                FloorDecisionName(new_outcome.judgement.decision), new_outcome.minutes_elapsed,
+                new_outcome.judgement.explanation.c_str());
+  }
+  std::printf("minutes saved by the sequential rule over these runs: %d\n", minutes_saved);
+  return 0;
+}
+
+int RunEvaluate(const EvaluateArgs& args) {
+  const memory::JudgeOptions options{.max_slope_gib_per_h = args.max_slope_gib_per_h,
+                                     .max_minutes = args.max_minutes};
+  const auto old_rule = memory::NewFixedDurationJudge(options);
+  const auto new_rule = memory::NewSequentialJudge(options);
+  const auto corpus = memory::StandardCorpus(args.max_slope_gib_per_h);
+  std::vector<memory::TraceClass> classes = corpus;
+  for (memory::TraceClass& c : classes) c.spec.minutes = args.max_minutes;
+  const auto evals =
+      memory::EvaluateCorpus(classes, args.traces_per_class, args.seed, *old_rule, *new_rule);
+
+  std::printf(
+      "allocguard evaluate-verdicts: %d traces per class, seed %llu, threshold %.2f GiB/h, "
+      "%d-minute runs (minute 0 is warm-up)\n"
+      "old = fixed-duration least squares at the end; new = sequential (budget: false Ratchet "
+      "%.1f%%, false Flat %.1f%%, over %d looks, %.0f%% of it at the last)\n\n",
+      args.traces_per_class, static_cast<unsigned long long>(args.seed), args.max_slope_gib_per_h,
+      args.max_minutes, 100 * options.false_ratchet_rate, 100 * options.false_flat_rate,
+      memory::PlannedLooks(options), 100 * options.final_look_share);
+  std::printf("%-38s %-11s | %-34s | %-34s\n", "", "", "old: Ratchet   Flat Inconcl median",
+              "new: Ratchet   Flat Inconcl median");
+  std::printf("%-38s %-11s |", "class", "truth");
+  std::printf(" %6s %6s %6s %6s |", "", "", "", "min");
+  std::printf(" %6s %6s %6s %6s |\n", "", "", "", "min");
+  for (const ClassEvaluation& e : evals) {
+    std::printf("%-38s %-11s |", e.trace_class.name.c_str(),
+                memory::TraceTruthName(e.trace_class.truth));
+    PrintCounts(e.old_rule);
+    PrintCounts(e.new_rule);
+    std::printf("\n");
+  }
+
+  const RuleSummary old_sum = memory::Summarize(evals, /*new_rule=*/false);
+  const RuleSummary new_sum = memory::Summarize(evals, /*new_rule=*/true);
+  std::printf("\n%-44s %10s %10s   %s\n", "summary", "old", "new", "target");
+  std::printf("%-44s %10s %10s   %s\n", "false Ratchet (not-ratchet traces, pooled)",
+              Rate(old_sum.FalseRatchetRate()).c_str(), Rate(new_sum.FalseRatchetRate()).c_str(),
+              "<= 1%");
+  std::printf("%-44s %10s %10s\n", "  worst class", Rate(old_sum.worst_false_ratchet_rate).c_str(),
+              Rate(new_sum.worst_false_ratchet_rate).c_str());
+  std::printf("%-44s %10s %10s   %s\n", "missed Ratchet (slope >= 2x threshold, pooled)",
+              Rate(old_sum.MissedRatchetRate()).c_str(), Rate(new_sum.MissedRatchetRate()).c_str(),
+              "<= 1%");
+  std::printf("%-44s %10s %10s\n", "  worst class", Rate(old_sum.worst_missed_ratchet_rate).c_str(),
+              Rate(new_sum.worst_missed_ratchet_rate).c_str());
+  PrintMedianRow(
+      "median minutes to verdict, +2.50 GiB/h", evals,
+      [](const memory::TraceClass& c) { return PlainClass(c) && c.spec.slope_gib_per_h == 2.5; },
+      "<= 5");
+  PrintMedianRow(
+      "median minutes to verdict, flat (slope 0)", evals,
+      [](const memory::TraceClass& c) { return PlainClass(c) && c.spec.slope_gib_per_h == 0; },
+      "<= 10");
+  std::printf("(worst classes: old false %s, new false %s; old missed %s, new missed %s)\n",
+              old_sum.worst_false_ratchet_class.c_str(), new_sum.worst_false_ratchet_class.c_str(),
+              old_sum.worst_missed_ratchet_class.c_str(),
+              new_sum.worst_missed_ratchet_class.c_str());
+
+  if (!args.csv_paths.empty()) return EvaluateReplayCsvs(args, *old_rule, *new_rule);
+  return 0;
+}
+
+}  // namespace
+
+void RegisterEvaluateCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<EvaluateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "evaluate-verdicts",
+      "Compare the fixed 15-minute floor rule with the sequential rule on a synthetic corpus "
+      "(false and missed Ratchet rates, minutes to a verdict), and on recorded replay CSVs");
+  cmd->add_option("--traces", args->traces_per_class, "Traces per corpus class")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed of the synthetic corpus")->capture_default_str();
+  cmd->add_option("--max-slope", args->max_slope_gib_per_h, "Floor slope threshold, GiB/h")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-minutes", args->max_minutes, "Run length, warm-up minute included")
+      ->check(CLI::Range(4, 240))
+      ->capture_default_str();
+  cmd->add_option("--csv", args->csv_paths, "Replay sample CSVs to judge with both rules")
+      ->check(CLI::ExistingFile);
+  cmd->callback([args, exit_code] { *exit_code = RunEvaluate(*args); });
+}
+
+}  // namespace allocguard::cli

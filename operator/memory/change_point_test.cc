@@ -1,0 +1,48 @@
+#include "operator/memory/change_point.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace allocguard::memory {
+namespace {
+
+// Level at 300 MiB up to `start`, then rising `mib_per_minute`; a ±4 MiB
+// alternating wobble keeps the residuals non-zero.
+std::vector<MinuteFloor> LevelThenRise(int start, double mib_per_minute, int last = 14) {
+  std::vector<MinuteFloor> out;
+  for (int m = 1; m <= last; ++m) {
+    double mib = 300 + (m % 2 ? 4 : -4);
+    if (m > start) mib += mib_per_minute * (m - start);
+    out.push_back({.minute = m, .floor_bytes = mib * kBytesPerMiB, .samples = 30});
+  }
+  return out;
+}
+
+TEST(FindLateGrowthTest, FindsAClimbThatStartsMidRun) {
+  // Level to minute 8, then +100 MiB/min (5.9 GiB/h): the strongest rising
+  // tail starts at the bend.
+  const double threshold = GiBPerHourToBytesPerMinute(0.5);
+  LateGrowth g = FindLateGrowth(LevelThenRise(8, 100), threshold, 0.001, 5);
+  EXPECT_TRUE(g.found);
+  EXPECT_EQ(g.candidates, 14 - 5);  // starts at floors 2..10
+  EXPECT_GE(g.start_minute, 8);
+  EXPECT_LE(g.start_minute, 9);
+  EXPECT_GT(g.tail.low, threshold);
+}
+
+TEST(FindLateGrowthTest, LevelFloorsHaveNoLateGrowth) {
+  LateGrowth g = FindLateGrowth(LevelThenRise(99, 0), GiBPerHourToBytesPerMinute(0.5), 0.001, 5);
+  EXPECT_FALSE(g.found);
+  EXPECT_EQ(g.candidates, 9);
+}
+
+TEST(FindLateGrowthTest, TooFewFloorsForASegment) {
+  LateGrowth g =
+      FindLateGrowth(LevelThenRise(2, 100, 5), GiBPerHourToBytesPerMinute(0.5), 0.001, 5);
+  EXPECT_FALSE(g.found);
+  EXPECT_EQ(g.candidates, 0);
+}
+
+}  // namespace
+}  // namespace allocguard::memory

@@ -1,0 +1,151 @@
+#include "operator/memory/floor_trace_generator.h"
+
+#include <cmath>
+#include <numbers>
+#include <random>
+
+namespace allocguard::memory {
+namespace {
+
+// splitmix64: decorrelates nearby seeds before they seed the generator.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+class Gaussian {
+ public:
+  explicit Gaussian(uint64_t seed) : engine_(Mix(seed)) {}
+  double Uniform() {  // in (0, 1)
+    return (static_cast<double>(engine_() >> 11) + 0.5) * 0x1.0p-53;
+  }
+  double Next() {  // Box–Muller; the second value is discarded for simplicity
+    const double u1 = Uniform(), u2 = Uniform();
+    return std::sqrt(-2 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2);
+  }
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+}  // namespace
+
+const char* TraceTruthName(TraceTruth t) {
+  switch (t) {
+    case TraceTruth::kNotRatchet:
+      return "not-ratchet";
+    case TraceTruth::kRatchet:
+      return "ratchet";
+    case TraceTruth::kEither:
+      return "either";
+  }
+  return "unknown";
+}
+
+std::vector<MinuteFloor> GenerateFloorTrace(const TraceSpec& spec, uint64_t seed) {
+  Gaussian rng(seed);
+  const double slope_mib_per_minute = spec.slope_gib_per_h * 1024.0 / 60.0;
+  const double innovation_sd = spec.noise_sd_mib * std::sqrt(1 - spec.noise_ar1 * spec.noise_ar1);
+  double noise = spec.noise_sd_mib * rng.Next();  // stationary start
+  std::vector<MinuteFloor> floors;
+  for (int m = 0; m < spec.minutes; ++m) {
+    if (m > 0) noise = spec.noise_ar1 * noise + innovation_sd * rng.Next();
+    if (m < spec.warmup_minutes) continue;
+    double mib = spec.base_mib + noise;
+    const int start = spec.growth_start_minute;
+    if (m > start) mib += slope_mib_per_minute * (m - start);
+    if (spec.step_mib != 0 && m >= spec.step_minute) mib += spec.step_mib;
+    if (spec.outlier_mib != 0 && m == spec.outlier_minute) mib += spec.outlier_mib;
+    floors.push_back({.minute = m, .floor_bytes = mib * kBytesPerMiB, .samples = 30});
+  }
+  return floors;
+}
+
+TraceSpec InstanceSpec(const TraceClass& c, uint64_t seed, int index) {
+  TraceSpec spec = c.spec;
+  if (c.varies == TraceClass::Varies::kNothing) return spec;
+  const uint64_t r = Mix(seed ^ Mix(static_cast<uint64_t>(index) + 0x5851f42d4c957f2dULL));
+  const int span = c.vary_last_minute - c.vary_first_minute + 1;
+  const int minute = c.vary_first_minute + static_cast<int>(r % static_cast<uint64_t>(span));
+  switch (c.varies) {
+    case TraceClass::Varies::kGrowthStart:
+      spec.growth_start_minute = minute;
+      break;
+    case TraceClass::Varies::kStepMinute:
+      spec.step_minute = minute;
+      break;
+    case TraceClass::Varies::kOutlierMinute:
+      spec.outlier_minute = minute;
+      break;
+    case TraceClass::Varies::kNothing:
+      break;
+  }
+  return spec;
+}
+
+std::vector<TraceClass> StandardCorpus(double threshold_gib_per_h) {
+  auto truth_of = [&](double slope) {
+    if (slope <= threshold_gib_per_h) return TraceTruth::kNotRatchet;
+    if (slope >= 2 * threshold_gib_per_h) return TraceTruth::kRatchet;
+    return TraceTruth::kEither;
+  };
+  struct Noise {
+    const char* name;
+    double sd_mib;
+    double ar1;
+  };
+  const Noise noises[] = {{"white10", 10, 0},
+                          {"white25", 25, 0},
+                          {"white50", 50, 0},
+                          {"ar0.5-25", 25, 0.5},
+                          {"ar0.5-50", 50, 0.5}};
+  const double slopes[] = {-1, 0, 0.25, 0.5, 0.75, 1, 1.5, 2.5, 5};
+  std::vector<TraceClass> corpus;
+  char name[64];
+  for (const Noise& noise : noises) {
+    for (double slope : slopes) {
+      std::snprintf(name, sizeof name, "slope%+.2f %s", slope, noise.name);
+      TraceClass c{.name = name, .truth = truth_of(slope)};
+      c.spec.slope_gib_per_h = slope;
+      c.spec.noise_sd_mib = noise.sd_mib;
+      c.spec.noise_ar1 = noise.ar1;
+      corpus.push_back(c);
+    }
+  }
+  // A one-time rise of the level mid-run: a cache filling once, not a ratchet.
+  for (double step : {50.0, 150.0}) {
+    std::snprintf(name, sizeof name, "step+%.0fMiB flat white25", step);
+    TraceClass c{.name = name, .truth = TraceTruth::kNotRatchet};
+    c.spec.step_mib = step;
+    c.varies = TraceClass::Varies::kStepMinute;
+    c.vary_first_minute = 3;
+    c.vary_last_minute = 12;
+    corpus.push_back(c);
+  }
+  // One minute held high by a long request, on a flat and on a ratcheting floor.
+  for (double slope : {0.0, 0.5, 2.5}) {
+    std::snprintf(name, sizeof name, "outlier+300MiB slope%+.2f white25", slope);
+    TraceClass c{.name = name, .truth = truth_of(slope)};
+    c.spec.slope_gib_per_h = slope;
+    c.spec.outlier_mib = 300;
+    c.varies = TraceClass::Varies::kOutlierMinute;
+    c.vary_first_minute = 1;
+    c.vary_last_minute = 14;
+    corpus.push_back(c);
+  }
+  // Level, then a climb that starts somewhere in the middle of the run.
+  for (double slope : {2.5, 5.0}) {
+    std::snprintf(name, sizeof name, "late%+.1f from m3-9 white25", slope);
+    TraceClass c{.name = name, .truth = truth_of(slope)};
+    c.spec.slope_gib_per_h = slope;
+    c.varies = TraceClass::Varies::kGrowthStart;
+    c.vary_first_minute = 3;
+    c.vary_last_minute = 9;
+    corpus.push_back(c);
+  }
+  return corpus;
+}
+
+}  // namespace allocguard::memory

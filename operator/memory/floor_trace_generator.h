@@ -1,0 +1,73 @@
+#pragma once
+
+// Synthetic per-minute floor traces with a known truth, to calibrate and
+// evaluate floor judges. Deterministic: the same spec and seed give the same
+// floors on every platform (own Gaussian sampler over std::mt19937_64, whose
+// output sequence the standard fixes).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "operator/memory/memory_sample.h"
+
+namespace allocguard::memory {
+
+struct TraceSpec {
+  double slope_gib_per_h = 0;
+  // The floor is level before this minute and rises at slope_gib_per_h from it
+  // on; 0 means from the start of the run.
+  int growth_start_minute = 0;
+  double base_mib = 300;
+  // Floor noise: a stationary Gaussian AR(1) series with this standard
+  // deviation and lag-1 autocorrelation (0: independent minutes).
+  double noise_sd_mib = 25;
+  double noise_ar1 = 0;
+  // A one-time level shift of step_mib from step_minute on (a cache filling
+  // once, not a ratchet); 0 for none.
+  int step_minute = 0;
+  double step_mib = 0;
+  // One minute whose floor is displaced by outlier_mib (a request that held
+  // memory through a whole minute); 0 for none.
+  int outlier_minute = 0;
+  double outlier_mib = 0;
+  int minutes = 15;  // run length, warm-up included
+  int warmup_minutes = 1;
+};
+
+// Floors of minutes warmup_minutes .. minutes - 1.
+std::vector<MinuteFloor> GenerateFloorTrace(const TraceSpec& spec, uint64_t seed);
+
+// What a judge should conclude about a class of traces. The sequential rule's
+// error budget is stated against these: a Ratchet verdict on kNotRatchet is a
+// false Ratchet; anything but Ratchet on kRatchet is a missed one.
+enum class TraceTruth {
+  kNotRatchet,  // true slope at or below the threshold, or only a one-time step
+  kRatchet,     // true slope at least twice the threshold
+  kEither,      // between: any verdict is acceptable
+};
+
+const char* TraceTruthName(TraceTruth t);
+
+// A family of traces that share a spec; one feature may vary per trace.
+struct TraceClass {
+  std::string name;
+  TraceSpec spec;
+  TraceTruth truth = TraceTruth::kNotRatchet;
+  enum class Varies { kNothing, kGrowthStart, kStepMinute, kOutlierMinute };
+  Varies varies = Varies::kNothing;
+  int vary_first_minute = 0;  // the varying minute is uniform in [first, last]
+  int vary_last_minute = 0;
+};
+
+// The spec of trace number `index` of a class: the class spec with its varying
+// minute drawn from (seed, index). Deterministic.
+TraceSpec InstanceSpec(const TraceClass& c, uint64_t seed, int index);
+
+// The evaluation corpus for a threshold (GiB/h), fixed in advance of any rule:
+// true slopes -1 .. +5 GiB/h under white noise of 10, 25 and 50 MiB and AR(1)
+// noise (lag-1 correlation 0.5) of 25 and 50 MiB, plus steps, outliers and
+// growth that starts mid-run.
+std::vector<TraceClass> StandardCorpus(double threshold_gib_per_h);
+
+}  // namespace allocguard::memory

@@ -1,0 +1,182 @@
+#include "operator/memory/sequential_judge.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "operator/memory/change_point.h"
+#include "operator/memory/slope_interval.h"
+#include "operator/memory/trend_tests.h"
+
+namespace allocguard::memory {
+namespace {
+
+std::string Gib(double bytes_per_minute) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.2f", BytesPerMinuteToGiBPerHour(bytes_per_minute));
+  return buf;
+}
+
+std::string Fixed(double v, const char* format) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string Minutes(int n) { return std::to_string(n) + (n == 1 ? " minute" : " minutes"); }
+
+// "(99.87% interval +1.20 to +4.02 GiB/h)"
+std::string IntervalText(const SlopeInterval& iv, double confidence) {
+  if (!iv.valid) return "(no interval: too few independent floors)";
+  return "(" + Fixed(100 * confidence, "%.2f") + "% interval " + Gib(iv.low) + " to " +
+         Gib(iv.high) + " GiB/h)";
+}
+
+void Describe(const SlopeInterval& iv, double confidence, FloorJudgement* j) {
+  j->slope_gib_per_h = BytesPerMinuteToGiBPerHour(iv.slope);
+  j->lag1_autocorrelation = iv.lag1_autocorrelation;
+  if (iv.valid) {
+    j->slope_low_gib_per_h = BytesPerMinuteToGiBPerHour(iv.low);
+    j->slope_high_gib_per_h = BytesPerMinuteToGiBPerHour(iv.high);
+    j->confidence = confidence;
+  } else {
+    // The FloorJudgement contract: no interval, so both ends are the estimate.
+    j->slope_low_gib_per_h = j->slope_high_gib_per_h = j->slope_gib_per_h;
+    j->confidence = 0;
+  }
+}
+
+FloorJudgement Undecided(FloorJudgement j, bool final, std::string why) {
+  if (!final) return j;
+  j.decision = FloorDecision::kInconclusive;
+  j.explanation = std::move(why);
+  return j;
+}
+
+class SequentialJudge final : public FloorJudge {
+ public:
+  explicit SequentialJudge(const JudgeOptions& options) : options_(options) {}
+
+  FloorJudgement Judge(std::span<const MinuteFloor> floors, bool final) const override {
+    const int n = static_cast<int>(floors.size());
+    const double threshold = GiBPerHourToBytesPerMinute(options_.max_slope_gib_per_h);
+    const std::string limit = Fixed(options_.max_slope_gib_per_h, "%.2f");
+    const int planned_floors = options_.max_minutes - options_.warmup_minutes;
+    const LookBudget budget = BudgetForLook(options_, std::min(n, planned_floors));
+    const double confidence = 1 - 2 * budget.ratchet;
+
+    FloorJudgement j;
+    j.method = "sequential";
+    j.minutes_used = n;
+    j.trend_p_value = std::nan("");
+    j.theil_sen_gib_per_h = std::nan("");
+    const SlopeInterval iv =
+        FitSlopeInterval(floors, budget.ratchet > 0 ? budget.ratchet : options_.false_ratchet_rate);
+    Describe(iv, budget.ratchet > 0 ? confidence : 0, &j);
+    if (n < 2) return Undecided(j, final, "only " + std::to_string(n) + " minute floors");
+    const double sen = TheilSenSlope(floors);
+    const MannKendallResult mk = MannKendallTest(floors, threshold);
+    j.theil_sen_gib_per_h = BytesPerMinuteToGiBPerHour(sen);
+    j.trend_p_value = mk.p_increasing;
+    if (n < options_.min_floors) {
+      return Undecided(j, final,
+                       "only " + std::to_string(n) + " minute floors (need " +
+                           std::to_string(options_.min_floors) + ")");
+    }
+    if (n > planned_floors) {
+      // The budget is spent: a look past the plan could only add false verdicts.
+      return Undecided(j, final,
+                       "run went past the " + std::to_string(options_.max_minutes) +
+                           " minutes the judge planned its looks for; no verdict after " +
+                           Minutes(n));
+    }
+
+    const std::string rank_trend = "Theil–Sen " + Gib(sen) + " GiB/h";
+    if (iv.valid && iv.low > threshold && sen > threshold &&
+        mk.p_increasing < options_.robust_trend_p) {
+      j.decision = FloorDecision::kRatchet;
+      j.explanation = "floor rises " + Gib(iv.slope) + " GiB/h " + IntervalText(iv, confidence) +
+                      ", " + rank_trend + ", above " + limit + " GiB/h after " + Minutes(n);
+      return j;
+    }
+
+    const LateGrowth late =
+        FindLateGrowth(floors, threshold, budget.late_growth, options_.late_growth_min_floors);
+    if (late.found) {
+      const auto tail = floors.subspan(static_cast<size_t>(n - late.tail.n));
+      const double tail_sen = TheilSenSlope(tail);
+      const MannKendallResult tail_mk = MannKendallTest(tail, threshold);
+      if (tail_sen > threshold && tail_mk.p_increasing < options_.robust_trend_p) {
+        const double tail_confidence = 1 - 2 * budget.late_growth / late.candidates;
+        Describe(late.tail, tail_confidence, &j);
+        j.theil_sen_gib_per_h = BytesPerMinuteToGiBPerHour(tail_sen);
+        j.trend_p_value = tail_mk.p_increasing;
+        j.growth_start_minute = late.start_minute;
+        j.decision = FloorDecision::kRatchet;
+        j.explanation = "floor rises " + Gib(late.tail.slope) + " GiB/h since minute " +
+                        std::to_string(late.start_minute) + " " +
+                        IntervalText(late.tail, tail_confidence) + ", Theil–Sen " + Gib(tail_sen) +
+                        " GiB/h, above " + limit + " GiB/h after " + Minutes(n);
+        return j;
+      }
+    }
+
+    const SlopeInterval flat_iv = FitSlopeInterval(floors, budget.flat);
+    if (flat_iv.valid && flat_iv.low > -threshold && flat_iv.high < threshold &&
+        std::fabs(sen) < threshold) {
+      const double flat_confidence = 1 - 2 * budget.flat;
+      Describe(flat_iv, flat_confidence, &j);
+      j.decision = FloorDecision::kFlat;
+      j.explanation = "floor slope " + Gib(flat_iv.slope) + " GiB/h " +
+                      IntervalText(flat_iv, flat_confidence) + " is within ±" + limit +
+                      " GiB/h after " + Minutes(n);
+      return j;
+    }
+
+    if (!final && n < planned_floors) return j;
+    j.decision = FloorDecision::kInconclusive;
+    if (iv.valid && iv.high < -threshold) {
+      j.explanation = "floor falls " + Gib(iv.slope) + " GiB/h " + IntervalText(iv, confidence) +
+                      ": still settling after warm-up, after " + Minutes(n);
+    } else if (iv.valid && iv.low > threshold) {
+      j.explanation = "floor slope " + Gib(iv.slope) + " GiB/h " + IntervalText(iv, confidence) +
+                      " but the rank trend does not confirm it (" + rank_trend +
+                      ", Mann–Kendall p " + Fixed(mk.p_increasing, "%.2f") +
+                      "): a few minutes drive it, after " + Minutes(n);
+    } else {
+      j.explanation = "floor slope " + Gib(iv.slope) + " GiB/h " + IntervalText(iv, confidence) +
+                      " is neither clearly above " + limit + " GiB/h nor clearly within ±" + limit +
+                      " GiB/h after " + Minutes(n);
+    }
+    return j;
+  }
+
+ private:
+  JudgeOptions options_;
+};
+
+}  // namespace
+
+int PlannedLooks(const JudgeOptions& options) {
+  return std::max(1, options.max_minutes - options.warmup_minutes - options.min_floors + 1);
+}
+
+LookBudget BudgetForLook(const JudgeOptions& options, int floors) {
+  const int looks = PlannedLooks(options);
+  const int look = floors - options.min_floors + 1;  // 1-based
+  if (look < 1 || look > looks) return {};
+  double share = 1;
+  if (looks > 1) {
+    share = look == looks ? options.final_look_share : (1 - options.final_look_share) / (looks - 1);
+  }
+  return {.ratchet = options.false_ratchet_rate * (1 - options.late_growth_share) * share,
+          .late_growth = options.false_ratchet_rate * options.late_growth_share * share,
+          .flat = options.false_flat_rate * share};
+}
+
+std::unique_ptr<FloorJudge> NewSequentialJudge(const JudgeOptions& options) {
+  return std::make_unique<SequentialJudge>(options);
+}
+
+}  // namespace allocguard::memory

@@ -1,0 +1,169 @@
+#include "operator/memory/sequential_judge.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "operator/memory/slope_interval.h"
+#include "operator/memory/verdict_evaluation.h"
+
+namespace allocguard::memory {
+namespace {
+
+// Floors at minutes 1..count: 300 MiB + slope, plus a fixed wobble pattern
+// (sd ≈ amplitude) so the tests see noise without a random generator.
+std::vector<MinuteFloor> Trace(double slope_gib_per_h, double wobble_mib, int count = 14) {
+  static const double kPattern[] = {0.6, -1.1, 0.3,  1.2, -0.7, -0.2, 1.0,  -1.3,
+                                    0.4, 0.9,  -0.8, 0.1, -0.5, 1.1,  -0.9, 0.2};
+  std::vector<MinuteFloor> out;
+  for (int m = 1; m <= count; ++m) {
+    const double mib = 300 + slope_gib_per_h * 1024 / 60 * m + wobble_mib * kPattern[m % 16];
+    out.push_back({.minute = m, .floor_bytes = mib * kBytesPerMiB, .samples = 30});
+  }
+  return out;
+}
+
+TEST(LookBudgetTest, SharesAddUpToTheBudget) {
+  JudgeOptions options;  // threshold 0.5, min 3 floors, 15 minutes, 1 warm-up
+  // Looks at 3..14 floors: 12. The last gets half of each budget, the other 11
+  // share the other half: ratchet 0.01 * 0.8 * 0.5 / 11 = 0.000363636.
+  EXPECT_EQ(PlannedLooks(options), 12);
+  EXPECT_NEAR(BudgetForLook(options, 3).ratchet, 0.01 * 0.8 * 0.5 / 11, 1e-15);
+  EXPECT_NEAR(BudgetForLook(options, 14).ratchet, 0.004, 1e-15);
+  EXPECT_NEAR(BudgetForLook(options, 14).late_growth, 0.001, 1e-15);
+  EXPECT_NEAR(BudgetForLook(options, 14).flat, 0.025, 1e-15);
+  double ratchet = 0, flat = 0;
+  for (int n = 1; n <= 20; ++n) {
+    ratchet += BudgetForLook(options, n).ratchet + BudgetForLook(options, n).late_growth;
+    flat += BudgetForLook(options, n).flat;
+  }
+  EXPECT_NEAR(ratchet, options.false_ratchet_rate, 1e-15);
+  EXPECT_NEAR(flat, options.false_flat_rate, 1e-15);
+  EXPECT_EQ(BudgetForLook(options, 2).ratchet, 0);   // before the plan
+  EXPECT_EQ(BudgetForLook(options, 15).ratchet, 0);  // past it
+}
+
+TEST(SequentialJudgeTest, ClearRatchetIsCalledEarlyWithItsNumbers) {
+  auto judge = NewSequentialJudge({.max_slope_gib_per_h = 0.5});
+  RunOutcome o = ReplayJudge(*judge, Trace(2.5, 10));
+  EXPECT_EQ(o.judgement.decision, FloorDecision::kRatchet);
+  EXPECT_LE(o.minutes_elapsed, 8);  // not the full 15
+  EXPECT_EQ(o.judgement.method, "sequential");
+  EXPECT_EQ(o.judgement.minutes_used, o.minutes_elapsed - 1);
+  EXPECT_GT(o.judgement.slope_low_gib_per_h, 0.5);
+  EXPECT_LT(o.judgement.slope_low_gib_per_h, o.judgement.slope_gib_per_h);
+  EXPECT_GT(o.judgement.slope_high_gib_per_h, o.judgement.slope_gib_per_h);
+  EXPECT_NEAR(o.judgement.theil_sen_gib_per_h, 2.5, 0.5);
+  EXPECT_LT(o.judgement.trend_p_value, 0.05);
+  EXPECT_NE(o.judgement.explanation.find("floor rises +2."), std::string::npos)
+      << o.judgement.explanation;
+  EXPECT_NE(o.judgement.explanation.find("% interval"), std::string::npos);
+  EXPECT_NE(o.judgement.explanation.find("minutes"), std::string::npos);
+}
+
+TEST(SequentialJudgeTest, LevelFloorIsFlatBeforeTheEnd) {
+  auto judge = NewSequentialJudge({.max_slope_gib_per_h = 0.5});
+  RunOutcome o = ReplayJudge(*judge, Trace(0, 10));
+  EXPECT_EQ(o.judgement.decision, FloorDecision::kFlat);
+  EXPECT_LT(o.minutes_elapsed, 15);
+  EXPECT_GT(o.judgement.slope_low_gib_per_h, -0.5);
+  EXPECT_LT(o.judgement.slope_high_gib_per_h, 0.5);
+  EXPECT_NE(o.judgement.explanation.find("is within ±0.50 GiB/h after"), std::string::npos)
+      << o.judgement.explanation;
+}
+
+TEST(SequentialJudgeTest, NoisySlopeAtTheThresholdIsInconclusiveNotRatchet) {
+  // The seed's rule calls this Ratchet half the time; here the interval
+  // straddles the threshold for the whole run.
+  auto judge = NewSequentialJudge({.max_slope_gib_per_h = 0.5});
+  auto floors = Trace(0.55, 50);
+  RunOutcome o = ReplayJudge(*judge, floors);
+  EXPECT_EQ(o.judgement.decision, FloorDecision::kInconclusive);
+  EXPECT_EQ(o.minutes_elapsed, 15);
+  EXPECT_NE(o.judgement.explanation.find("neither clearly above 0.50 GiB/h nor clearly within"),
+            std::string::npos)
+      << o.judgement.explanation;
+  EXPECT_EQ(NewFixedDurationJudge({.max_slope_gib_per_h = 0.5})->Judge(floors, true).decision,
+            FloorDecision::kRatchet);
+}
+
+TEST(SequentialJudgeTest, OneOutlierMinuteCannotDecide) {
+  // Level floors with the last minute 800 MiB high: least squares alone sees
+  // 800 * 6.5 / 227.5 = 22.9 MiB/min = +1.34 GiB/h; Theil–Sen and
+  // Mann–Kendall do not confirm a rise.
+  auto floors = Trace(0, 5);
+  floors.back().floor_bytes += 800 * kBytesPerMiB;
+  EXPECT_GT(FitSlopeInterval(floors, 0.004).slope, GiBPerHourToBytesPerMinute(1));
+  auto judge = NewSequentialJudge({.max_slope_gib_per_h = 0.5});
+  FloorJudgement j = judge->Judge(floors, /*final=*/true);
+  EXPECT_NE(j.decision, FloorDecision::kRatchet) << j.explanation;
+  EXPECT_EQ(NewFixedDurationJudge({.max_slope_gib_per_h = 0.5})->Judge(floors, true).decision,
+            FloorDecision::kRatchet);
+}
+
+TEST(SequentialJudgeTest, LateGrowthCheckCatchesWhatTheWholeRunFitDilutes) {
+  // Level to minute 9, then +4 GiB/h for five minutes, on a wobble whose
+  // whole-run fit does not clear the threshold with the robust gates.
+  auto floors = Trace(0, 5);
+  for (MinuteFloor& f : floors) {
+    if (f.minute > 9) f.floor_bytes += GiBPerHourToBytesPerMinute(4) * (f.minute - 9);
+  }
+  auto judge = NewSequentialJudge({.max_slope_gib_per_h = 0.5});
+  FloorJudgement j = judge->Judge(floors, /*final=*/true);
+  EXPECT_EQ(j.decision, FloorDecision::kRatchet) << j.explanation;
+  EXPECT_GE(j.growth_start_minute, 9) << j.explanation;
+  EXPECT_NEAR(j.slope_gib_per_h, 4, 1);
+}
+
+TEST(SequentialJudgeTest, FallingFloorIsStillSettling) {
+  auto judge = NewSequentialJudge({.max_slope_gib_per_h = 0.5});
+  RunOutcome o = ReplayJudge(*judge, Trace(-3, 5));
+  EXPECT_EQ(o.judgement.decision, FloorDecision::kInconclusive);
+  EXPECT_NE(o.judgement.explanation.find("still settling"), std::string::npos)
+      << o.judgement.explanation;
+}
+
+TEST(SequentialJudgeTest, TooFewFloorsAtTheEndIsInconclusive) {
+  auto judge = NewSequentialJudge({.max_slope_gib_per_h = 0.5, .min_floors = 3});
+  auto floors = Trace(5, 1, 2);
+  EXPECT_EQ(judge->Judge(floors, false).decision, FloorDecision::kContinue);
+  FloorJudgement j = judge->Judge(floors, true);
+  EXPECT_EQ(j.decision, FloorDecision::kInconclusive);
+  EXPECT_EQ(j.explanation, "only 2 minute floors (need 3)");
+}
+
+TEST(SequentialJudgeTest, ALookPastThePlanSpendsNoBudget) {
+  // A 10-minute plan asked about 12 floors of a clear ratchet: the budget is
+  // spent, so it says so instead of deciding.
+  auto judge = NewSequentialJudge({.max_slope_gib_per_h = 0.5, .max_minutes = 10});
+  auto floors = Trace(0.8, 40, 12);
+  EXPECT_EQ(judge->Judge(floors, false).decision, FloorDecision::kContinue);
+  FloorJudgement j = judge->Judge(floors, true);
+  EXPECT_EQ(j.decision, FloorDecision::kInconclusive);
+  EXPECT_NE(j.explanation.find("past the 10 minutes"), std::string::npos) << j.explanation;
+}
+
+TEST(SequentialJudgeTest, FinalCallOnTheSameFloorsAgreesWithTheLastLook) {
+  // The engine asks once more with final == true over the floors it already
+  // showed; that is the same look, not a new one, so the answer cannot change.
+  auto judge = NewSequentialJudge({.max_slope_gib_per_h = 0.5});
+  auto floors = Trace(2.5, 10, 7);
+  FloorJudgement look = judge->Judge(floors, false);
+  FloorJudgement end = judge->Judge(floors, true);
+  ASSERT_EQ(look.decision, FloorDecision::kRatchet) << look.explanation;
+  EXPECT_EQ(end.decision, FloorDecision::kRatchet);
+  EXPECT_EQ(look.explanation, end.explanation);
+  // Undecided at 4 floors: Continue during the run, Inconclusive at its end.
+  auto short_run = Trace(2.5, 10, 4);
+  EXPECT_EQ(judge->Judge(short_run, false).decision, FloorDecision::kContinue);
+  EXPECT_EQ(judge->Judge(short_run, true).decision, FloorDecision::kInconclusive);
+}
+
+TEST(DefaultJudgeTest, IsTheSequentialJudge) {
+  EXPECT_EQ(NewDefaultJudge({.max_slope_gib_per_h = 0.5})->Judge(Trace(0, 1), true).method,
+            "sequential");
+}
+
+}  // namespace
+}  // namespace allocguard::memory

@@ -1,0 +1,57 @@
+#pragma once
+
+// The floor slope with an honest uncertainty, and its robust companion.
+//
+// Per-minute floors are noisy (±40–60 MiB minute to minute on a 2-core
+// machine) and correlated in time: a floor that was high last minute tends to
+// stay high. Treating n correlated floors as n independent ones makes a slope
+// interval too narrow, so the interval here inflates the slope's variance by
+// n / n_eff, with the effective sample size n_eff = n (1 - r1) / (1 + r1)
+// computed from the lag-1 autocorrelation r1 of the least-squares residuals
+// (corrected for its small-sample bias, see FitSlopeInterval), and uses
+// Student t quantiles with n - 2 degrees of freedom. With 14 floors or fewer
+// r1 is itself very uncertain; the correction is right on average, not every
+// time: docs/verdicts.md shows what that costs.
+
+#include <span>
+
+#include "operator/memory/memory_sample.h"
+
+namespace allocguard::memory {
+
+inline double BytesPerMinuteToGiBPerHour(double v) { return v * 60.0 / kBytesPerGiB; }
+inline double GiBPerHourToBytesPerMinute(double v) { return v * kBytesPerGiB / 60.0; }
+
+// Least-squares floor slope with an autocorrelation-adjusted interval. All
+// slopes are in bytes per minute.
+struct SlopeInterval {
+  int n = 0;
+  double slope = 0;
+  double intercept = 0;
+  // Residual lag-1 autocorrelation as estimated (before the bias correction).
+  // The corrected value, clamped to [0, 0.9], sets effective_n: negative
+  // correlation is not taken as extra evidence.
+  double lag1_autocorrelation = 0;
+  double effective_n = 0;
+  double dof = 0;         // n - 2
+  double std_error = 0;   // of the slope, adjusted for autocorrelation
+  double t_quantile = 0;  // upper one-sided quantile at the requested alpha
+  double low = 0;         // slope - t_quantile * std_error
+  double high = 0;        // slope + t_quantile * std_error
+  // False when there are fewer than 3 floors or all floors share one minute;
+  // low and high are then -inf and +inf.
+  bool valid = false;
+};
+
+// Fits floor_bytes against minute. Each side of the interval excludes the
+// true slope with probability one_sided_alpha (so the two-sided coverage is
+// 1 - 2 * one_sided_alpha) when the residuals are Gaussian AR(1).
+// REQUIRES: 0 < one_sided_alpha < 0.5.
+SlopeInterval FitSlopeInterval(std::span<const MinuteFloor> floors, double one_sided_alpha);
+
+// Theil–Sen slope: the median of the slopes between every pair of floors, in
+// bytes per minute. One outlier minute moves it by at most one rank among the
+// pairwise slopes. 0 when fewer than two floors.
+double TheilSenSlope(std::span<const MinuteFloor> floors);
+
+}  // namespace allocguard::memory

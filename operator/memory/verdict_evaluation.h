@@ -1,0 +1,68 @@
+#pragma once
+
+// Runs floor judges over traces the way the replay engine asks them, and counts
+// what they conclude: the figures `allocguard evaluate-verdicts` prints.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "operator/memory/floor_judge.h"
+#include "operator/memory/floor_trace_generator.h"
+
+namespace allocguard::memory {
+
+struct RunOutcome {
+  FloorJudgement judgement;
+  // Minutes from the start of the run (warm-up included) until the verdict:
+  // the minute of the last floor used, plus one.
+  int minutes_elapsed = 0;
+};
+
+// Asks the judge after every floor (final == false) and stops at its first
+// decision; if none comes, asks once more with final == true over all floors,
+// as the replay engine does with early stopping enabled.
+RunOutcome ReplayJudge(const FloorJudge& judge, std::span<const MinuteFloor> floors);
+
+struct VerdictCounts {
+  int traces = 0;
+  int ratchet = 0;
+  int flat = 0;
+  int inconclusive = 0;
+  std::vector<int> minutes;  // minutes_elapsed of every trace
+
+  void Add(const RunOutcome& outcome);
+  void Merge(const VerdictCounts& other);
+  double MedianMinutes() const;  // NaN when empty
+};
+
+struct ClassEvaluation {
+  TraceClass trace_class;
+  VerdictCounts old_rule;
+  VerdictCounts new_rule;
+};
+
+// Evaluates both judges on traces_per_class traces of every class; trace i of
+// class k is generated from a seed derived from (seed, k, i).
+std::vector<ClassEvaluation> EvaluateCorpus(std::span<const TraceClass> corpus,
+                                            int traces_per_class, uint64_t seed,
+                                            const FloorJudge& old_rule, const FloorJudge& new_rule);
+
+// Pooled figures of one rule over a corpus evaluation.
+struct RuleSummary {
+  int not_ratchet_traces = 0;
+  int false_ratchets = 0;  // Ratchet on a kNotRatchet trace
+  int ratchet_traces = 0;
+  int missed_ratchets = 0;              // anything but Ratchet on a kRatchet trace
+  double worst_false_ratchet_rate = 0;  // highest rate of a single class
+  std::string worst_false_ratchet_class;
+  double worst_missed_ratchet_rate = 0;
+  std::string worst_missed_ratchet_class;
+  double FalseRatchetRate() const;
+  double MissedRatchetRate() const;
+};
+
+RuleSummary Summarize(std::span<const ClassEvaluation> evaluations, bool new_rule);
+
+}  // namespace allocguard::memory

@@ -1,0 +1,117 @@
+#include "operator/memory/verdict_evaluation.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace allocguard::memory {
+namespace {
+
+// Decides `decision` once it sees `at` floors; never before.
+class DecidesAt final : public FloorJudge {
+ public:
+  DecidesAt(size_t at, FloorDecision decision) : at_(at), decision_(decision) {}
+  FloorJudgement Judge(std::span<const MinuteFloor> floors, bool final) const override {
+    FloorJudgement j;
+    if (floors.size() >= at_) j.decision = decision_;
+    if (final && j.decision == FloorDecision::kContinue) j.decision = FloorDecision::kInconclusive;
+    j.minutes_used = static_cast<int>(floors.size());
+    return j;
+  }
+
+ private:
+  size_t at_;
+  FloorDecision decision_;
+};
+
+std::vector<MinuteFloor> Minutes(int first, int last) {
+  std::vector<MinuteFloor> out;
+  for (int m = first; m <= last; ++m) out.push_back({.minute = m, .floor_bytes = 1});
+  return out;
+}
+
+TEST(ReplayJudgeTest, StopsAtTheFirstDecision) {
+  // Floors from minute 1: the 4th floor is minute 4, complete at 5 minutes.
+  RunOutcome o = ReplayJudge(DecidesAt(4, FloorDecision::kRatchet), Minutes(1, 14));
+  EXPECT_EQ(o.judgement.decision, FloorDecision::kRatchet);
+  EXPECT_EQ(o.judgement.minutes_used, 4);
+  EXPECT_EQ(o.minutes_elapsed, 5);
+}
+
+TEST(ReplayJudgeTest, WithoutADecisionTheFinalCallEndsTheRun) {
+  RunOutcome o = ReplayJudge(DecidesAt(99, FloorDecision::kFlat), Minutes(1, 14));
+  EXPECT_EQ(o.judgement.decision, FloorDecision::kInconclusive);
+  EXPECT_EQ(o.minutes_elapsed, 15);
+}
+
+TEST(VerdictCountsTest, CountsAndMedian) {
+  VerdictCounts c;
+  EXPECT_TRUE(std::isnan(c.MedianMinutes()));
+  c.Add({.judgement = {.decision = FloorDecision::kRatchet}, .minutes_elapsed = 5});
+  c.Add({.judgement = {.decision = FloorDecision::kFlat}, .minutes_elapsed = 9});
+  c.Add({.judgement = {.decision = FloorDecision::kInconclusive}, .minutes_elapsed = 15});
+  EXPECT_EQ(c.MedianMinutes(), 9);
+  c.Add({.judgement = {.decision = FloorDecision::kInconclusive}, .minutes_elapsed = 15});
+  EXPECT_EQ(c.MedianMinutes(), 12);  // (9 + 15) / 2
+  EXPECT_EQ(c.traces, 4);
+  EXPECT_EQ(c.ratchet, 1);
+  EXPECT_EQ(c.flat, 1);
+  EXPECT_EQ(c.inconclusive, 2);
+}
+
+TEST(SummarizeTest, FalseAndMissedRatchetsByTruth) {
+  TraceClass flat{.name = "flat", .truth = TraceTruth::kNotRatchet};
+  TraceClass ratchet{.name = "ratchet", .truth = TraceTruth::kRatchet};
+  TraceClass either{.name = "either", .truth = TraceTruth::kEither};
+  auto counts = [](int r, int f, int i) {
+    VerdictCounts c;
+    for (int k = 0; k < r; ++k) c.Add({.judgement = {.decision = FloorDecision::kRatchet}});
+    for (int k = 0; k < f; ++k) c.Add({.judgement = {.decision = FloorDecision::kFlat}});
+    for (int k = 0; k < i; ++k) c.Add({.judgement = {.decision = FloorDecision::kInconclusive}});
+    return c;
+  };
+  std::vector<ClassEvaluation> evals = {
+      {.trace_class = flat, .old_rule = counts(2, 8, 0), .new_rule = counts(0, 5, 5)},
+      {.trace_class = ratchet, .old_rule = counts(10, 0, 0), .new_rule = counts(7, 1, 2)},
+      {.trace_class = either, .old_rule = counts(5, 5, 0), .new_rule = counts(9, 0, 1)}};
+  RuleSummary old_rule = Summarize(evals, false);
+  EXPECT_DOUBLE_EQ(old_rule.FalseRatchetRate(), 0.2);
+  EXPECT_DOUBLE_EQ(old_rule.MissedRatchetRate(), 0);
+  EXPECT_EQ(old_rule.worst_false_ratchet_class, "flat");
+  RuleSummary new_rule = Summarize(evals, true);
+  EXPECT_DOUBLE_EQ(new_rule.FalseRatchetRate(), 0);
+  EXPECT_DOUBLE_EQ(new_rule.MissedRatchetRate(), 0.3);  // a Flat and two Inconclusive
+  EXPECT_EQ(new_rule.worst_missed_ratchet_class, "ratchet");
+  EXPECT_EQ(new_rule.not_ratchet_traces, 10);  // "either" counts for neither
+}
+
+TEST(EvaluateCorpusTest, DeterministicAndSeparatesTheRules) {
+  auto corpus = StandardCorpus(0.5);
+  std::vector<TraceClass> some;
+  for (const TraceClass& c : corpus) {
+    if (c.name == "slope+0.50 white25") some.insert(some.begin(), c);
+    if (c.name == "slope+5.00 white10") some.push_back(c);
+  }
+  ASSERT_EQ(some.size(), 2u);
+  auto old_rule = NewFixedDurationJudge({.max_slope_gib_per_h = 0.5});
+  auto new_rule = NewSequentialJudge({.max_slope_gib_per_h = 0.5});
+  auto a = EvaluateCorpus(some, 50, 3, *old_rule, *new_rule);
+  auto b = EvaluateCorpus(some, 50, 3, *old_rule, *new_rule);
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(a[0].trace_class.name, "slope+0.50 white25");
+  EXPECT_EQ(a[0].new_rule.minutes, b[0].new_rule.minutes);
+  EXPECT_EQ(a[0].old_rule.ratchet, b[0].old_rule.ratchet);
+  // At the threshold the seed's rule is a coin toss; the sequential rule
+  // almost never says Ratchet there.
+  EXPECT_GT(a[0].old_rule.ratchet, 10);
+  EXPECT_LE(a[0].new_rule.ratchet, 2);
+  // A steep, clean ratchet: both call it, the sequential rule within minutes.
+  EXPECT_EQ(a[1].old_rule.ratchet, 50);
+  EXPECT_EQ(a[1].new_rule.ratchet, 50);
+  EXPECT_LE(a[1].new_rule.MedianMinutes(), 8);
+  EXPECT_EQ(a[1].old_rule.MedianMinutes(), 15);
+}
+
+}  // namespace
+}  // namespace allocguard::memory
