@@ -69,11 +69,15 @@ inline Status Internal(std::string m) { return Status(StatusCode::kInternal, std
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool ok() const { return value_.has_value(); }
-  const Status& status() const { return status_; }
+  // OK when a value is held.
+  const Status& status() const {
+    static const Status kOk;
+    return ok() ? kOk : status_;
+  }
 
   // REQUIRES: ok().
   T& value() & { return *value_; }
@@ -92,10 +96,10 @@ class [[nodiscard]] Result {
 }  // namespace allocguard
 
 // Propagates a non-OK Status from the enclosing function.
-#define AG_RETURN_IF_ERROR(expr)                   \
-  do {                                             \
-    ::allocguard::Status ag_status_ = (expr);      \
-    if (!ag_status_.ok()) return ag_status_;       \
+#define AG_RETURN_IF_ERROR(expr)              \
+  do {                                        \
+    ::allocguard::Status ag_status_ = (expr); \
+    if (!ag_status_.ok()) return ag_status_;  \
   } while (0)
 
 #define AG_CONCAT_INNER(a, b) a##b

@@ -28,6 +28,7 @@ TEST(StatusTest, ValuePassesThrough) {
   Result<int> r = Doubled(21);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, 42);
+  EXPECT_TRUE(r.status().ok());
 }
 
 }  // namespace

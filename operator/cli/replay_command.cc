@@ -1,0 +1,140 @@
+// allocguard replay: run a workload under each allocator variant on an
+// identical, deterministic load and judge its memory floor.
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+
+#include "operator/cli/cli_util.h"
+#include "operator/cli/commands.h"
+#include "operator/replay/replay_runner.h"
+#include "operator/replay/report_html.h"
+
+namespace allocguard::cli {
+
+namespace {
+
+struct ReplayFlags {
+  std::string load_file;
+  std::vector<std::string> variants;
+  std::string duration = "15m";
+  std::string interval = "2s";
+  double max_slope = 0.5;
+  std::string memory_limit;
+  bool no_cgroup = false;
+  bool no_early_stop = false;
+  double max_late_fraction = 0.01;
+  int64_t max_errors = 0;
+  std::string out_dir = ".";
+  std::string report;
+  pid_t pid = 0;
+  std::string name = "attached";
+  std::vector<std::string> command;
+};
+
+int RunReplayCommand(const ReplayFlags& f) {
+  replay::ReplayOptions options;
+  auto load = replay::ReadLoadSpecFile(f.load_file);
+  if (!load.ok()) return Fail(load.status());
+  options.load = *load;
+  auto duration = replay::ParseDuration(f.duration);
+  if (!duration.ok()) return Fail(duration.status().WithContext("--duration"));
+  options.duration = std::chrono::duration_cast<std::chrono::seconds>(*duration);
+  auto interval = replay::ParseDuration(f.interval);
+  if (!interval.ok() || interval->count() < 100) {
+    return Fail(InvalidArgument("--interval must be a duration of at least 100ms"));
+  }
+  options.judge.sample_interval_seconds = static_cast<double>(interval->count()) / 1000.0;
+  if (!(f.max_slope > 0)) return Fail(InvalidArgument("--max-slope must be positive"));
+  options.judge.max_slope_gib_per_h = f.max_slope;
+  options.judge.early_stop = !f.no_early_stop;
+  options.judge.verdict.max_late_fraction = f.max_late_fraction;
+  options.judge.verdict.max_unexpected_responses = f.max_errors;
+  if (!f.memory_limit.empty()) {
+    auto limit = ParseQuantity(f.memory_limit);
+    if (!limit.ok()) return Fail(limit.status().WithContext("--memory-limit"));
+    options.memory_limit_bytes = *limit;
+  }
+  options.use_cgroup = !f.no_cgroup;
+  options.out_dir = f.out_dir;
+  options.command = f.command;
+  if (f.pid > 0) {
+    options.attach_pid = f.pid;
+    options.attach_name = f.name;
+  } else {
+    if (f.command.empty()) {
+      return Fail(InvalidArgument("give the workload command after --, or --pid to attach"));
+    }
+    std::vector<std::string> specs =
+        f.variants.empty() ? std::vector<std::string>{"glibc"} : f.variants;
+    for (const std::string& spec : specs) {
+      auto v = replay::ParseVariant(spec);
+      if (!v.ok()) return Fail(v.status());
+      auto lib = replay::ResolveAllocatorLibrary(v->allocator, replay::DefaultLibrarySearchDirs());
+      if (!lib.ok()) return Fail(lib.status().WithContext("variant " + v->name));
+      v->library = *lib;
+      options.variants.push_back(*v);
+    }
+  }
+  options.progress = [](const std::string& line) {
+    char stamp[16];
+    std::time_t now = std::time(nullptr);
+    std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&now));
+    std::printf("[%s] %s\n", stamp, line.c_str());
+    std::fflush(stdout);
+  };
+  auto summary = replay::RunReplay(options, RealClock::Get());
+  if (!summary.ok()) return Fail(summary.status());
+  std::printf("\n%s", replay::FormatSummary(*summary, options.duration).c_str());
+  std::printf("CSV, errors and JSON per variant, and summary.json, are in %s\n", f.out_dir.c_str());
+  if (!f.report.empty()) {
+    std::vector<replay::CsvRun> runs;
+    for (const auto& v : summary->variants) {
+      auto run = replay::ReadSampleCsv(f.out_dir + "/" + v.variant + ".csv");
+      if (run.ok()) runs.push_back(*run);
+    }
+    Status written = replay::WriteHtmlReport(*summary, runs, f.report);
+    if (!written.ok()) return Fail(written);
+    std::printf("report: %s\n", f.report.c_str());
+  }
+  return memory::ExitCodeForVerdict(summary->overall.verdict);
+}
+
+}  // namespace
+
+void RegisterReplayCommand(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<ReplayFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "replay",
+      "Run a workload under each allocator variant on an identical deterministic load, sample "
+      "its memory every interval and judge the per-minute floor.\n"
+      "Exit codes: 0 Flat, 2 Ratchet, 3 AllocatorRetention, 4 Leak, 5 OOMKilled, 6 Errors, "
+      "7 Failed, 8 Inconclusive, 1 usage or setup error.");
+  cmd->add_option("--load", flags->load_file, "load file (YAML) with the request mix")->required();
+  cmd->add_option("--variant", flags->variants,
+                  "NAME[=ALLOCATOR][,ENV=VALUE...]; repeatable; the first is the candidate. "
+                  "Allocators: glibc, jemalloc, mimalloc, tcmalloc. Default: glibc");
+  cmd->add_option("--duration", flags->duration, "maximum run time per variant (default 15m)");
+  cmd->add_option("--interval", flags->interval, "sample interval (default 2s)");
+  cmd->add_option("--max-slope", flags->max_slope, "flat threshold in GiB/h (default 0.5)");
+  cmd->add_option("--memory-limit", flags->memory_limit,
+                  "memory limit of the workload's cgroup, e.g. 4Gi");
+  cmd->add_flag("--no-cgroup", flags->no_cgroup, "sample /proc only; start no cgroup");
+  cmd->add_flag("--no-early-stop", flags->no_early_stop,
+                "run the full duration even when the verdict is clear earlier");
+  cmd->add_option("--max-late-fraction", flags->max_late_fraction,
+                  "fraction of late requests above which the run fell behind (default 0.01)");
+  cmd->add_option("--max-errors", flags->max_errors,
+                  "unexpected responses tolerated before the verdict is Errors (default 0)");
+  cmd->add_option("--out", flags->out_dir, "directory for <variant>.csv/.errors/.json");
+  cmd->add_option("--report", flags->report, "also write an HTML report to this file");
+  cmd->add_option("--pid", flags->pid, "attach to this running process instead of starting one");
+  cmd->add_option("--name", flags->name, "run name when attaching (default attached)");
+  cmd->add_option("command", flags->command, "the workload command, after --")->take_all();
+  cmd->callback([flags, exit_code] { *exit_code = RunReplayCommand(*flags); });
+}
+
+}  // namespace allocguard::cli

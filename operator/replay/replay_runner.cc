@@ -1,0 +1,393 @@
+#include "operator/replay/replay_runner.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "operator/net/http.h"
+#include "operator/replay/load_driver.h"
+#include "operator/replay/memory_cgroup.h"
+#include "operator/replay/proc_reader.h"
+#include "operator/replay/sample_csv.h"
+#include "operator/replay/workload_process.h"
+
+extern char** environ;
+
+namespace allocguard::replay {
+
+using memory::kBytesPerMiB;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+namespace {
+
+std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
+    s.replace(pos, from.size(), to);
+  }
+  return s;
+}
+
+// A port that was free a moment ago. The workload binds it next; the window
+// in which another process could take it is small and only costs a Failed run.
+Result<int> PickFreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Unavailable("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return Unavailable("cannot find a free port");
+  }
+  close(fd);
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
+std::map<std::string, std::string> CurrentEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+std::string Mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f MiB", bytes / kBytesPerMiB);
+  return buf;
+}
+
+// Waits until GET ready.path answers 2xx, the process exits, or the timeout.
+Status WaitReady(const LoadSpec& load, WorkloadProcess* process, Clock* clock) {
+  auto deadline = clock->Now() + load.ready.timeout;
+  Status last = Unavailable("no answer yet");
+  while (clock->Now() < deadline) {
+    if (process && process->Poll().exited) {
+      return FailedPrecondition("the workload exited before it was ready (" +
+                                process->Poll().Describe() + ")");
+    }
+    auto client = net::NewHttpClient({.base_url = load.base_url,
+                                      .connect_timeout = milliseconds(1000),
+                                      .read_timeout = milliseconds(5000),
+                                      .keep_alive = false});
+    if (!client.ok()) return client.status();
+    auto res = (*client)->Send({.method = "GET", .path = load.ready.path});
+    if (res.ok() && res->status >= 200 && res->status < 300) return Status::Ok();
+    last = res.ok()
+               ? Unavailable("GET " + load.ready.path + " answered " + std::to_string(res->status))
+               : res.status();
+    clock->SleepUntil(clock->Now() + milliseconds(200));
+  }
+  return DeadlineExceeded(
+      "not ready after " +
+      std::to_string(duration_cast<milliseconds>(load.ready.timeout).count() / 1000.0) +
+      " s: " + last.message());
+}
+
+class VariantRun {
+ public:
+  VariantRun(const ReplayOptions& options, const AllocatorVariant* variant, Clock* clock)
+      : options_(options), variant_(variant), clock_(clock) {}
+
+  VariantResult Run();
+
+ private:
+  void Progress(const std::string& line) { options_.progress(name_ + ": " + line); }
+  void Event(const std::string& e) {
+    run_.events.push_back(e);
+    if (csv_) {
+      Status s = csv_->AppendEvent(e);
+      (void)s;  // a full disk shows in the next Append, which stops the run
+    }
+  }
+  VariantResult Finish(bool finished);
+  void ReportMinute(const VariantResult& r, const LoadStats& stats);
+
+  const ReplayOptions& options_;
+  const AllocatorVariant* variant_;  // null when attached
+  Clock* clock_;
+  std::string name_;
+  CsvRun run_;
+  std::optional<SampleCsvWriter> csv_;
+  std::unique_ptr<MemoryCgroup> cgroup_;
+};
+
+VariantResult VariantRun::Finish(bool finished) {
+  VariantResult r = AnalyzeRun(run_, options_.judge, finished);
+  std::ofstream json(options_.out_dir + "/" + name_ + ".json");
+  json << ToJson(r).dump(2) << "\n";
+  return r;
+}
+
+void VariantRun::ReportMinute(const VariantResult& r, const LoadStats& stats) {
+  const auto& f = r.floors.back();
+  char line[400];
+  std::snprintf(line, sizeof line,
+                "minute %2d  floor %6s  slope %+6.2f GiB/h [%+.2f, %+.2f]  sent %lld  late %lld  "
+                "errors %lld  in flight %lld",
+                f.minute, Mib(f.floor_bytes).c_str(), r.judgement.slope_gib_per_h,
+                r.judgement.slope_low_gib_per_h, r.judgement.slope_high_gib_per_h,
+                static_cast<long long>(stats.sent), static_cast<long long>(stats.late),
+                static_cast<long long>(stats.errors), static_cast<long long>(stats.in_flight));
+  Progress(line);
+}
+
+VariantResult VariantRun::Run() {
+  name_ = variant_ ? variant_->name : options_.attach_name;
+  LoadSpec load = options_.load;
+  std::vector<std::string> argv = options_.command;
+  if (variant_) {
+    bool wants_port = load.base_url.find("{port}") != std::string::npos;
+    for (const auto& a : argv) wants_port = wants_port || a.find("{port}") != std::string::npos;
+    if (wants_port) {
+      auto port = PickFreePort();
+      if (port.ok()) {
+        for (auto& a : argv) a = ReplaceAll(a, "{port}", std::to_string(*port));
+        load.base_url = ReplaceAll(load.base_url, "{port}", std::to_string(*port));
+      }
+    }
+  }
+
+  // The cgroup first: its outcome goes into the CSV header.
+  std::string cgroup_desc;
+  if (options_.attach_pid) {
+    auto cg = MemoryCgroup::OfProcess(*options_.attach_pid);
+    if (cg.ok()) cgroup_ = std::move(cg).value();
+    cgroup_desc = cg.ok() ? "v" + std::to_string(cgroup_->version()) + " " + cgroup_->path()
+                          : "none: " + cg.status().message();
+  } else if (options_.use_cgroup) {
+    auto cg = MemoryCgroup::Create("allocguard-" + name_ + "-" + std::to_string(getpid()),
+                                   options_.memory_limit_bytes);
+    if (cg.ok()) cgroup_ = std::move(cg).value();
+    cgroup_desc = cg.ok() ? "v" + std::to_string(cgroup_->version()) + " " + cgroup_->path()
+                          : "none: " + cg.status().message();
+  } else {
+    cgroup_desc = "none: disabled by --no-cgroup";
+  }
+  if (!cgroup_) {
+    Progress("no memory cgroup (" + cgroup_desc.substr(6) +
+             "); sampling /proc only: dirty and writeback pages and OOM kills are not seen");
+  }
+
+  std::vector<std::pair<std::string, std::string>> header = {{"variant", name_}};
+  std::string env_text;
+  if (variant_) {
+    for (const auto& [k, v] : variant_->env)
+      env_text += (env_text.empty() ? "" : " ") + k + "=" + v;
+    header.push_back({"allocator", AllocatorName(variant_->allocator)});
+    header.push_back({"env", env_text});
+    header.push_back({"library", variant_->library});
+    std::string cmd;
+    for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
+    header.push_back({"command", cmd});
+  } else {
+    header.push_back({"allocator", "unknown"});
+    header.push_back({"attached_pid", std::to_string(*options_.attach_pid)});
+  }
+  header.push_back({"base_url", load.base_url});
+  header.push_back({"rate", std::to_string(load.rate)});
+  header.push_back({"workers", std::to_string(load.workers)});
+  header.push_back({"seed", std::to_string(load.seed)});
+  header.push_back({"duration_s", std::to_string(options_.duration.count())});
+  header.push_back({"cgroup", cgroup_desc});
+  for (const auto& kv : options_.judge.ToHeader()) header.push_back(kv);
+  run_.header = header;
+  auto writer = SampleCsvWriter::Open(options_.out_dir + "/" + name_ + ".csv", header);
+  if (!writer.ok()) {
+    run_.events.push_back("failed: " + writer.status().message());
+    return Finish(true);
+  }
+  csv_.emplace(std::move(writer).value());
+
+  // Start the workload.
+  std::optional<WorkloadProcess> process;
+  pid_t root = 0;
+  std::string stderr_path = options_.out_dir + "/" + name_ + ".stderr";
+  if (variant_) {
+    WorkloadLaunch launch;
+    launch.argv = argv;
+    launch.env = VariantEnvironment(*variant_, CurrentEnvironment());
+    launch.stdout_path = options_.out_dir + "/" + name_ + ".stdout";
+    launch.stderr_path = stderr_path;
+    if (cgroup_) launch.cgroup_procs_path = cgroup_->path() + "/cgroup.procs";
+    auto started = WorkloadProcess::Start(launch);
+    if (!started.ok()) {
+      Event("failed: " + started.status().message());
+      return Finish(true);
+    }
+    process.emplace(std::move(started).value());
+    root = process->pid();
+    Progress("started pid " + std::to_string(root) + " (" + AllocatorName(variant_->allocator) +
+             (env_text.empty() ? "" : ", " + env_text) + ")");
+  } else {
+    root = *options_.attach_pid;
+  }
+
+  auto failure_of_process = [&](const std::string& what) {
+    std::string tail = TailOfFile(stderr_path, 5);
+    return what + (tail.empty() ? "" : "; last stderr lines: " + tail);
+  };
+
+  Status ready = WaitReady(load, process ? &*process : nullptr, clock_);
+  if (!ready.ok()) {
+    Event("failed: " + failure_of_process("workload not ready: " + ready.message()));
+    return Finish(true);
+  }
+  if (variant_ && !variant_->library.empty()) {
+    // LD_PRELOAD is silently ignored by static binaries, setuid programs and
+    // musl loaders given a glibc library: check the library is really mapped.
+    ProcReader proc;
+    auto libs = proc.MappedLibraries(root);
+    bool loaded = false;
+    if (libs.ok()) {
+      for (const auto& l : *libs) loaded = loaded || l == variant_->library;
+    }
+    if (!loaded) {
+      Event("failed: " + variant_->library +
+            " is not mapped into the workload: LD_PRELOAD was ignored (static binary, setuid "
+            "program, or a loader that cannot load this library)");
+      return Finish(true);
+    }
+    Event("allocator loaded: " + variant_->library);
+  }
+
+  // Drive the load and sample.
+  std::mutex errors_mu;
+  std::ofstream errors(options_.out_dir + "/" + name_ + ".errors");
+  errors << "t_s,request,method,path,status,detail\n";
+  errors.flush();
+  LoadDriver driver(
+      load,
+      [&load]() {
+        return net::NewHttpClient({.base_url = load.base_url,
+                                   .read_timeout = load.request_timeout,
+                                   .write_timeout = load.request_timeout});
+      },
+      clock_,
+      [&](const UnexpectedResponse& u) {
+        std::lock_guard<std::mutex> lock(errors_mu);
+        errors << u.t_seconds << "," << u.request_name << "," << u.method << "," << u.path << ","
+               << u.status << "," << u.detail << "\n";
+        errors.flush();
+      });
+  Status started = driver.Start();
+  if (!started.ok()) {
+    Event("failed: " + started.message());
+    return Finish(true);
+  }
+  ProcReader proc;
+  const auto interval = duration_cast<Clock::Duration>(
+      std::chrono::duration<double>(options_.judge.sample_interval_seconds));
+  const auto t0 = clock_->Now();
+  const auto end = t0 + options_.duration;
+  size_t floors_reported = 0;
+  bool finished = true;
+  for (int64_t i = 0;; ++i) {
+    auto now = clock_->Now();
+    SampleRow row;
+    row.memory.t_seconds = std::chrono::duration<double>(now - t0).count();
+    auto usage = proc.ReadUsage(root);
+    if (!usage.ok() || (process && process->Poll().exited)) {
+      std::string how = process ? process->Poll().Describe() : "process is gone";
+      Event("failed: " + failure_of_process("the workload died during the run (" + how + ")"));
+      break;
+    }
+    row.memory.anon_bytes = usage->anon_bytes;
+    row.memory.rss_bytes = usage->rss_bytes;
+    row.cpu_seconds = usage->cpu_seconds;
+    row.processes = usage->processes;
+    row.threads = usage->threads;
+    if (cgroup_) {
+      auto st = cgroup_->ReadStat();
+      if (st.ok()) {
+        row.memory.cgroup_anon_bytes = st->anon_bytes;
+        row.memory.cgroup_dirty_bytes = st->dirty_bytes;
+        row.memory.cgroup_writeback_bytes = st->writeback_bytes;
+        row.memory.cgroup_usage_bytes = st->usage_bytes;
+        row.oom_kills = st->oom_kills;
+      }
+    }
+    LoadStats stats = driver.Snapshot();
+    row.released = stats.released;
+    row.sent = stats.sent;
+    row.completed = stats.completed;
+    row.late = stats.late;
+    row.errors = stats.errors;
+    row.in_flight = stats.in_flight;
+    run_.rows.push_back(row);
+    Status appended = csv_->Append(row);
+    if (!appended.ok()) {
+      Event("failed: " + appended.message());
+      break;
+    }
+    if (row.oom_kills > run_.rows.front().oom_kills) {
+      Event("oom: minute " + std::to_string(static_cast<int>(row.memory.t_seconds / 60)));
+      break;
+    }
+    VariantResult live = AnalyzeRun(run_, options_.judge, /*finished=*/false);
+    if (live.floors.size() > floors_reported) {
+      floors_reported = live.floors.size();
+      ReportMinute(live, stats);
+      if (live.decided_at_minute) {
+        Event("decided: " + std::string(memory::FloorDecisionName(live.judgement.decision)) +
+              " at minute " + std::to_string(*live.decided_at_minute));
+        finished = true;
+        break;
+      }
+    }
+    auto next = t0 + interval * (i + 1);
+    if (next > end) break;
+    clock_->SleepUntil(next);
+  }
+  driver.Stop();
+  LoadStats final_stats = driver.Snapshot();
+  char latency[128];
+  std::snprintf(latency, sizeof latency, "latency: p50_ms=%.1f p99_ms=%.1f max_ms=%.1f",
+                final_stats.p50_ms, final_stats.p99_ms, final_stats.max_ms);
+  Event(latency);
+  if (process) {
+    WorkloadExit exit = process->Stop(std::chrono::seconds(5));
+    Progress("stopped (" + exit.Describe() + ")");
+  }
+  return Finish(finished);
+}
+
+}  // namespace
+
+Result<ReplaySummary> RunReplay(const ReplayOptions& options, Clock* clock) {
+  if (access(options.out_dir.c_str(), W_OK) != 0) {
+    return PermissionDenied("output directory " + options.out_dir + " is not writable");
+  }
+  std::vector<VariantResult> results;
+  if (options.attach_pid) {
+    results.push_back(VariantRun(options, nullptr, clock).Run());
+  } else {
+    if (options.command.empty()) return InvalidArgument("no workload command and no --pid");
+    if (options.variants.empty()) return InvalidArgument("no allocator variant to run");
+    for (const AllocatorVariant& v : options.variants) {
+      VariantResult r = VariantRun(options, &v, clock).Run();
+      options.progress(v.name + ": " + memory::VerdictName(r.verdict.verdict) + " — " +
+                       r.verdict.explanation);
+      results.push_back(std::move(r));
+    }
+  }
+  ReplaySummary summary = Summarize(std::move(results));
+  std::ofstream json(options.out_dir + "/summary.json");
+  json << ToJson(summary).dump(2) << "\n";
+  return summary;
+}
+
+}  // namespace allocguard::replay

@@ -1,0 +1,48 @@
+#pragma once
+
+// Runs a replay: for each allocator variant in turn (never in parallel: on a
+// small machine they disturb each other), start the workload in a memory
+// cgroup of its own with the variant's allocator, wait until it is ready,
+// drive the identical load, sample memory every interval into <variant>.csv,
+// judge the floors minute by minute, stop, and write <variant>.json. Then
+// classify the variants side by side and write summary.json.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "operator/common/clock.h"
+#include "operator/replay/allocator_variant.h"
+#include "operator/replay/load_spec.h"
+#include "operator/replay/variant_result.h"
+
+namespace allocguard::replay {
+
+struct ReplayOptions {
+  // The workload's command; "{port}" in any argument (and in the load's
+  // base_url) is replaced with a free port chosen for each variant.
+  std::vector<std::string> command;
+  // Instead of starting a workload, measure this running process (one run,
+  // named by attach_name; variants do not apply).
+  std::optional<pid_t> attach_pid;
+  std::string attach_name = "attached";
+  std::vector<AllocatorVariant> variants;  // candidate first
+  LoadSpec load;
+  std::chrono::seconds duration{900};
+  JudgeSettings judge;
+  std::optional<int64_t> memory_limit_bytes;
+  bool use_cgroup = true;
+  std::string out_dir = ".";
+  // Receives one human-readable line per event and per minute.
+  std::function<void(const std::string&)> progress = [](const std::string&) {};
+};
+
+// Fails only when the replay could not be set up (unwritable output
+// directory, bad options). A workload that fails is a verdict, not an error.
+Result<ReplaySummary> RunReplay(const ReplayOptions& options, Clock* clock);
+
+}  // namespace allocguard::replay

@@ -1,0 +1,22 @@
+#pragma once
+
+// The HTML report: one self-contained page (inline SVG and CSS, no scripts,
+// nothing fetched) with, per variant, a chart of the samples, the per-minute
+// floors and the fitted floor line, and a table of figures and verdicts.
+
+#include <string>
+#include <vector>
+
+#include "operator/replay/sample_csv.h"
+#include "operator/replay/variant_result.h"
+
+namespace allocguard::replay {
+
+// runs[i] holds the samples of summary.variants[i] (matched by variant name;
+// a variant without samples gets a table row and no chart).
+std::string RenderHtmlReport(const ReplaySummary& summary, const std::vector<CsvRun>& runs);
+
+Status WriteHtmlReport(const ReplaySummary& summary, const std::vector<CsvRun>& runs,
+                       const std::string& path);
+
+}  // namespace allocguard::replay

@@ -1,0 +1,204 @@
+#include "operator/replay/sample_csv.h"
+
+#include <cinttypes>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace allocguard::replay {
+namespace {
+
+constexpr const char* kColumns =
+    "t_s,anon_bytes,rss_bytes,cg_anon_bytes,cg_dirty_bytes,cg_writeback_bytes,cg_usage_bytes,"
+    "judged_bytes,cpu_s,processes,threads,released,sent,completed,late,errors,in_flight,oom_kills";
+constexpr int kColumnCount = 18;
+
+std::string Opt(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : std::string(); }
+
+}  // namespace
+
+std::string CsvRun::Header(const std::string& key, const std::string& fallback) const {
+  for (const auto& [k, v] : header) {
+    if (k == key) return v;
+  }
+  return fallback;
+}
+
+Result<SampleCsvWriter> SampleCsvWriter::Open(
+    const std::string& path, const std::vector<std::pair<std::string, std::string>>& header) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return PermissionDenied("cannot create " + path + ": " + std::strerror(errno));
+  std::fprintf(f, "# allocguard replay samples v1\n");
+  for (const auto& [k, v] : header) {
+    std::string value = v;
+    for (char& c : value) {
+      if (c == '\n') c = ' ';
+    }
+    std::fprintf(f, "# %s: %s\n", k.c_str(), value.c_str());
+  }
+  std::fprintf(f, "%s\n", kColumns);
+  std::fflush(f);
+  return SampleCsvWriter(f);
+}
+
+SampleCsvWriter::SampleCsvWriter(SampleCsvWriter&& other) noexcept : file_(other.file_) {
+  other.file_ = nullptr;
+}
+
+SampleCsvWriter::~SampleCsvWriter() {
+  if (file_) std::fclose(file_);
+}
+
+Status SampleCsvWriter::Append(const SampleRow& r) {
+  const auto& m = r.memory;
+  std::string line = std::to_string(m.t_seconds);
+  char t[32];
+  std::snprintf(t, sizeof t, "%.3f", m.t_seconds);
+  line = t;
+  char cpu[32];
+  std::snprintf(cpu, sizeof cpu, "%.2f", r.cpu_seconds);
+  line += "," + std::to_string(m.anon_bytes) + "," + std::to_string(m.rss_bytes) + "," +
+          Opt(m.cgroup_anon_bytes) + "," + Opt(m.cgroup_dirty_bytes) + "," +
+          Opt(m.cgroup_writeback_bytes) + "," + Opt(m.cgroup_usage_bytes) + "," +
+          std::to_string(m.JudgedBytes()) + "," + cpu + "," + std::to_string(r.processes) + "," +
+          std::to_string(r.threads) + "," + std::to_string(r.released) + "," +
+          std::to_string(r.sent) + "," + std::to_string(r.completed) + "," +
+          std::to_string(r.late) + "," + std::to_string(r.errors) + "," +
+          std::to_string(r.in_flight) + "," + std::to_string(r.oom_kills) + "\n";
+  if (std::fputs(line.c_str(), file_) < 0 || std::fflush(file_) != 0) {
+    return Unavailable(std::string("cannot write sample: ") + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Status SampleCsvWriter::AppendEvent(const std::string& event) {
+  std::string e = event;
+  for (char& c : e) {
+    if (c == '\n') c = ' ';
+  }
+  if (std::fprintf(file_, "# event: %s\n", e.c_str()) < 0 || std::fflush(file_) != 0) {
+    return Unavailable(std::string("cannot write event: ") + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+Result<int64_t> Int(const std::string& cell, int line, const char* column) {
+  try {
+    size_t used = 0;
+    long long v = std::stoll(cell, &used);
+    if (used != cell.size()) throw std::invalid_argument(cell);
+    return static_cast<int64_t>(v);
+  } catch (const std::exception&) {
+    return InvalidArgument("line " + std::to_string(line) + ": column " + column + " is \"" + cell +
+                           "\", not an integer");
+  }
+}
+
+Result<std::optional<int64_t>> OptInt(const std::string& cell, int line, const char* column) {
+  if (cell.empty()) return std::optional<int64_t>();
+  AG_ASSIGN_OR_RETURN(int64_t v, Int(cell, line, column));
+  return std::optional<int64_t>(v);
+}
+
+Result<double> Real(const std::string& cell, int line, const char* column) {
+  try {
+    size_t used = 0;
+    double v = std::stod(cell, &used);
+    if (used != cell.size()) throw std::invalid_argument(cell);
+    return v;
+  } catch (const std::exception&) {
+    return InvalidArgument("line " + std::to_string(line) + ": column " + column + " is \"" + cell +
+                           "\", not a number");
+  }
+}
+
+}  // namespace
+
+Result<CsvRun> ParseSampleCsv(const std::string& text) {
+  CsvRun run;
+  std::istringstream in(text);
+  std::string line;
+  int line_no = 0;
+  bool saw_columns = false;
+  bool complete_last = text.empty() || text.back() == '\n';
+  size_t total_lines = 0;
+  for (char c : text) total_lines += c == '\n';
+  if (!complete_last) ++total_lines;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    if (line[0] == '#') {
+      std::string body = line.substr(1);
+      if (!body.empty() && body[0] == ' ') body = body.substr(1);
+      auto colon = body.find(": ");
+      if (colon == std::string::npos) continue;
+      std::string key = body.substr(0, colon), value = body.substr(colon + 2);
+      if (key == "event") {
+        run.events.push_back(value);
+      } else {
+        run.header.emplace_back(key, value);
+      }
+      continue;
+    }
+    if (!saw_columns) {
+      if (line.rfind("t_s,", 0) != 0) {
+        return InvalidArgument("line " + std::to_string(line_no) +
+                               ": expected the column header starting with t_s, got \"" +
+                               line.substr(0, 60) + "\"");
+      }
+      saw_columns = true;
+      continue;
+    }
+    std::vector<std::string> cells;
+    std::string cell;
+    std::istringstream row(line);
+    while (std::getline(row, cell, ',')) cells.push_back(cell);
+    if (!line.empty() && line.back() == ',') cells.emplace_back();
+    if (static_cast<int>(cells.size()) != kColumnCount) {
+      // A run killed mid-write leaves a partial last line: keep what came before.
+      if (static_cast<size_t>(line_no) == total_lines && !complete_last) break;
+      return InvalidArgument("line " + std::to_string(line_no) + ": expected " +
+                             std::to_string(kColumnCount) + " columns, got " +
+                             std::to_string(cells.size()));
+    }
+    SampleRow r;
+    auto& m = r.memory;
+    AG_ASSIGN_OR_RETURN(m.t_seconds, Real(cells[0], line_no, "t_s"));
+    AG_ASSIGN_OR_RETURN(m.anon_bytes, Int(cells[1], line_no, "anon_bytes"));
+    AG_ASSIGN_OR_RETURN(m.rss_bytes, Int(cells[2], line_no, "rss_bytes"));
+    AG_ASSIGN_OR_RETURN(m.cgroup_anon_bytes, OptInt(cells[3], line_no, "cg_anon_bytes"));
+    AG_ASSIGN_OR_RETURN(m.cgroup_dirty_bytes, OptInt(cells[4], line_no, "cg_dirty_bytes"));
+    AG_ASSIGN_OR_RETURN(m.cgroup_writeback_bytes, OptInt(cells[5], line_no, "cg_writeback_bytes"));
+    AG_ASSIGN_OR_RETURN(m.cgroup_usage_bytes, OptInt(cells[6], line_no, "cg_usage_bytes"));
+    // judged_bytes (cells[7]) is derived; it is recomputed, not trusted.
+    AG_ASSIGN_OR_RETURN(r.cpu_seconds, Real(cells[8], line_no, "cpu_s"));
+    AG_ASSIGN_OR_RETURN(int64_t processes, Int(cells[9], line_no, "processes"));
+    AG_ASSIGN_OR_RETURN(int64_t threads, Int(cells[10], line_no, "threads"));
+    r.processes = static_cast<int>(processes);
+    r.threads = static_cast<int>(threads);
+    AG_ASSIGN_OR_RETURN(r.released, Int(cells[11], line_no, "released"));
+    AG_ASSIGN_OR_RETURN(r.sent, Int(cells[12], line_no, "sent"));
+    AG_ASSIGN_OR_RETURN(r.completed, Int(cells[13], line_no, "completed"));
+    AG_ASSIGN_OR_RETURN(r.late, Int(cells[14], line_no, "late"));
+    AG_ASSIGN_OR_RETURN(r.errors, Int(cells[15], line_no, "errors"));
+    AG_ASSIGN_OR_RETURN(r.in_flight, Int(cells[16], line_no, "in_flight"));
+    AG_ASSIGN_OR_RETURN(r.oom_kills, Int(cells[17], line_no, "oom_kills"));
+    run.rows.push_back(r);
+  }
+  if (!saw_columns) return InvalidArgument("no column header line (is this a replay CSV?)");
+  return run;
+}
+
+Result<CsvRun> ReadSampleCsv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto run = ParseSampleCsv(ss.str());
+  if (!run.ok()) return run.status().WithContext(path);
+  return run;
+}
+
+}  // namespace allocguard::replay

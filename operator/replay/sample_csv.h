@@ -1,0 +1,73 @@
+#pragma once
+
+// <name>.csv: one replay variant's samples, written line by line as the run
+// goes (so a killed run keeps its data) and read back by `allocguard analyze`
+// and `allocguard report`.
+//
+// Format: '#'-prefixed "key: value" header lines that describe the run
+// (variant, allocator, env, thresholds, cgroup), one column-header line, one
+// row per sample, and "# event: ..." lines where something happened (the
+// workload failed, the run stopped early). Empty cells mean "not measured"
+// (e.g. cgroup figures without a cgroup).
+
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "operator/common/status.h"
+#include "operator/memory/memory_sample.h"
+
+namespace allocguard::replay {
+
+// One row: a memory sample plus the load and process counters at that time.
+struct SampleRow {
+  memory::MemorySample memory;
+  double cpu_seconds = 0;
+  int processes = 0;
+  int threads = 0;
+  int64_t released = 0;
+  int64_t sent = 0;
+  int64_t completed = 0;
+  int64_t late = 0;
+  int64_t errors = 0;
+  int64_t in_flight = 0;
+  int64_t oom_kills = 0;
+};
+
+struct CsvRun {
+  // Header values in file order, e.g. {"variant", "glibc"}.
+  std::vector<std::pair<std::string, std::string>> header;
+  std::vector<SampleRow> rows;
+  std::vector<std::string> events;
+
+  // The header value for key, or fallback.
+  std::string Header(const std::string& key, const std::string& fallback = "") const;
+};
+
+class SampleCsvWriter {
+ public:
+  // Creates or truncates path and writes the header. The file is flushed
+  // after every line.
+  static Result<SampleCsvWriter> Open(
+      const std::string& path, const std::vector<std::pair<std::string, std::string>>& header);
+  SampleCsvWriter(SampleCsvWriter&& other) noexcept;
+  SampleCsvWriter& operator=(SampleCsvWriter&&) = delete;
+  ~SampleCsvWriter();
+
+  Status Append(const SampleRow& row);
+  Status AppendEvent(const std::string& event);
+
+ private:
+  explicit SampleCsvWriter(std::FILE* f) : file_(f) {}
+  std::FILE* file_ = nullptr;
+};
+
+// Parses a CSV written by SampleCsvWriter. A trailing partial line (the run
+// was killed mid-write) is ignored; any other malformed row is an error that
+// names the line.
+Result<CsvRun> ParseSampleCsv(const std::string& text);
+Result<CsvRun> ReadSampleCsv(const std::string& path);
+
+}  // namespace allocguard::replay

@@ -1,0 +1,266 @@
+#include "operator/replay/variant_result.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace allocguard::replay {
+
+using memory::kBytesPerMiB;
+
+namespace {
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+bool ParseDouble(const std::string& s, double* out) {
+  try {
+    *out = std::stod(s);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> JudgeSettings::ToHeader() const {
+  return {
+      {"max_slope_gib_per_h", Fixed(max_slope_gib_per_h, 3)},
+      {"sample_interval_s", Fixed(sample_interval_seconds, 3)},
+      {"warmup_minutes", std::to_string(warmup_minutes)},
+      {"max_late_fraction", Fixed(verdict.max_late_fraction, 4)},
+      {"max_unexpected_responses", std::to_string(verdict.max_unexpected_responses)},
+      {"early_stop", early_stop ? "true" : "false"},
+  };
+}
+
+void JudgeSettings::FromHeader(const CsvRun& run) {
+  double v;
+  if (ParseDouble(run.Header("max_slope_gib_per_h"), &v)) max_slope_gib_per_h = v;
+  if (ParseDouble(run.Header("sample_interval_s"), &v)) sample_interval_seconds = v;
+  if (ParseDouble(run.Header("warmup_minutes"), &v)) warmup_minutes = static_cast<int>(v);
+  if (ParseDouble(run.Header("max_late_fraction"), &v)) verdict.max_late_fraction = v;
+  if (ParseDouble(run.Header("max_unexpected_responses"), &v)) {
+    verdict.max_unexpected_responses = static_cast<int64_t>(v);
+  }
+  std::string early = run.Header("early_stop");
+  if (!early.empty()) early_stop = early == "true";
+}
+
+std::unique_ptr<memory::FloorJudge> JudgeFor(const JudgeSettings& settings) {
+  memory::JudgeOptions options;
+  options.max_slope_gib_per_h = settings.max_slope_gib_per_h;
+  return memory::NewDefaultJudge(options);
+}
+
+memory::FloorJudgement JudgeMinuteByMinute(std::span<const memory::MinuteFloor> floors,
+                                           const memory::FloorJudge& judge, bool early_stop,
+                                           bool finished, std::optional<int>* decided_at_minute) {
+  decided_at_minute->reset();
+  if (early_stop) {
+    for (size_t n = 1; n <= floors.size(); ++n) {
+      memory::FloorJudgement j = judge.Judge(floors.first(n), /*final=*/false);
+      if (j.decision != memory::FloorDecision::kContinue) {
+        *decided_at_minute = floors[n - 1].minute;
+        return j;
+      }
+    }
+  }
+  memory::FloorJudgement j = judge.Judge(floors, finished);
+  if (j.decision != memory::FloorDecision::kContinue && !floors.empty()) {
+    *decided_at_minute = floors.back().minute;
+  }
+  return j;
+}
+
+VariantResult AnalyzeRun(const CsvRun& run, const JudgeSettings& settings, bool finished) {
+  VariantResult r;
+  r.variant = run.Header("variant", "unnamed");
+  r.allocator = run.Header("allocator");
+  r.env = run.Header("env");
+  r.library = run.Header("library");
+  r.cgroup = run.Header("cgroup");
+  r.settings = settings;
+
+  std::vector<memory::MemorySample> samples;
+  samples.reserve(run.rows.size());
+  int64_t first_ooms = run.rows.empty() ? 0 : run.rows.front().oom_kills;
+  for (const SampleRow& row : run.rows) {
+    samples.push_back(row.memory);
+    r.peak_bytes = std::max(r.peak_bytes, static_cast<double>(row.memory.JudgedBytes()));
+    if (!r.oom_minute && row.oom_kills > first_ooms) {
+      r.oom_minute = static_cast<int>(row.memory.t_seconds / 60.0);
+    }
+  }
+  if (!run.rows.empty()) {
+    const SampleRow& last = run.rows.back();
+    r.duration_seconds = last.memory.t_seconds;
+    r.cpu_seconds = last.cpu_seconds;
+    r.requests_completed = last.completed;
+    r.requests_late = last.late;
+    r.unexpected_responses = last.errors;
+  }
+  for (const std::string& e : run.events) {
+    if (e.rfind("failed: ", 0) == 0 && !r.failure) r.failure = e.substr(8);
+    if (e.rfind("oom: minute ", 0) == 0 && !r.oom_minute) {
+      double m;
+      if (ParseDouble(e.substr(12), &m)) r.oom_minute = static_cast<int>(m);
+    }
+    if (e.rfind("latency: ", 0) == 0) {
+      std::istringstream in(e.substr(9));
+      std::string kv;
+      while (in >> kv) {
+        double v;
+        auto eq = kv.find('=');
+        if (eq == std::string::npos || !ParseDouble(kv.substr(eq + 1), &v)) continue;
+        if (kv.substr(0, eq) == "p50_ms") r.p50_ms = v;
+        if (kv.substr(0, eq) == "p99_ms") r.p99_ms = v;
+      }
+    }
+  }
+
+  r.floors = memory::ComputeMinuteFloors(
+      samples, {.warmup_minutes = settings.warmup_minutes,
+                .sample_interval_seconds = settings.sample_interval_seconds});
+  if (!r.floors.empty()) {
+    std::vector<double> levels;
+    for (const auto& f : r.floors) levels.push_back(f.floor_bytes);
+    std::sort(levels.begin(), levels.end());
+    size_t n = levels.size();
+    r.floor_level_bytes = n % 2 ? levels[n / 2] : (levels[n / 2 - 1] + levels[n / 2]) / 2;
+    r.final_floor_bytes = r.floors.back().floor_bytes;
+  }
+  const double step = 64 * kBytesPerMiB;
+  r.recommended_limit_bytes = std::ceil(r.peak_bytes * 1.25 / step) * step;
+
+  auto judge = JudgeFor(settings);
+  r.judgement =
+      JudgeMinuteByMinute(r.floors, *judge, settings.early_stop, finished, &r.decided_at_minute);
+  memory::RunFacts facts;
+  facts.requests_completed = r.requests_completed;
+  facts.requests_late = r.requests_late;
+  facts.unexpected_responses = r.unexpected_responses;
+  facts.oom_minute = r.oom_minute;
+  facts.failure = r.failure;
+  r.verdict = memory::DecideVariantVerdict(facts, r.judgement, settings.verdict);
+  return r;
+}
+
+nlohmann::json ToJson(const VariantResult& r) {
+  using nlohmann::json;
+  auto mib = [](double b) { return std::round(b / kBytesPerMiB * 10) / 10; };
+  auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  json floors = json::array();
+  for (const auto& f : r.floors)
+    floors.push_back({{"minute", f.minute}, {"floor_mib", mib(f.floor_bytes)}});
+  json j = {
+      {"variant", r.variant},
+      {"allocator", r.allocator},
+      {"env", r.env},
+      {"library", r.library},
+      {"cgroup", r.cgroup},
+      {"verdict", memory::VerdictName(r.verdict.verdict)},
+      {"explanation", r.verdict.explanation},
+      {"judgement",
+       {{"decision", memory::FloorDecisionName(r.judgement.decision)},
+        {"method", r.judgement.method},
+        {"slope_gib_per_h", num(r.judgement.slope_gib_per_h)},
+        {"slope_low_gib_per_h", num(r.judgement.slope_low_gib_per_h)},
+        {"slope_high_gib_per_h", num(r.judgement.slope_high_gib_per_h)},
+        {"theil_sen_gib_per_h", num(r.judgement.theil_sen_gib_per_h)},
+        {"trend_p_value", num(r.judgement.trend_p_value)},
+        {"minutes_used", r.judgement.minutes_used},
+        {"explanation", r.judgement.explanation}}},
+      {"decided_at_minute", r.decided_at_minute ? json(*r.decided_at_minute) : json(nullptr)},
+      {"max_slope_gib_per_h", r.settings.max_slope_gib_per_h},
+      {"floors", floors},
+      {"floor_level_mib", mib(r.floor_level_bytes)},
+      {"final_floor_mib", mib(r.final_floor_bytes)},
+      {"peak_mib", mib(r.peak_bytes)},
+      {"recommended_limit_mib", mib(r.recommended_limit_bytes)},
+      {"duration_s", std::round(r.duration_seconds)},
+      {"cpu_s", std::round(r.cpu_seconds * 10) / 10},
+      {"requests_completed", r.requests_completed},
+      {"requests_late", r.requests_late},
+      {"unexpected_responses", r.unexpected_responses},
+      {"p50_ms", r.p50_ms ? json(*r.p50_ms) : json(nullptr)},
+      {"p99_ms", r.p99_ms ? json(*r.p99_ms) : json(nullptr)},
+      {"oom_minute", r.oom_minute ? json(*r.oom_minute) : json(nullptr)},
+      {"failure", r.failure ? json(*r.failure) : json(nullptr)},
+  };
+  return j;
+}
+
+ReplaySummary Summarize(std::vector<VariantResult> variants) {
+  ReplaySummary s;
+  std::vector<memory::NamedVerdict> named;
+  for (const auto& v : variants) named.push_back({v.variant, v.allocator, v.verdict.verdict});
+  s.overall = memory::ClassifyVariants(named);
+  s.variants = std::move(variants);
+  return s;
+}
+
+nlohmann::json ToJson(const ReplaySummary& s) {
+  nlohmann::json variants = nlohmann::json::array();
+  for (const auto& v : s.variants) variants.push_back(ToJson(v));
+  return {{"verdict", s.overall.verdict},
+          {"classification", memory::ClassificationName(s.overall.classification)},
+          {"flat_variants", s.overall.flat_variants},
+          {"explanation", s.overall.explanation},
+          {"exit_code", memory::ExitCodeForVerdict(s.overall.verdict)},
+          {"variants", variants}};
+}
+
+std::string FormatVariantTable(const std::vector<VariantResult>& variants) {
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-14s %-12s %9s %16s %9s %9s %8s %8s %8s %6s %6s\n", "variant",
+                "verdict", "slope", "interval GiB/h", "floor", "peak", "CPU s", "p50 ms", "p99 ms",
+                "late", "errors");
+  out += line;
+  for (const auto& v : variants) {
+    std::string interval = "[" + Fixed(v.judgement.slope_low_gib_per_h, 2) + ", " +
+                           Fixed(v.judgement.slope_high_gib_per_h, 2) + "]";
+    std::snprintf(
+        line, sizeof line,
+        "%-14s %-12s %+9.2f %16s %5.0f MiB %5.0f MiB %8.1f %8s %8s %6lld %6lld\n",
+        v.variant.c_str(), memory::VerdictName(v.verdict.verdict), v.judgement.slope_gib_per_h,
+        interval.c_str(), v.floor_level_bytes / kBytesPerMiB, v.peak_bytes / kBytesPerMiB,
+        v.cpu_seconds, v.p50_ms ? Fixed(*v.p50_ms, 1).c_str() : "-",
+        v.p99_ms ? Fixed(*v.p99_ms, 1).c_str() : "-", static_cast<long long>(v.requests_late),
+        static_cast<long long>(v.unexpected_responses));
+    out += line;
+  }
+  return out;
+}
+
+std::string FormatSummary(const ReplaySummary& s, std::chrono::seconds planned) {
+  std::string out = FormatVariantTable(s.variants) + "\n";
+  double saved_total = 0;
+  for (const auto& v : s.variants) {
+    out += v.variant + ": " + memory::VerdictName(v.verdict.verdict) + " — " +
+           v.verdict.explanation + "\n";
+    if (v.decided_at_minute && v.settings.early_stop && !v.failure) {
+      double saved = static_cast<double>(planned.count()) - v.duration_seconds;
+      if (saved > 30) {
+        saved_total += saved;
+        out += "  decided after " + Fixed(v.duration_seconds / 60, 1) + " min of the " +
+               Fixed(static_cast<double>(planned.count()) / 60, 0) + " planned: saved " +
+               Fixed(saved / 60, 1) + " min\n";
+      }
+    }
+  }
+  if (saved_total > 0) {
+    out += "early verdicts saved " + Fixed(saved_total / 60, 1) + " min in all\n";
+  }
+  out += "\nverdict: " + s.overall.verdict + " — " + s.overall.explanation + "\n";
+  return out;
+}
+
+}  // namespace allocguard::replay
