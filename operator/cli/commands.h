@@ -7,6 +7,10 @@
 
 namespace allocguard::cli {
 
+void RegisterReplayCommand(CLI::App& app, int* exit_code);
+void RegisterAnalyzeCommand(CLI::App& app, int* exit_code);
+void RegisterReportCommand(CLI::App& app, int* exit_code);
+
 void RegisterEvaluateCommand(CLI::App& app, int* exit_code);
 
 }  // namespace allocguard::cli

@@ -11,6 +11,9 @@ int main(int argc, char** argv) {
   CLI::App app{"allocguard: keeps native workloads on memory allocators that give memory back"};
   app.require_subcommand(1);
   int exit_code = 0;
+  allocguard::cli::RegisterReplayCommand(app, &exit_code);
+  allocguard::cli::RegisterAnalyzeCommand(app, &exit_code);
+  allocguard::cli::RegisterReportCommand(app, &exit_code);
   allocguard::cli::RegisterEvaluateCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
