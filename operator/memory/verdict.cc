@@ -38,17 +38,17 @@ VariantVerdict DecideVariantVerdict(const RunFacts& facts, const FloorJudgement&
                                     const VerdictOptions& options) {
   if (facts.failure) return {Verdict::kFailed, *facts.failure};
   if (facts.oom_minute) {
-    return {Verdict::kOOMKilled,
-            "OOM-killed in minute " + std::to_string(*facts.oom_minute) +
-                ": the cgroup limit was reached"};
+    return {Verdict::kOOMKilled, "OOM-killed in minute " + std::to_string(*facts.oom_minute) +
+                                     ": the cgroup limit was reached"};
   }
   if (facts.unexpected_responses > options.max_unexpected_responses) {
-    return {Verdict::kErrors, std::to_string(facts.unexpected_responses) +
-                                  " responses outside the expected statuses (see the .errors file)"};
+    return {Verdict::kErrors,
+            std::to_string(facts.unexpected_responses) +
+                " responses outside the expected statuses (see the .errors file)"};
   }
   if (facts.requests_completed > 0) {
-    double late = static_cast<double>(facts.requests_late) /
-                  static_cast<double>(facts.requests_completed);
+    double late =
+        static_cast<double>(facts.requests_late) / static_cast<double>(facts.requests_completed);
     if (late > options.max_late_fraction) {
       char buf[256];
       std::snprintf(buf, sizeof buf,
@@ -92,8 +92,9 @@ OverallVerdict ClassifyVariants(const std::vector<NamedVerdict>& variants) {
   if (all_ratchet) {
     out.classification = Classification::kLeak;
     out.verdict = "Leak";
-    out.explanation = "every variant ratchets on the identical load: the workload leaks, whatever "
-                      "the allocator";
+    out.explanation =
+        "every variant ratchets on the identical load: the workload leaks, whatever "
+        "the allocator";
   } else if (!out.flat_variants.empty()) {
     out.classification = Classification::kAllocatorRetention;
     out.verdict = "AllocatorRetention";
@@ -101,7 +102,8 @@ OverallVerdict ClassifyVariants(const std::vector<NamedVerdict>& variants) {
     for (const std::string& n : out.flat_variants) names += (names.empty() ? "" : ", ") + n;
     out.explanation = candidate.variant + " ratchets while " + names +
                       " stays flat on the identical load: memory is retained by the allocator; "
-                      "switch to " + names;
+                      "switch to " +
+                      names;
   } else {
     out.explanation = candidate.variant +
                       " ratchets; no other variant gave a clear verdict, so the cause is not "
