@@ -151,6 +151,7 @@ int RunEvaluate(const EvaluateArgs& args) {
                                      .max_minutes = args.max_minutes};
   const auto old_rule = memory::NewFixedDurationJudge(options);
   const auto new_rule = memory::NewSequentialJudge(options);
+  if (args.traces_per_class == 0) return EvaluateReplayCsvs(args, *old_rule, *new_rule);
   const auto corpus = memory::StandardCorpus(args.max_slope_gib_per_h);
   std::vector<memory::TraceClass> classes = corpus;
   for (memory::TraceClass& c : classes) c.spec.minutes = args.max_minutes;
@@ -216,8 +217,9 @@ void RegisterEvaluateCommand(CLI::App& app, int* exit_code) {
       "evaluate-verdicts",
       "Compare the fixed 15-minute floor rule with the sequential rule on a synthetic corpus "
       "(false and missed Ratchet rates, minutes to a verdict), and on recorded replay CSVs");
-  cmd->add_option("--traces", args->traces_per_class, "Traces per corpus class")
-      ->check(CLI::Range(1, 100000))
+  cmd->add_option("--traces", args->traces_per_class,
+                  "Traces per corpus class (0: judge only the --csv files)")
+      ->check(CLI::Range(0, 100000))
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Seed of the synthetic corpus")->capture_default_str();
   cmd->add_option("--max-slope", args->max_slope_gib_per_h, "Floor slope threshold, GiB/h")

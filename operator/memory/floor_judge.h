@@ -34,7 +34,8 @@ struct FloorJudgement {
   // no interval (too few floors).
   double slope_low_gib_per_h = 0;
   double slope_high_gib_per_h = 0;
-  // Robust companions; NaN when not computed.
+  // Robust companions; NaN when not computed. trend_p_value is the one-sided
+  // Mann–Kendall p-value for a floor rising faster than the threshold.
   double theil_sen_gib_per_h = 0;
   double trend_p_value = 1;
   int minutes_used = 0;  // floors the decision rests on

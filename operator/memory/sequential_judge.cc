@@ -64,16 +64,18 @@ class SequentialJudge final : public FloorJudge {
     const std::string limit = Fixed(options_.max_slope_gib_per_h, "%.2f");
     const int planned_floors = options_.max_minutes - options_.warmup_minutes;
     const LookBudget budget = BudgetForLook(options_, std::min(n, planned_floors));
-    const double confidence = 1 - 2 * budget.ratchet;
+    // Outside the plan no budget is spent; the interval shown is then a plain
+    // one at the whole false-Ratchet rate.
+    const double shown_alpha = budget.ratchet > 0 ? budget.ratchet : options_.false_ratchet_rate;
+    const double confidence = 1 - 2 * shown_alpha;
 
     FloorJudgement j;
     j.method = "sequential";
     j.minutes_used = n;
     j.trend_p_value = std::nan("");
     j.theil_sen_gib_per_h = std::nan("");
-    const SlopeInterval iv =
-        FitSlopeInterval(floors, budget.ratchet > 0 ? budget.ratchet : options_.false_ratchet_rate);
-    Describe(iv, budget.ratchet > 0 ? confidence : 0, &j);
+    const SlopeInterval iv = FitSlopeInterval(floors, shown_alpha);
+    Describe(iv, confidence, &j);
     if (n < 2) return Undecided(j, final, "only " + std::to_string(n) + " minute floors");
     const double sen = TheilSenSlope(floors);
     const MannKendallResult mk = MannKendallTest(floors, threshold);
@@ -97,7 +99,7 @@ class SequentialJudge final : public FloorJudge {
         mk.p_increasing < options_.robust_trend_p) {
       j.decision = FloorDecision::kRatchet;
       j.explanation = "floor rises " + Gib(iv.slope) + " GiB/h " + IntervalText(iv, confidence) +
-                      ", " + rank_trend + ", above " + limit + " GiB/h after " + Minutes(n);
+                      ", " + rank_trend + ", above " + limit + " GiB/h over " + Minutes(n);
       return j;
     }
 
@@ -117,7 +119,7 @@ class SequentialJudge final : public FloorJudge {
         j.explanation = "floor rises " + Gib(late.tail.slope) + " GiB/h since minute " +
                         std::to_string(late.start_minute) + " " +
                         IntervalText(late.tail, tail_confidence) + ", Theil–Sen " + Gib(tail_sen) +
-                        " GiB/h, above " + limit + " GiB/h after " + Minutes(n);
+                        " GiB/h, above " + limit + " GiB/h over " + Minutes(n);
         return j;
       }
     }
@@ -130,7 +132,7 @@ class SequentialJudge final : public FloorJudge {
       j.decision = FloorDecision::kFlat;
       j.explanation = "floor slope " + Gib(flat_iv.slope) + " GiB/h " +
                       IntervalText(flat_iv, flat_confidence) + " is within ±" + limit +
-                      " GiB/h after " + Minutes(n);
+                      " GiB/h over " + Minutes(n);
       return j;
     }
 
@@ -138,16 +140,16 @@ class SequentialJudge final : public FloorJudge {
     j.decision = FloorDecision::kInconclusive;
     if (iv.valid && iv.high < -threshold) {
       j.explanation = "floor falls " + Gib(iv.slope) + " GiB/h " + IntervalText(iv, confidence) +
-                      ": still settling after warm-up, after " + Minutes(n);
+                      ": still settling after warm-up, over " + Minutes(n);
     } else if (iv.valid && iv.low > threshold) {
       j.explanation = "floor slope " + Gib(iv.slope) + " GiB/h " + IntervalText(iv, confidence) +
                       " but the rank trend does not confirm it (" + rank_trend +
                       ", Mann–Kendall p " + Fixed(mk.p_increasing, "%.2f") +
-                      "): a few minutes drive it, after " + Minutes(n);
+                      "): a few minutes drive it, over " + Minutes(n);
     } else {
       j.explanation = "floor slope " + Gib(iv.slope) + " GiB/h " + IntervalText(iv, confidence) +
                       " is neither clearly above " + limit + " GiB/h nor clearly within ±" + limit +
-                      " GiB/h after " + Minutes(n);
+                      " GiB/h over " + Minutes(n);
     }
     return j;
   }

@@ -69,7 +69,7 @@ TEST(SequentialJudgeTest, LevelFloorIsFlatBeforeTheEnd) {
   EXPECT_LT(o.minutes_elapsed, 15);
   EXPECT_GT(o.judgement.slope_low_gib_per_h, -0.5);
   EXPECT_LT(o.judgement.slope_high_gib_per_h, 0.5);
-  EXPECT_NE(o.judgement.explanation.find("is within ±0.50 GiB/h after"), std::string::npos)
+  EXPECT_NE(o.judgement.explanation.find("is within ±0.50 GiB/h over"), std::string::npos)
       << o.judgement.explanation;
 }
 
