@@ -43,12 +43,12 @@ struct PlanOptions {
   int temporaries_per_step = 64;
   // Long-lived objects per step, their sizes (uniform) and lifetimes:
   // pin_life_min_s / u^(1/pin_life_alpha), capped at pin_life_max_s.
-  int pins_per_step = 4;
+  int pins_per_step = 2;
   int pin_min_bytes = 256;
   int pin_max_bytes = 4096;
   double pin_life_min_s = 10;
   double pin_life_alpha = 1.2;
-  double pin_life_max_s = 900;
+  double pin_life_max_s = 120;
 };
 
 // One long-lived object: allocated by the worker, kept for lifetime_ms.
