@@ -5,8 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,8 @@
 #include "operator/memory/memory_sample.h"
 #include "operator/memory/sequential_judge.h"
 #include "operator/memory/verdict_evaluation.h"
+#include "operator/replay/sample_csv.h"
+#include "operator/replay/variant_result.h"
 
 namespace allocguard::cli {
 namespace {
@@ -72,70 +73,41 @@ void PrintMedianRow(const char* label, const std::vector<ClassEvaluation>& evals
               PooledMedian(evals, true, match), target);
 }
 
-// Samples of a replay CSV (operator/replay/sample_csv.h): '#' lines are header
-// and events, then a column-header line, then one row per sample. Only t_s and
-// judged_bytes are read. A trailing partial line (a killed run) is ignored.
-Result<std::vector<memory::MemorySample>> ReadReplaySamples(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot open " + path);
-  std::string line;
-  int t_col = -1, judged_col = -1, columns = 0, line_no = 0;
-  std::vector<memory::MemorySample> samples;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> cells;
-    std::stringstream ss(line);
-    for (std::string cell; std::getline(ss, cell, ',');) cells.push_back(cell);
-    if (!line.empty() && line.back() == ',') cells.emplace_back();
-    if (t_col < 0) {
-      for (size_t i = 0; i < cells.size(); ++i) {
-        if (cells[i] == "t_s") t_col = static_cast<int>(i);
-        if (cells[i] == "judged_bytes") judged_col = static_cast<int>(i);
-      }
-      if (t_col < 0 || judged_col < 0) {
-        return InvalidArgument(path + ":" + std::to_string(line_no) +
-                               ": no t_s and judged_bytes columns in \"" + line + "\"");
-      }
-      columns = static_cast<int>(cells.size());
-      continue;
-    }
-    if (static_cast<int>(cells.size()) != columns) {
-      if (in.peek() == EOF) break;  // the run was killed mid-line
-      return InvalidArgument(path + ":" + std::to_string(line_no) + ": " +
-                             std::to_string(cells.size()) + " cells, expected " +
-                             std::to_string(columns));
-    }
-    memory::MemorySample s;
-    try {
-      s.t_seconds = std::stod(cells[static_cast<size_t>(t_col)]);
-      s.anon_bytes = std::stoll(cells[static_cast<size_t>(judged_col)]);
-    } catch (const std::exception&) {
-      if (in.peek() == EOF) break;
-      return InvalidArgument(path + ":" + std::to_string(line_no) +
-                             ": t_s or judged_bytes is not a number");
-    }
-    samples.push_back(s);
-  }
-  if (t_col < 0) return InvalidArgument(path + ": no column header line");
-  return samples;
-}
-
-int EvaluateReplayCsvs(const EvaluateArgs& args, const memory::FloorJudge& old_rule,
-                       const memory::FloorJudge& new_rule) {
+// Judges recorded replay runs with both rules, each with the settings its CSV
+// header recorded (threshold, warm-up, sample interval, duration), falling
+// back to the command's flags.
+int EvaluateReplayCsvs(const EvaluateArgs& args) {
   std::printf("\nRecorded replay runs (no known truth: the verdicts side by side)\n");
   std::printf("%-40s %6s | %-12s %4s | %-12s %4s | %s\n", "file", "floors", "old", "min", "new",
               "min", "new explanation");
   int minutes_saved = 0;
   for (const std::string& path : args.csv_paths) {
-    auto samples = ReadReplaySamples(path);
-    if (!samples.ok()) {
-      std::fprintf(stderr, "evaluate-verdicts: %s\n", samples.status().ToString().c_str());
+    auto run = replay::ReadSampleCsv(path);
+    if (!run.ok()) {
+      std::fprintf(stderr, "evaluate-verdicts: %s: %s\n", path.c_str(),
+                   run.status().ToString().c_str());
       return 2;
     }
-    const auto floors = memory::ComputeMinuteFloors(*samples, {.warmup_minutes = 1});
-    const auto old_outcome = memory::ReplayJudge(old_rule, floors);
-    const auto new_outcome = memory::ReplayJudge(new_rule, floors);
+    replay::JudgeSettings settings;
+    settings.max_slope_gib_per_h = args.max_slope_gib_per_h;
+    settings.FromHeader(*run);
+    int max_minutes = args.max_minutes;
+    try {
+      const std::string duration = run->Header("duration_s");
+      if (!duration.empty()) max_minutes = static_cast<int>(std::ceil(std::stod(duration) / 60));
+    } catch (const std::exception&) {
+      // A header we cannot read keeps the flag's value.
+    }
+    std::vector<memory::MemorySample> samples;
+    for (const replay::SampleRow& row : run->rows) samples.push_back(row.memory);
+    const auto floors = memory::ComputeMinuteFloors(
+        samples, {.warmup_minutes = settings.warmup_minutes,
+                  .sample_interval_seconds = settings.sample_interval_seconds});
+    const memory::JudgeOptions options{.max_slope_gib_per_h = settings.max_slope_gib_per_h,
+                                       .max_minutes = max_minutes,
+                                       .warmup_minutes = settings.warmup_minutes};
+    const auto old_outcome = memory::ReplayJudge(*memory::NewFixedDurationJudge(options), floors);
+    const auto new_outcome = memory::ReplayJudge(*memory::NewSequentialJudge(options), floors);
     minutes_saved += old_outcome.minutes_elapsed - new_outcome.minutes_elapsed;
     std::printf("%-40s %6zu | %-12s %4d | %-12s %4d | %s\n", path.c_str(), floors.size(),
                 FloorDecisionName(old_outcome.judgement.decision), old_outcome.minutes_elapsed,
@@ -147,11 +119,11 @@ int EvaluateReplayCsvs(const EvaluateArgs& args, const memory::FloorJudge& old_r
 }
 
 int RunEvaluate(const EvaluateArgs& args) {
+  if (args.traces_per_class == 0) return EvaluateReplayCsvs(args);
   const memory::JudgeOptions options{.max_slope_gib_per_h = args.max_slope_gib_per_h,
                                      .max_minutes = args.max_minutes};
   const auto old_rule = memory::NewFixedDurationJudge(options);
   const auto new_rule = memory::NewSequentialJudge(options);
-  if (args.traces_per_class == 0) return EvaluateReplayCsvs(args, *old_rule, *new_rule);
   const auto corpus = memory::StandardCorpus(args.max_slope_gib_per_h);
   std::vector<memory::TraceClass> classes = corpus;
   for (memory::TraceClass& c : classes) c.spec.minutes = args.max_minutes;
@@ -200,12 +172,12 @@ int RunEvaluate(const EvaluateArgs& args) {
       "median minutes to verdict, flat (slope 0)", evals,
       [](const memory::TraceClass& c) { return PlainClass(c) && c.spec.slope_gib_per_h == 0; },
       "<= 10");
+  auto name = [](const std::string& c) { return c.empty() ? "-" : c.c_str(); };
   std::printf("(worst classes: old false %s, new false %s; old missed %s, new missed %s)\n",
-              old_sum.worst_false_ratchet_class.c_str(), new_sum.worst_false_ratchet_class.c_str(),
-              old_sum.worst_missed_ratchet_class.c_str(),
-              new_sum.worst_missed_ratchet_class.c_str());
+              name(old_sum.worst_false_ratchet_class), name(new_sum.worst_false_ratchet_class),
+              name(old_sum.worst_missed_ratchet_class), name(new_sum.worst_missed_ratchet_class));
 
-  if (!args.csv_paths.empty()) return EvaluateReplayCsvs(args, *old_rule, *new_rule);
+  if (!args.csv_paths.empty()) return EvaluateReplayCsvs(args);
   return 0;
 }
 
