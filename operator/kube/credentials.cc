@@ -86,7 +86,7 @@ std::string FormatRfc3339(std::chrono::system_clock::time_point t, bool micros) 
   std::string out = buf;
   if (micros) {
     auto us = std::chrono::duration_cast<std::chrono::microseconds>(t - secs).count();
-    char frac[16];
+    char frac[32];
     std::snprintf(frac, sizeof frac, ".%06lld", static_cast<long long>(us));
     out += frac;
   }

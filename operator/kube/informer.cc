@@ -152,6 +152,12 @@ size_t Store::size() const {
   return objects_.size();
 }
 
+void StripManagedFields(Object& object) {
+  if (auto m = object.find("metadata"); m != object.end() && m->is_object()) {
+    m->erase("managedFields");
+  }
+}
+
 Informer::Informer(Client* client, ResourceType type, InformerOptions options)
     : client_(client), type_(std::move(type)), options_(std::move(options)) {}
 
@@ -194,6 +200,9 @@ bool Informer::ListOnce() {
     last_error_ = "list " + type_.resource + ": " + list.error().ToString();
     return false;
   }
+  if (options_.transform) {
+    for (auto& item : list->items) options_.transform(item);
+  }
   store_.Replace(std::move(list->items));
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -230,6 +239,7 @@ void Informer::Run() {
         type_, options_.namespace_, wo,
         [this](WatchEventType type, Object& object) {
           std::string rv = ResourceVersionOf(object);
+          if (options_.transform && type != WatchEventType::kBookmark) options_.transform(object);
           switch (type) {
             case WatchEventType::kAdded:
             case WatchEventType::kModified:

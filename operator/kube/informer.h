@@ -74,8 +74,15 @@ struct InformerOptions {
   // client-go picks timeoutSeconds in [5, 10) minutes to spread reconnects.
   int min_watch_timeout_seconds = 300;
   Clock::Duration initial_backoff = std::chrono::milliseconds(800);
+  // Applied to every object before it is stored (and handed to handlers),
+  // e.g. StripManagedFields to cut the cache's memory.
+  std::function<void(Object& object)> transform;
   Clock::Duration max_backoff = std::chrono::seconds(30);
 };
+
+// A transform that drops metadata.managedFields, which controllers rarely
+// read and which make up a large part of a cached object.
+void StripManagedFields(Object& object);
 
 class Informer {
  public:
