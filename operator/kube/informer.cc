@@ -235,9 +235,12 @@ void Informer::Run() {
     int min = options_.min_watch_timeout_seconds;
     wo.timeout_seconds = min + static_cast<int>(rng() % static_cast<unsigned>(std::max(1, min)));
     watches_.fetch_add(1);
+    const Clock::TimePoint watch_started = clock->Now();
+    int events = 0;
     ApiResult<bool> result = client_->Watch(
         type_, options_.namespace_, wo,
-        [this](WatchEventType type, Object& object) {
+        [this, &events](WatchEventType type, Object& object) {
+          ++events;
           std::string rv = ResourceVersionOf(object);
           if (options_.transform && type != WatchEventType::kBookmark) options_.transform(object);
           switch (type) {
@@ -260,7 +263,13 @@ void Informer::Run() {
         &canceller_);
     if (canceller_.cancelled()) return;
     if (result.ok()) {
-      backoff = options_.initial_backoff;
+      if (events == 0 && clock->Now() - watch_started < std::chrono::seconds(1)) {
+        // Ended at once with nothing to say: do not hammer the server.
+        if (!canceller_.SleepFor(clock, backoff)) return;
+        backoff = std::min(backoff * 2, options_.max_backoff);
+      } else {
+        backoff = options_.initial_backoff;
+      }
       continue;  // the server ended the watch: resume from the last version
     }
     {

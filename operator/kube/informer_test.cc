@@ -127,5 +127,22 @@ TEST(InformerTest, ResumesFromTheLastSeenVersionAfterABrokenStream) {
   EXPECT_EQ(informer.store().size(), 1u);
 }
 
+TEST(InformerTest, BacksOffWhenTheServerEndsWatchesAtOnce) {
+  FakeClock clock;
+  auto transport = std::make_shared<FakeTransport>();
+  Client client(transport, nullptr, {.clock = &clock});
+  transport->Queue(FakeReply::Json(200, ListBody("10", {})));
+  for (int i = 0; i < 3; ++i) transport->QueueStream(FakeReply::Json(200, ""));
+  auto start = clock.Now();
+  Informer informer(&client, ConfigMaps(), {.namespace_ = "n"});
+  informer.Start();
+  while (transport->requests().size() < 5)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  informer.Stop();
+  // 0.8 s + 1.6 s + 3.2 s of backoff between the four watches, not a busy loop.
+  EXPECT_GE(clock.Now() - start, std::chrono::milliseconds(5600));
+  EXPECT_EQ(informer.lists(), 1);
+}
+
 }  // namespace
 }  // namespace allocguard::kube
