@@ -123,7 +123,7 @@ ApiError ParseApiError(int http_status, const std::string& body,
                        const std::string& retry_after_header) {
   auto parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   ApiError e;
-  if (parsed.is_object() && parsed.value("kind", "") == "Status") {
+  if (parsed.is_object() && parsed.find("kind") != parsed.end() && parsed["kind"] == "Status") {
     e = ApiErrorFromStatusObject(parsed, http_status);
     e.code = http_status;  // the HTTP status is authoritative for the call
   } else {

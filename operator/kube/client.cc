@@ -75,8 +75,8 @@ std::string ResourceVersionOf(const Object& object) {
 std::string ObjectKey(const Object& object) {
   auto m = object.find("metadata");
   if (m == object.end() || !m->is_object()) return "";
-  std::string name = m->value("name", "");
-  std::string ns = m->value("namespace", "");
+  std::string name = StringField(*m, "name");
+  std::string ns = StringField(*m, "namespace");
   return ns.empty() ? name : ns + "/" + name;
 }
 
@@ -250,14 +250,14 @@ ApiResult<ObjectList> Client::List(const ResourceType& type, const std::string& 
         out.items.push_back(std::move(item));
       }
     }
-    const Object& meta = body.value("metadata", Object::object());
-    cont = meta.value("continue", "");
+    const Object& meta = ObjectField(body, "metadata");
+    cont = StringField(meta, "continue");
     if (cont.empty()) {
       // The first page's resourceVersion describes the whole snapshot.
-      if (out.resource_version.empty()) out.resource_version = meta.value("resourceVersion", "");
+      if (out.resource_version.empty()) out.resource_version = StringField(meta, "resourceVersion");
       return out;
     }
-    if (out.resource_version.empty()) out.resource_version = meta.value("resourceVersion", "");
+    if (out.resource_version.empty()) out.resource_version = StringField(meta, "resourceVersion");
   }
 }
 
@@ -268,8 +268,8 @@ ApiResult<Object> Client::Create(const ResourceType& type, const std::string& ns
 
 ApiResult<Object> Client::Update(const ResourceType& type, const Object& object,
                                  const std::string& subresource) {
-  const Object& meta = object.value("metadata", Object::object());
-  std::string path = type.ObjectPath(meta.value("namespace", ""), meta.value("name", ""));
+  const Object& meta = ObjectField(object, "metadata");
+  std::string path = type.ObjectPath(StringField(meta, "namespace"), StringField(meta, "name"));
   if (!subresource.empty()) path += "/" + subresource;
   // A PUT carrying a resourceVersion cannot apply twice; without one it
   // overwrites, which is also the same when repeated.
@@ -314,8 +314,8 @@ ApiResult<Object> Client::Patch(const ResourceType& type, const std::string& ns,
 ApiResult<Object> Client::Apply(const ResourceType& type, const Object& object,
                                 const std::string& field_manager, bool force,
                                 const std::string& subresource) {
-  const Object& meta = object.value("metadata", Object::object());
-  std::string path = type.ObjectPath(meta.value("namespace", ""), meta.value("name", ""));
+  const Object& meta = ObjectField(object, "metadata");
+  std::string path = type.ObjectPath(StringField(meta, "namespace"), StringField(meta, "name"));
   if (!subresource.empty()) path += "/" + subresource;
   AddParam(path, "fieldManager", field_manager);
   if (force) AddParam(path, "force", "true");

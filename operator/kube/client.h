@@ -20,11 +20,10 @@
 #include "operator/kube/cancel.h"
 #include "operator/kube/config.h"
 #include "operator/kube/credentials.h"
+#include "operator/kube/object.h"
 #include "operator/kube/transport.h"
 
 namespace allocguard::kube {
-
-using Object = nlohmann::json;
 
 // A kind of resource, addressed the way the REST API addresses it.
 struct ResourceType {

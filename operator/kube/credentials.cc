@@ -1,5 +1,7 @@
 #include "operator/kube/credentials.h"
 
+#include "operator/kube/object.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -252,10 +254,10 @@ Result<std::string> ExecTokenSource::Run() {
                            " returned a client certificate; only token credentials are "
                            "supported");
   }
-  std::string token = status.value("token", "");
+  std::string token = StringField(status, "token");
   if (token.empty()) return InvalidArgument(what + " returned no token");
   expires_.reset();
-  if (std::string exp = status.value("expirationTimestamp", ""); !exp.empty()) {
+  if (std::string exp = StringField(status, "expirationTimestamp"); !exp.empty()) {
     AG_ASSIGN_OR_RETURN(auto t, ParseRfc3339(exp));
     expires_ = t;
   }

@@ -9,15 +9,15 @@ EventRecorder::EventRecorder(Client* client, EventRecorderOptions options)
 
 Status EventRecorder::Record(const Object& regarding, EventType type, const std::string& reason,
                              const std::string& action, const std::string& note_in) {
-  const Object meta = regarding.value("metadata", Object::object());
-  const std::string name = meta.value("name", "");
+  const Object& meta = ObjectField(regarding, "metadata");
+  const std::string name = StringField(meta, "name");
   if (name.empty()) return InvalidArgument("an event needs the name of the object it is about");
-  std::string ns = meta.value("namespace", "");
+  std::string ns = StringField(meta, "namespace");
   const std::string event_ns = ns.empty() ? "default" : ns;
   std::string note = note_in.size() > 1024 ? note_in.substr(0, 1021) + "..." : note_in;
   const char* type_name = type == EventType::kWarning ? "Warning" : "Normal";
-  const std::string key = meta.value("uid", name) + "\x1f" + type_name + "\x1f" + reason + "\x1f" +
-                          action + "\x1f" + note;
+  const std::string key = (StringField(meta, "uid").empty() ? name : StringField(meta, "uid")) +
+                          "\x1f" + type_name + "\x1f" + reason + "\x1f" + action + "\x1f" + note;
   const std::string now = FormatRfc3339(clock_->WallNow(), /*micros=*/true);
 
   std::unique_lock<std::mutex> lock(mu_);
@@ -44,8 +44,8 @@ Status EventRecorder::Record(const Object& regarding, EventType type, const std:
       static_cast<unsigned long long>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(clock_->WallNow().time_since_epoch())
               .count()));
-  Object involved = {{"apiVersion", regarding.value("apiVersion", "")},
-                     {"kind", regarding.value("kind", "")},
+  Object involved = {{"apiVersion", StringField(regarding, "apiVersion")},
+                     {"kind", StringField(regarding, "kind")},
                      {"name", name}};
   if (!ns.empty()) involved["namespace"] = ns;
   if (meta.contains("uid")) involved["uid"] = meta["uid"];

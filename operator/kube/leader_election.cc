@@ -46,14 +46,15 @@ bool LeaderElector::TryAcquireOrRenew() {
           {"leaseTransitions", 0}}}};
     ApiResult<Object> created = client_->Create(Leases(), config_.lease_namespace, lease);
     if (!created.ok()) return false;  // someone else created it first
-    observed_spec_ = (*created)["spec"];
+    observed_spec_ = ObjectField(*created, "spec");
     observed_rv_ = ResourceVersionOf(*created);
     observed_at_ = clock_->Now();
     return true;
   }
   Object& lease = *got;
-  Object spec = lease.value("spec", Object::object());
-  std::string holder = spec.value("holderIdentity", "");
+  if (!lease.is_object()) return false;
+  Object spec = ObjectField(lease, "spec");
+  std::string holder = StringField(spec, "holderIdentity");
   if (holder != last_holder_) {
     last_holder_ = holder;
     if (config_.on_new_leader && !holder.empty()) config_.on_new_leader(holder);
@@ -75,7 +76,7 @@ bool LeaderElector::TryAcquireOrRenew() {
   Object next = spec;
   if (!mine) {
     next["acquireTime"] = now;
-    next["leaseTransitions"] = spec.value("leaseTransitions", 0) + 1;
+    next["leaseTransitions"] = IntField(spec, "leaseTransitions") + 1;
   }
   next["holderIdentity"] = config_.identity;
   next["leaseDurationSeconds"] = duration_s;
@@ -83,7 +84,7 @@ bool LeaderElector::TryAcquireOrRenew() {
   lease["spec"] = next;
   ApiResult<Object> updated = client_->Update(Leases(), lease);
   if (!updated.ok()) return false;  // 409: another candidate won this round
-  observed_spec_ = (*updated)["spec"];
+  observed_spec_ = ObjectField(*updated, "spec");
   observed_rv_ = ResourceVersionOf(*updated);
   observed_at_ = clock_->Now();
   return true;
@@ -93,10 +94,12 @@ void LeaderElector::Release() {
   ApiResult<Object> got = client_->Get(Leases(), config_.lease_namespace, config_.lease_name);
   if (!got.ok()) return;
   Object& lease = *got;
-  if (lease["spec"].value("holderIdentity", "") != config_.identity) return;
-  lease["spec"]["holderIdentity"] = nullptr;
-  lease["spec"]["leaseDurationSeconds"] = 1;
-  lease["spec"]["renewTime"] = FormatRfc3339(clock_->WallNow(), true);
+  Object spec = ObjectField(lease, "spec");
+  if (StringField(spec, "holderIdentity") != config_.identity) return;
+  spec["holderIdentity"] = nullptr;
+  spec["leaseDurationSeconds"] = 1;
+  spec["renewTime"] = FormatRfc3339(clock_->WallNow(), true);
+  lease["spec"] = spec;
   (void)client_->Update(Leases(), lease);
 }
 

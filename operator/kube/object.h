@@ -1,0 +1,20 @@
+#pragma once
+
+// Kubernetes objects are JSON documents (nlohmann::json), read defensively.
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace allocguard::kube {
+
+using Object = nlohmann::json;
+
+// Field access that never throws on data from the server: a missing field,
+// a field of another type, or a non-object yields the fallback.
+std::string StringField(const Object& object, const char* key);
+const Object& ObjectField(const Object& object, const char* key);  // {} when absent
+int64_t IntField(const Object& object, const char* key, int64_t fallback = 0);
+
+}  // namespace allocguard::kube
