@@ -43,6 +43,8 @@ int RunReplayCommand(const ReplayFlags& f) {
   auto duration = replay::ParseDuration(f.duration);
   if (!duration.ok()) return Fail(duration.status().WithContext("--duration"));
   options.duration = std::chrono::duration_cast<std::chrono::seconds>(*duration);
+  if (options.duration.count() < 1) return Fail(InvalidArgument("--duration must be at least 1s"));
+  options.judge.max_minutes = static_cast<int>((options.duration.count() + 59) / 60);
   auto interval = replay::ParseDuration(f.interval);
   if (!interval.ok() || interval->count() < 100) {
     return Fail(InvalidArgument("--interval must be a duration of at least 100ms"));

@@ -39,6 +39,9 @@ void LoadDriver::Stop() {
   for (auto& w : workers_) {
     if (w.joinable()) w.join();
   }
+  // Close the keep-alive connections now, so the workload's server is not
+  // left waiting on idle connections while it shuts down.
+  clients_.clear();
 }
 
 void LoadDriver::Dispatch() {

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -249,11 +250,18 @@ VariantResult VariantRun::Run() {
   if (variant_ && !variant_->library.empty()) {
     // LD_PRELOAD is silently ignored by static binaries, setuid programs and
     // musl loaders given a glibc library: check the library is really mapped.
+    // maps shows the resolved file (libtcmalloc_minimal.so.4.5.10 for the
+    // .so.4 link), so compare canonical paths.
+    std::error_code ec;
+    auto wanted = std::filesystem::canonical(variant_->library, ec);
     ProcReader proc;
     auto libs = proc.MappedLibraries(root);
     bool loaded = false;
-    if (libs.ok()) {
-      for (const auto& l : *libs) loaded = loaded || l == variant_->library;
+    if (libs.ok() && !ec) {
+      for (const auto& l : *libs) {
+        auto mapped = std::filesystem::canonical(l, ec);
+        loaded = loaded || (!ec && mapped == wanted);
+      }
     }
     if (!loaded) {
       Event("failed: " + variant_->library +
@@ -294,11 +302,27 @@ VariantResult VariantRun::Run() {
   const auto t0 = clock_->Now();
   const auto end = t0 + options_.duration;
   size_t floors_reported = 0;
+  int64_t initial_oom_kills = 0;
+  if (cgroup_) {
+    auto st = cgroup_->ReadStat();
+    if (st.ok()) initial_oom_kills = st->oom_kills;
+  }
   bool finished = true;
   for (int64_t i = 0;; ++i) {
     auto now = clock_->Now();
     SampleRow row;
     row.memory.t_seconds = std::chrono::duration<double>(now - t0).count();
+    // The cgroup first: a workload the OOM killer ended is OOMKilled, not Failed.
+    std::optional<CgroupMemoryStat> cg_stat;
+    if (cgroup_) {
+      auto st = cgroup_->ReadStat();
+      if (st.ok()) cg_stat = *st;
+      if (cg_stat && cg_stat->oom_kills > initial_oom_kills) {
+        Event("oom: minute " + std::to_string(static_cast<int>(
+                                   std::chrono::duration<double>(now - t0).count() / 60)));
+        break;
+      }
+    }
     auto usage = proc.ReadUsage(root);
     if (!usage.ok() || (process && process->Poll().exited)) {
       std::string how = process ? process->Poll().Describe() : "process is gone";
@@ -310,15 +334,12 @@ VariantResult VariantRun::Run() {
     row.cpu_seconds = usage->cpu_seconds;
     row.processes = usage->processes;
     row.threads = usage->threads;
-    if (cgroup_) {
-      auto st = cgroup_->ReadStat();
-      if (st.ok()) {
-        row.memory.cgroup_anon_bytes = st->anon_bytes;
-        row.memory.cgroup_dirty_bytes = st->dirty_bytes;
-        row.memory.cgroup_writeback_bytes = st->writeback_bytes;
-        row.memory.cgroup_usage_bytes = st->usage_bytes;
-        row.oom_kills = st->oom_kills;
-      }
+    if (cg_stat) {
+      row.memory.cgroup_anon_bytes = cg_stat->anon_bytes;
+      row.memory.cgroup_dirty_bytes = cg_stat->dirty_bytes;
+      row.memory.cgroup_writeback_bytes = cg_stat->writeback_bytes;
+      row.memory.cgroup_usage_bytes = cg_stat->usage_bytes;
+      row.oom_kills = cg_stat->oom_kills;
     }
     LoadStats stats = driver.Snapshot();
     row.released = stats.released;
@@ -331,10 +352,6 @@ VariantResult VariantRun::Run() {
     Status appended = csv_->Append(row);
     if (!appended.ok()) {
       Event("failed: " + appended.message());
-      break;
-    }
-    if (row.oom_kills > run_.rows.front().oom_kills) {
-      Event("oom: minute " + std::to_string(static_cast<int>(row.memory.t_seconds / 60)));
       break;
     }
     VariantResult live = AnalyzeRun(run_, options_.judge, /*finished=*/false);

@@ -128,6 +128,7 @@ Result<CsvRun> ParseSampleCsv(const std::string& text) {
   if (!complete_last) ++total_lines;
   while (std::getline(in, line)) {
     ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF from other tools
     if (line.empty()) continue;
     if (line[0] == '#') {
       std::string body = line.substr(1);

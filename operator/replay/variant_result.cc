@@ -34,6 +34,7 @@ std::vector<std::pair<std::string, std::string>> JudgeSettings::ToHeader() const
       {"max_slope_gib_per_h", Fixed(max_slope_gib_per_h, 3)},
       {"sample_interval_s", Fixed(sample_interval_seconds, 3)},
       {"warmup_minutes", std::to_string(warmup_minutes)},
+      {"max_minutes", std::to_string(max_minutes)},
       {"max_late_fraction", Fixed(verdict.max_late_fraction, 4)},
       {"max_unexpected_responses", std::to_string(verdict.max_unexpected_responses)},
       {"early_stop", early_stop ? "true" : "false"},
@@ -45,6 +46,7 @@ void JudgeSettings::FromHeader(const CsvRun& run) {
   if (ParseDouble(run.Header("max_slope_gib_per_h"), &v)) max_slope_gib_per_h = v;
   if (ParseDouble(run.Header("sample_interval_s"), &v)) sample_interval_seconds = v;
   if (ParseDouble(run.Header("warmup_minutes"), &v)) warmup_minutes = static_cast<int>(v);
+  if (ParseDouble(run.Header("max_minutes"), &v)) max_minutes = static_cast<int>(v);
   if (ParseDouble(run.Header("max_late_fraction"), &v)) verdict.max_late_fraction = v;
   if (ParseDouble(run.Header("max_unexpected_responses"), &v)) {
     verdict.max_unexpected_responses = static_cast<int64_t>(v);
@@ -56,6 +58,8 @@ void JudgeSettings::FromHeader(const CsvRun& run) {
 std::unique_ptr<memory::FloorJudge> JudgeFor(const JudgeSettings& settings) {
   memory::JudgeOptions options;
   options.max_slope_gib_per_h = settings.max_slope_gib_per_h;
+  options.max_minutes = settings.max_minutes;
+  options.warmup_minutes = settings.warmup_minutes;
   return memory::NewDefaultJudge(options);
 }
 
@@ -176,6 +180,9 @@ nlohmann::json ToJson(const VariantResult& r) {
         {"theil_sen_gib_per_h", num(r.judgement.theil_sen_gib_per_h)},
         {"trend_p_value", num(r.judgement.trend_p_value)},
         {"minutes_used", r.judgement.minutes_used},
+        {"confidence", num(r.judgement.confidence)},
+        {"lag1_autocorrelation", num(r.judgement.lag1_autocorrelation)},
+        {"growth_start_minute", r.judgement.growth_start_minute},
         {"explanation", r.judgement.explanation}}},
       {"decided_at_minute", r.decided_at_minute ? json(*r.decided_at_minute) : json(nullptr)},
       {"max_slope_gib_per_h", r.settings.max_slope_gib_per_h},

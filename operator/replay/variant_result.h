@@ -22,6 +22,9 @@ struct JudgeSettings {
   double max_slope_gib_per_h = 0.5;
   double sample_interval_seconds = 2;
   int warmup_minutes = 1;
+  // The planned run length (warm-up included); the sequential judge spreads
+  // its error budget over the looks this plan allows.
+  int max_minutes = 15;
   memory::VerdictOptions verdict;
   // When true, the run stops at the judge's first decision.
   bool early_stop = true;

@@ -1,0 +1,108 @@
+#include "operator/replay/sample_csv.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace allocguard::replay {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("ag-csv-" + std::to_string(getpid()) + "-" + name))
+      .string();
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(SampleCsvTest, WrittenLineByLineAndReadBack) {
+  std::string path = TempPath("roundtrip.csv");
+  {
+    auto w = SampleCsvWriter::Open(path, {{"variant", "glibc"}, {"env", "MALLOC_ARENA_MAX=2"}});
+    ASSERT_TRUE(w.ok());
+    SampleRow a;
+    a.memory.t_seconds = 2;
+    a.memory.anon_bytes = 1000;
+    a.memory.rss_bytes = 5000;
+    a.memory.cgroup_dirty_bytes = 24;
+    a.memory.cgroup_writeback_bytes = 0;
+    a.cpu_seconds = 1.5;
+    a.completed = 40;
+    a.late = 1;
+    ASSERT_TRUE(w->Append(a).ok());
+    // Already on disk before the writer is closed: a killed run keeps it.
+    EXPECT_NE(Slurp(path).find("\n2.000,1000,5000,,24,0,,1024,1.50,"), std::string::npos)
+        << Slurp(path);
+    SampleRow b;
+    b.memory.t_seconds = 4;
+    b.memory.anon_bytes = 2000;
+    ASSERT_TRUE(w->Append(b).ok());
+    ASSERT_TRUE(w->AppendEvent("failed: exit code 3").ok());
+  }
+  auto run = ReadSampleCsv(path);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(run->Header("variant"), "glibc");
+  EXPECT_EQ(run->Header("env"), "MALLOC_ARENA_MAX=2");
+  ASSERT_EQ(run->rows.size(), 2u);
+  EXPECT_EQ(run->rows[0].memory.JudgedBytes(), 1024);
+  EXPECT_FALSE(run->rows[0].memory.cgroup_anon_bytes.has_value());
+  EXPECT_EQ(run->rows[0].late, 1);
+  EXPECT_EQ(run->rows[1].memory.anon_bytes, 2000);
+  EXPECT_EQ(run->events, std::vector<std::string>{"failed: exit code 3"});
+  std::filesystem::remove(path);
+}
+
+TEST(SampleCsvTest, PartialLastLineOfAKilledRunIsDropped) {
+  std::string text =
+      "# variant: x\n" + std::string("t_s,anon_bytes,rss_bytes,cg_anon_bytes,cg_dirty_bytes,") +
+      "cg_writeback_bytes,cg_usage_bytes,judged_bytes,cpu_s,processes,threads,released,sent,"
+      "completed,late,errors,in_flight,oom_kills\n"
+      "0.000,1,1,,,,,1,0.00,1,1,0,0,0,0,0,0,0\n"
+      "2.000,2,2,,,,";
+  auto run = ParseSampleCsv(text);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(run->rows.size(), 1u);
+}
+
+TEST(SampleCsvTest, MalformedRowNamesLineAndColumn) {
+  std::string text =
+      "t_s,anon_bytes,rss_bytes,cg_anon_bytes,cg_dirty_bytes,cg_writeback_bytes,cg_usage_bytes,"
+      "judged_bytes,cpu_s,processes,threads,released,sent,completed,late,errors,in_flight,"
+      "oom_kills\n"
+      "0.000,1,1,,,,,1,0.00,1,1,0,0,0,0,0,0,0\n"
+      "2.000,lots,1,,,,,1,0.00,1,1,0,0,0,0,0,0,0\n"
+      "4.000,1,1,,,,,1,0.00,1,1,0,0,0,0,0,0,0\n";
+  auto run = ParseSampleCsv(text);
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.status().message(), "line 3: column anon_bytes is \"lots\", not an integer");
+}
+
+TEST(SampleCsvTest, CrlfLineEndingsAreAccepted) {
+  std::string text =
+      "# variant: x\r\n"
+      "t_s,anon_bytes,rss_bytes,cg_anon_bytes,cg_dirty_bytes,cg_writeback_bytes,cg_usage_bytes,"
+      "judged_bytes,cpu_s,processes,threads,released,sent,completed,late,errors,in_flight,"
+      "oom_kills\r\n"
+      "0.000,1,1,,,,,1,0.00,1,1,0,0,0,0,0,0,7\r\n";
+  auto run = ParseSampleCsv(text);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(run->Header("variant"), "x");
+  EXPECT_EQ(run->rows.at(0).oom_kills, 7);
+}
+
+TEST(SampleCsvTest, NotAReplayCsv) {
+  auto run = ParseSampleCsv("name,value\na,1\n");
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.status().message().find("expected the column header"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace allocguard::replay

@@ -1,0 +1,133 @@
+#include "operator/replay/variant_result.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace allocguard::replay {
+namespace {
+
+using memory::kBytesPerMiB;
+
+// A run sampled every 2 s for `minutes`, whose floor climbs `mib_per_min`
+// from 500 MiB with a saw-tooth of in-flight peaks above it.
+CsvRun SampledRun(int minutes, double mib_per_min) {
+  CsvRun run;
+  run.header = {{"variant", "glibc"}, {"allocator", "glibc"}};
+  for (int i = 0; i <= minutes * 30; ++i) {
+    SampleRow r;
+    r.memory.t_seconds = 2.0 * i;
+    double floor = 500 + mib_per_min * r.memory.t_seconds / 60.0;
+    double peak = (i % 5) * 40;  // lowest sample each minute is the floor
+    r.memory.anon_bytes = static_cast<int64_t>((floor + peak) * kBytesPerMiB);
+    r.completed = i * 10;
+    r.cpu_seconds = i * 0.1;
+    run.rows.push_back(r);
+  }
+  return run;
+}
+
+TEST(AnalyzeRunTest, FloorsSlopeAndFiguresOfAClearRatchet) {
+  JudgeSettings settings;
+  settings.early_stop = false;
+  VariantResult r = AnalyzeRun(SampledRun(10, 40), settings, /*finished=*/true);
+  // Minutes 1..9 are complete after warm-up (minute 10 has one sample).
+  ASSERT_EQ(r.floors.size(), 9u);
+  EXPECT_EQ(r.floors.front().minute, 1);
+  EXPECT_NEAR(r.floors.front().floor_bytes / kBytesPerMiB, 540, 1e-6);
+  // 40 MiB/min = 2400 MiB/h = 2.34 GiB/h
+  EXPECT_NEAR(r.judgement.slope_gib_per_h, 40 * 60 / 1024.0, 1e-6);
+  EXPECT_EQ(r.verdict.verdict, memory::Verdict::kRatchet);
+  // The peak is sample 299 (t = 598 s): floor 500 + 40 × 598/60 = 898.67,
+  // plus the largest saw-tooth step (299 % 5 = 4) × 40 = 160 → 1058.67 MiB.
+  EXPECT_NEAR(r.peak_bytes / kBytesPerMiB, 500 + 40 * 598 / 60.0 + 160, 1e-3);
+  // 1058.67 × 1.25 = 1323.3 → 1344 MiB (next multiple of 64)
+  EXPECT_EQ(r.recommended_limit_bytes / kBytesPerMiB, 1344);
+  EXPECT_NEAR(r.cpu_seconds, 30, 1e-9);
+}
+
+TEST(AnalyzeRunTest, LevelFloorIsFlat) {
+  JudgeSettings settings;
+  settings.early_stop = false;
+  VariantResult r = AnalyzeRun(SampledRun(15, 0), settings, true);
+  EXPECT_EQ(r.verdict.verdict, memory::Verdict::kFlat) << r.verdict.explanation;
+  EXPECT_NEAR(r.floor_level_bytes / kBytesPerMiB, 500, 1e-6);
+}
+
+TEST(AnalyzeRunTest, EarlyStopDecidesAtTheFirstMinuteTheJudgeIsSureAndAnalyzeAgrees) {
+  JudgeSettings settings;
+  settings.early_stop = true;
+  VariantResult full = AnalyzeRun(SampledRun(15, 40), settings, true);
+  ASSERT_TRUE(full.decided_at_minute.has_value());
+  EXPECT_EQ(full.verdict.verdict, memory::Verdict::kRatchet);
+  EXPECT_LT(*full.decided_at_minute, 15);
+  // A live run would have stopped at that minute; re-analyzing the samples it
+  // had written by then gives the same verdict at the same minute.
+  CsvRun cut = SampledRun(15, 40);
+  cut.rows.resize(static_cast<size_t>((*full.decided_at_minute + 1) * 30 + 1));
+  VariantResult live = AnalyzeRun(cut, settings, true);
+  EXPECT_EQ(live.verdict.verdict, full.verdict.verdict);
+  EXPECT_EQ(live.decided_at_minute, full.decided_at_minute);
+}
+
+TEST(AnalyzeRunTest, EventsAndCountersBecomeVerdicts) {
+  JudgeSettings settings;
+  CsvRun failed = SampledRun(3, 0);
+  failed.events.push_back("failed: the workload died during the run (exit code 3)");
+  EXPECT_EQ(AnalyzeRun(failed, settings, true).verdict.verdict, memory::Verdict::kFailed);
+
+  CsvRun oom = SampledRun(5, 0);
+  for (auto& row : oom.rows) row.oom_kills = row.memory.t_seconds >= 190 ? 1 : 0;
+  VariantResult r = AnalyzeRun(oom, settings, true);
+  EXPECT_EQ(r.verdict.verdict, memory::Verdict::kOOMKilled);
+  EXPECT_EQ(r.oom_minute, 3);
+
+  CsvRun late = SampledRun(5, 0);
+  late.rows.back().late = late.rows.back().completed / 10;  // 10 % late
+  EXPECT_EQ(AnalyzeRun(late, settings, true).verdict.verdict, memory::Verdict::kInconclusive);
+}
+
+TEST(AnalyzeRunTest, LatencyEventIsRead) {
+  CsvRun run = SampledRun(2, 0);
+  run.events.push_back("latency: p50_ms=12.5 p99_ms=80.0 max_ms=100.0");
+  VariantResult r = AnalyzeRun(run, JudgeSettings{}, true);
+  EXPECT_EQ(r.p50_ms, 12.5);
+  EXPECT_EQ(r.p99_ms, 80.0);
+}
+
+TEST(JudgeSettingsTest, HeaderRoundTrip) {
+  JudgeSettings a;
+  a.max_slope_gib_per_h = 0.25;
+  a.sample_interval_seconds = 1;
+  a.warmup_minutes = 2;
+  a.early_stop = false;
+  a.verdict.max_late_fraction = 0.05;
+  CsvRun run;
+  run.header = a.ToHeader();
+  JudgeSettings b;
+  b.FromHeader(run);
+  EXPECT_EQ(b.max_slope_gib_per_h, 0.25);
+  EXPECT_EQ(b.sample_interval_seconds, 1);
+  EXPECT_EQ(b.warmup_minutes, 2);
+  EXPECT_FALSE(b.early_stop);
+  EXPECT_EQ(b.verdict.max_late_fraction, 0.05);
+}
+
+TEST(SummarizeTest, ClassifiesAcrossVariantsInOrder) {
+  JudgeSettings settings;
+  settings.early_stop = false;
+  VariantResult glibc = AnalyzeRun(SampledRun(10, 40), settings, true);
+  CsvRun je = SampledRun(10, 0);
+  je.header = {{"variant", "jemalloc"}, {"allocator", "jemalloc"}};
+  VariantResult jemalloc = AnalyzeRun(je, settings, true);
+  ReplaySummary s = Summarize({glibc, jemalloc});
+  EXPECT_EQ(s.overall.verdict, "AllocatorRetention");
+  EXPECT_EQ(s.overall.flat_variants, std::vector<std::string>{"jemalloc"});
+  auto json = ToJson(s);
+  EXPECT_EQ(json["exit_code"], 3);
+  EXPECT_EQ(json["variants"][1]["verdict"], "Flat");
+}
+
+}  // namespace
+}  // namespace allocguard::replay
