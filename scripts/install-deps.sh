@@ -11,6 +11,8 @@ packages=(
   libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4
   # wrk is the reference load generator for the load driver's benchmark.
   wrk
+  # The control-plane tier (e2e/cluster): certificates, health checks, free ports.
+  openssl curl ca-certificates python3
 )
 
 missing=()

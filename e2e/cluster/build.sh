@@ -35,6 +35,10 @@ for c in "${wanted[@]}"; do
   esac
 done
 
+if ((need_etcd || ${#k8s_pkgs[@]})) && ! command -v go >/dev/null; then
+  echo "build.sh: Go is not installed (Kubernetes $K8S_VERSION needs Go >= 1.24)" >&2
+  exit 1
+fi
 start=$SECONDS
 
 if ((need_etcd)); then
