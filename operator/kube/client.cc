@@ -125,6 +125,7 @@ Result<std::unique_ptr<Client>> Client::Create(const RestConfig& config, ClientO
   HttpTransportOptions t;
   t.client.base_url = config.server;
   t.client.tls = config.tls;
+  t.clock = clock;
   AG_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport, NewHttpTransport(t));
   AG_ASSIGN_OR_RETURN(std::shared_ptr<TokenSource> tokens, TokenSourceFor(config, clock));
   return std::make_unique<Client>(std::shared_ptr<Transport>(std::move(transport)),

@@ -8,7 +8,9 @@ namespace {
 
 class PooledHttpTransport final : public Transport {
  public:
-  explicit PooledHttpTransport(HttpTransportOptions options) : options_(std::move(options)) {}
+  explicit PooledHttpTransport(HttpTransportOptions options)
+      : options_(std::move(options)),
+        clock_(options_.clock != nullptr ? options_.clock : RealClock::Get()) {}
 
   Result<net::HttpResponse> Send(const net::HttpRequest& request) override {
     AG_ASSIGN_OR_RETURN(std::unique_ptr<net::StreamingHttpClient> client, Acquire());
@@ -39,10 +41,11 @@ class PooledHttpTransport final : public Transport {
   Result<std::unique_ptr<net::StreamingHttpClient>> Acquire() {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!idle_.empty()) {
-        auto c = std::move(idle_.back());
+      const Clock::TimePoint now = clock_->Now();
+      while (!idle_.empty()) {
+        Idle c = std::move(idle_.back());
         idle_.pop_back();
-        return c;
+        if (now - c.since <= options_.max_idle) return std::move(c.client);
       }
     }
     return net::NewStreamingHttpClient(options_.client);
@@ -50,13 +53,18 @@ class PooledHttpTransport final : public Transport {
 
   void Release(std::unique_ptr<net::StreamingHttpClient> client) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (idle_.size() < kMaxIdle) idle_.push_back(std::move(client));
+    if (idle_.size() < kMaxIdle) idle_.push_back({std::move(client), clock_->Now()});
   }
 
   static constexpr size_t kMaxIdle = 4;
+  struct Idle {
+    std::unique_ptr<net::StreamingHttpClient> client;
+    Clock::TimePoint since;
+  };
   HttpTransportOptions options_;
+  Clock* clock_;
   std::mutex mu_;
-  std::vector<std::unique_ptr<net::StreamingHttpClient>> idle_;
+  std::vector<Idle> idle_;
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "operator/common/clock.h"
 #include "operator/common/status.h"
 #include "operator/kube/cancel.h"
 #include "operator/net/http.h"
@@ -34,6 +35,11 @@ struct HttpTransportOptions {
   // Read timeout for streams; must exceed the longest silence of a watch
   // (its timeoutSeconds plus a margin).
   std::chrono::milliseconds stream_read_timeout{std::chrono::minutes(11)};
+  // Pooled connections idle longer than this are closed instead of reused:
+  // cpp-httplib 0.11 fails a request on a kept-alive TLS connection the
+  // server has meanwhile closed, and a failed POST must not be repeated.
+  std::chrono::milliseconds max_idle{std::chrono::seconds(4)};
+  Clock* clock = nullptr;  // nullptr: the real clock
 };
 
 // Pools connections for Send() (a connection serves one request at a time)
