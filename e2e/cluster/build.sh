@@ -63,7 +63,8 @@ if ((${#k8s_pkgs[@]})); then
   mkdir -p "$work" "$K8S_BIN"
   (
     cd "$work"
-    if [[ ! -f go.mod ]]; then
+    if [[ ! -f go.mod.ready ]]; then  # absent also after an interrupted setup
+      rm -f go.mod go.sum
       go mod init local/k8sbuild >/dev/null 2>&1
       go mod edit -go=1.24.0 -godebug=default=go1.24
       # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces
@@ -74,6 +75,7 @@ if ((${#k8s_pkgs[@]})); then
       for m in $(sed -n 's|^[[:space:]]*\(k8s.io/[^ ]*\) => ./staging/.*|\1|p' "$gomod"); do
         go mod edit "-replace=$m=$m@v0.${K8S_VERSION#1.}"
       done
+      touch go.mod.ready
     fi
     go get "${k8s_pkgs[@]/%/@v$K8S_VERSION}"
     minor=$(echo "$K8S_VERSION" | cut -d. -f2)
@@ -83,6 +85,7 @@ if ((${#k8s_pkgs[@]})); then
       ld="$ld -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
     done
     tmp=$K8S_BIN/.tmp.$$
+    rm -rf "$K8S_BIN"/.tmp.*
     mkdir -p "$tmp"
     go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags "$ld" -o "$tmp/" "${k8s_pkgs[@]}"
     mv "$tmp"/* "$K8S_BIN/"
