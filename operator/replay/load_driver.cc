@@ -111,6 +111,8 @@ void LoadDriver::Record(const Pending& p, Clock::TimePoint started, int status,
     if (!expected) ++stats_.errors;
     latencies_ms_.push_back(static_cast<float>(
         std::chrono::duration<double, std::milli>(done - p.scheduled_at).count()));
+    start_delays_ms_.push_back(static_cast<float>(
+        std::chrono::duration<double, std::milli>(started - p.scheduled_at).count()));
   }
   if (!expected && sink_) {
     UnexpectedResponse u;
@@ -124,24 +126,45 @@ void LoadDriver::Record(const Pending& p, Clock::TimePoint started, int status,
   }
 }
 
+namespace {
+
+struct Quantiles {
+  double p50 = 0, p99 = 0, max = 0;
+};
+
+Quantiles QuantilesOf(std::vector<float> v) {
+  Quantiles q;
+  if (v.empty()) return q;
+  auto at = [&](double f) {
+    size_t k = static_cast<size_t>(f * static_cast<double>(v.size() - 1));
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+    return static_cast<double>(v[k]);
+  };
+  q.p50 = at(0.50);
+  q.p99 = at(0.99);
+  q.max = *std::max_element(v.begin(), v.end());
+  return q;
+}
+
+}  // namespace
+
 LoadStats LoadDriver::Snapshot() const {
-  std::vector<float> lat;
+  std::vector<float> latencies, delays;
   LoadStats out;
   {
     std::lock_guard<std::mutex> lock(mu_);
     out = stats_;
-    lat = latencies_ms_;
+    latencies = latencies_ms_;
+    delays = start_delays_ms_;
   }
-  if (!lat.empty()) {
-    auto at = [&](double q) {
-      size_t k = static_cast<size_t>(q * static_cast<double>(lat.size() - 1));
-      std::nth_element(lat.begin(), lat.begin() + static_cast<std::ptrdiff_t>(k), lat.end());
-      return static_cast<double>(lat[k]);
-    };
-    out.p50_ms = at(0.50);
-    out.p99_ms = at(0.99);
-    out.max_ms = *std::max_element(lat.begin(), lat.end());
-  }
+  Quantiles l = QuantilesOf(std::move(latencies));
+  out.p50_ms = l.p50;
+  out.p99_ms = l.p99;
+  out.max_ms = l.max;
+  Quantiles d = QuantilesOf(std::move(delays));
+  out.start_delay_p50_ms = d.p50;
+  out.start_delay_p99_ms = d.p99;
+  out.start_delay_max_ms = d.max;
   return out;
 }
 

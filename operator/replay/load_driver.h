@@ -38,6 +38,11 @@ struct LoadStats {
   double p50_ms = 0;
   double p99_ms = 0;
   double max_ms = 0;
+  // How far after its scheduled time a request started: the driver's own
+  // schedule accuracy (and, when workers are all busy, the workload's backlog).
+  double start_delay_p50_ms = 0;
+  double start_delay_p99_ms = 0;
+  double start_delay_max_ms = 0;
 };
 
 // One line of <name>.errors: a response outside the request's expected set.
@@ -97,6 +102,7 @@ class LoadDriver {
   bool stopping_ = false;
   LoadStats stats_;
   std::vector<float> latencies_ms_;
+  std::vector<float> start_delays_ms_;
 };
 
 }  // namespace allocguard::replay
