@@ -38,8 +38,8 @@ echo "== control plane: etcd + kube-apiserver"
 cluster_start=$SECONDS
 e2e/cluster/build.sh etcd kube-apiserver
 echo "== control-plane binaries ready in $((SECONDS - cluster_start)) s"
-export ALLOCGUARD_CLUSTER_DIR=${ALLOCGUARD_CLUSTER_DIR:-/tmp/allocguard-cluster-test}
-e2e/cluster/down.sh >/dev/null  # a cluster left over from an interrupted run
+# A directory of its own, so that concurrent runs do not stop each other's cluster.
+export ALLOCGUARD_CLUSTER_DIR=${ALLOCGUARD_CLUSTER_DIR:-$(mktemp -d /tmp/allocguard-cluster-test.XXXXXX)}
 trap 'e2e/cluster/down.sh >/dev/null' EXIT
 if e2e/cluster/up.sh; then
   for build in release asan; do
