@@ -124,8 +124,9 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px au
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 4px}
 .verdict{font-size:16px;padding:10px 14px;border-radius:6px;margin:12px 0}
 .ok{background:#e3f4e6;color:#1c5e2a}.bad{background:#fbe4e2;color:#8a1f14}.warn{background:#fdf3d8;color:#6b4e00}
-table{border-collapse:collapse;width:100%;margin:12px 0;font-variant-numeric:tabular-nums}
-th,td{border-bottom:1px solid #dde1e8;padding:5px 8px;text-align:right}th{background:#f4f6f9}
+table{border-collapse:collapse;width:100%;margin:12px 0;font-size:12.5px;font-variant-numeric:tabular-nums}
+th,td{border-bottom:1px solid #dde1e8;padding:4px 5px;text-align:right;white-space:nowrap}
+td small{display:block;color:#5b6475}th{background:#f4f6f9}
 td:first-child,th:first-child,td.l{text-align:left}
 svg{width:100%;height:auto;background:#fff;border:1px solid #dde1e8;border-radius:4px}
 .grid{stroke:#eceff3}.axis{font-size:11px;fill:#5b6475}
@@ -143,9 +144,9 @@ svg{width:100%;height:auto;background:#fff;border:1px solid #dde1e8;border-radiu
           Escape(summary.overall.explanation) + "</div>\n";
   html +=
       "<table><tr><th>variant</th><th>allocator</th><th>verdict</th><th>slope GiB/h</th>"
-      "<th>interval</th><th>floor MiB</th><th>final floor</th><th>peak MiB</th>"
+      "<th>interval</th><th>floor MiB</th><th>final MiB</th><th>peak MiB</th>"
       "<th>limit MiB</th><th>CPU s</th><th>p50 ms</th><th>p99 ms</th><th>late</th>"
-      "<th>errors</th><th>minutes</th></tr>\n";
+      "<th>errors</th><th>min</th></tr>\n";
   for (const auto& v : summary.variants) {
     std::string verdict = memory::VerdictName(v.verdict.verdict);
     html += "<tr><td>" + Escape(v.variant) + "</td><td class=\"l\">" + Escape(v.allocator) +

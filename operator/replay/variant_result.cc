@@ -209,6 +209,10 @@ ReplaySummary Summarize(std::vector<VariantResult> variants) {
   std::vector<memory::NamedVerdict> named;
   for (const auto& v : variants) named.push_back({v.variant, v.allocator, v.verdict.verdict});
   s.overall = memory::ClassifyVariants(named);
+  if (s.overall.classification == memory::Classification::kNone && !variants.empty()) {
+    // Not classified: the candidate's own reason is the explanation.
+    s.overall.explanation = variants.front().variant + ": " + variants.front().verdict.explanation;
+  }
   s.variants = std::move(variants);
   return s;
 }
