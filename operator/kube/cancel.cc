@@ -6,15 +6,14 @@
 namespace allocguard::kube {
 
 void Canceller::Cancel() {
-  std::vector<std::function<void()>> to_run;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (cancelled_) return;
-    cancelled_ = true;
-    for (auto& [id, fn] : callbacks_) to_run.push_back(fn);
-  }
+  // Callbacks run under the lock, so that once Unregister() has returned its
+  // callback is neither running nor about to run: the object it points to may
+  // be destroyed right after.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cancelled_) return;
+  cancelled_ = true;
+  for (auto& [id, fn] : callbacks_) fn();
   cv_.notify_all();
-  for (auto& fn : to_run) fn();
 }
 
 bool Canceller::cancelled() const {

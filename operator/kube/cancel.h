@@ -20,7 +20,8 @@ class Canceller {
   bool cancelled() const;
 
   // Runs on_cancel on Cancel(), or at once if already cancelled. Returns an id
-  // for Unregister(). on_cancel must not call back into this Canceller.
+  // for Unregister(); after Unregister() returns, on_cancel is not running and
+  // will not run. on_cancel must be quick and must not call this Canceller.
   int Register(std::function<void()> on_cancel);
   void Unregister(int id);
 

@@ -8,6 +8,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -288,11 +289,22 @@ class HttplibStreamingClient final : public StreamingHttpClient {
  public:
   HttplibStreamingClient(std::unique_ptr<httplib::ClientImpl> client, std::string prefix,
                          std::string owned_file)
-      : client_(std::move(client)),
-        prefix_(std::move(prefix)),
-        owned_file_(std::move(owned_file)) {}
+      : client_(std::move(client)), prefix_(std::move(prefix)), owned_file_(std::move(owned_file)) {
+    // Cancel() must reach a stream's socket even when it comes while the
+    // connection is being set up, which ClientImpl::stop() alone misses.
+    // Streams keep a dup of their socket, so its number cannot be reused by
+    // another file while Cancel() may still shut it down.
+    client_->set_socket_options([this](int sock) {
+      std::lock_guard<std::mutex> lock(socket_mu_);
+      if (!tracking_socket_) return;
+      if (stream_socket_ >= 0) close(stream_socket_);
+      stream_socket_ = dup(sock);
+      if (cancelled_.load() && stream_socket_ >= 0) shutdown(stream_socket_, SHUT_RDWR);
+    });
+  }
   ~HttplibStreamingClient() override {
     if (!owned_file_.empty()) std::remove(owned_file_.c_str());
+    if (stream_socket_ >= 0) close(stream_socket_);
   }
 
   Result<HttpResponse> Send(const HttpRequest& request) override {
@@ -331,13 +343,28 @@ class HttplibStreamingClient final : public StreamingHttpClient {
     if (cancelled_.load()) return Unavailable(request.method + " " + req.path + ": cancelled");
     httplib::Response res;
     httplib::Error error = httplib::Error::Success;
+    {
+      std::lock_guard<std::mutex> lock(socket_mu_);
+      tracking_socket_ = true;
+    }
     bool ok = client_->send(req, res, error);
+    {
+      std::lock_guard<std::mutex> lock(socket_mu_);
+      tracking_socket_ = false;
+      if (stream_socket_ >= 0) close(stream_socket_);
+      stream_socket_ = -1;
+    }
+    if (cancelled_.load()) return Unavailable(request.method + " " + req.path + ": cancelled");
     if (ok || aborted_by_handler) return Status::Ok();
     return TransportError(request, req, error).status();
   }
 
   void Cancel() override {
     cancelled_.store(true);
+    {
+      std::lock_guard<std::mutex> lock(socket_mu_);
+      if (stream_socket_ >= 0) shutdown(stream_socket_, SHUT_RDWR);
+    }
     client_->stop();
   }
 
@@ -368,6 +395,9 @@ class HttplibStreamingClient final : public StreamingHttpClient {
   std::string prefix_;
   std::string owned_file_;
   std::atomic<bool> cancelled_{false};
+  std::mutex socket_mu_;
+  bool tracking_socket_ = false;
+  int stream_socket_ = -1;  // a dup of the socket of the stream in flight
 };
 
 }  // namespace
