@@ -24,6 +24,10 @@ inline double GiBPerHourToBytesPerMinute(double v) { return v * kBytesPerGiB / 6
 
 // Least-squares floor slope with an autocorrelation-adjusted interval. All
 // slopes are in bytes per minute.
+// From this many floors on, the noise is estimated around a quadratic fit
+// (see FitSlopeInterval).
+inline constexpr int kQuadraticNoiseMinFloors = 6;
+
 struct SlopeInterval {
   int n = 0;
   double slope = 0;

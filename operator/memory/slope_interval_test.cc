@@ -37,25 +37,42 @@ TEST(FitSlopeIntervalTest, HandComputedWithoutCorrelation) {
 
 TEST(FitSlopeIntervalTest, HandComputedWithPositiveCorrelationWidensTheInterval) {
   // Floors (10 MiB units) 1 1 -1 -1 1 1 1 1 -1 -1 1 1 at minutes 1..12: symmetric
-  // about the middle, so slope 0 and intercept = mean = 1/3; residuals 2/3 or -4/3.
-  // SSE = 8 (4/9) + 4 (16/9) = 96/9. Lag-1 products: five (+,+) pairs 4/9 each,
-  // four mixed pairs -8/9, two (-,-) pairs 16/9: sum 20/9, so r = 20/96 = 0.208333.
-  // Bias-corrected: 0.208333 + (2 + 6 * 0.208333) / 12 = 0.479167;
-  // n_eff = 12 (1 - 0.479167) / (1 + 0.479167) = 4.225352.
-  // Sxx = 143; se^2 = (96/9) / 10 / 143 * 12 / 4.225352 = 0.0211842, se = 0.145548.
-  // t(10 dof, 2.5%) = 2.228139: half-width 0.324298 (x 10 MiB/min).
+  // about the middle, so the least-squares slope is 0.
+  // With 12 >= 6 floors the noise is estimated around a quadratic. In centred
+  // x = minute - 6.5 (Sx = Sx^3 = 0, Sx^2 = 143, Sx^4 = 3038.75, Sy = 4,
+  // Sx^2 y = 69) the normal equations 12a + 143c = 4, 143a + 3038.75c = 69
+  // give c = 256 / 16016 = 0.0159840 and a = (4 - 143c) / 12 = 0.142857.
+  // Residuals y - a - c x^2: 0.373626 0.533467 -1.338661 -1.242757 0.821179
+  // 0.853147, mirrored. SSE = 10.325674; lag-1 sum / SSE: r = 0.231037.
+  // Bias-corrected for a 3-parameter fit: r1 = r + (3 + 6r) / 12 = 0.596556;
+  // n_eff = 12 (1 - r1) / (1 + r1) = 3.032360.
+  // se^2 = SSE / (12 - 3) / 143 * 12 / n_eff: se = 0.178185; t(10 dof, 2.5%) =
+  // 2.228139 gives the half-width 0.397020 (x 10 MiB/min).
   SlopeInterval iv =
       FitSlopeInterval(FloorsMiB({10, 10, -10, -10, 10, 10, 10, 10, -10, -10, 10, 10}), 0.025);
   ASSERT_TRUE(iv.valid);
   EXPECT_NEAR(iv.slope, 0, 1e-6);
-  EXPECT_NEAR(iv.lag1_autocorrelation, 20.0 / 96, 1e-12);
-  EXPECT_NEAR(iv.effective_n, 4.225352, 1e-6);
-  EXPECT_NEAR(iv.std_error / kBytesPerMiB, 1.45548, 1e-5);
-  EXPECT_NEAR(iv.high / kBytesPerMiB, 3.24298, 1e-4);
-  EXPECT_NEAR(iv.low / kBytesPerMiB, -3.24298, 1e-4);
-  // Taken as independent, the same floors give se = 10 sqrt((96/9) / 10 / 143)
-  // MiB/min; the correlation made the interval sqrt(12 / 4.225352) = 1.685230x wider.
-  EXPECT_NEAR(iv.std_error / kBytesPerMiB / (10 * std::sqrt(96.0 / 9 / 10 / 143)), 1.685230, 1e-6);
+  EXPECT_NEAR(iv.lag1_autocorrelation, 0.231037, 1e-6);
+  EXPECT_NEAR(iv.effective_n, 3.032360, 1e-5);
+  EXPECT_NEAR(iv.std_error / kBytesPerMiB, 1.78185, 1e-4);
+  EXPECT_NEAR(iv.high / kBytesPerMiB, 3.97020, 1e-3);
+  EXPECT_NEAR(iv.low / kBytesPerMiB, -3.97020, 1e-3);
+  // Taken as independent, the same residuals give se = 10 sqrt(SSE / 9 / 143)
+  // MiB/min; the correlation made the interval sqrt(12 / 3.032360) = 1.98930x wider.
+  EXPECT_NEAR(iv.std_error / kBytesPerMiB / (10 * std::sqrt(10.325674 / 9 / 143)), 1.98930, 1e-4);
+}
+
+TEST(FitSlopeIntervalTest, DeceleratingRatchetIsNotMistakenForCorrelatedNoise) {
+  // Floors of a real glibc run with 512 arenas (MiB, minutes 1..9): the floor
+  // rose 1515 MiB in 8 minutes, fast at first and slower as arenas filled.
+  // Around a straight line that curve leaves residuals with lag-1 correlation
+  // 0.40, which the bias correction would take to 0.89 and an interval 4x
+  // wider; around a quadratic the residual correlation is 0.27.
+  auto floors = FloorsMiB({1343.0, 1491.9, 1568.9, 1965.0, 2453.9, 2622.8, 2770.2, 2831.4, 2858.0});
+  SlopeInterval iv = FitSlopeInterval(floors, 0.004);
+  ASSERT_TRUE(iv.valid);
+  EXPECT_NEAR(iv.lag1_autocorrelation, 0.27, 0.01);
+  EXPECT_GT(BytesPerMinuteToGiBPerHour(iv.low), 0.5);  // clearly above the threshold
 }
 
 TEST(FitSlopeIntervalTest, NoIntervalFromTwoFloors) {
