@@ -38,6 +38,7 @@ SlopeFit FitFloorSlope(std::span<const MinuteFloor> floors) {
     sxx += (f.minute - mean_x) * (f.minute - mean_x);
     sxy += (f.minute - mean_x) * (f.floor_bytes - mean_y);
   }
+  fit.sxx = sxx;
   if (sxx == 0) {
     fit.intercept_bytes = mean_y;
     return fit;

@@ -102,6 +102,7 @@ struct SlopeFit {
   double slope_bytes_per_minute = 0;
   double intercept_bytes = 0;
   double slope_std_error = 0;  // bytes per minute; 0 when fewer than 3 points
+  double sxx = 0;              // sum of squared minute deviations from their mean
   int n = 0;
   double SlopeGiBPerHour() const { return slope_bytes_per_minute * 60.0 / kBytesPerGiB; }
 };

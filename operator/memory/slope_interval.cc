@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "operator/memory/distributions.h"
+#include "operator/memory/floor_judge.h"
 
 namespace allocguard::memory {
 
@@ -65,28 +66,11 @@ SlopeInterval FitSlopeInterval(std::span<const MinuteFloor> floors, double one_s
   iv.n = static_cast<int>(floors.size());
   iv.low = -kInf;
   iv.high = kInf;
-  if (iv.n < 2) {
-    if (iv.n == 1) iv.intercept = floors[0].floor_bytes;
-    return iv;
-  }
-  double mean_x = 0, mean_y = 0;
-  for (const MinuteFloor& f : floors) {
-    mean_x += f.minute;
-    mean_y += f.floor_bytes;
-  }
-  mean_x /= iv.n;
-  mean_y /= iv.n;
-  double sxx = 0, sxy = 0;
-  for (const MinuteFloor& f : floors) {
-    sxx += (f.minute - mean_x) * (f.minute - mean_x);
-    sxy += (f.minute - mean_x) * (f.floor_bytes - mean_y);
-  }
-  if (sxx == 0) {
-    iv.intercept = mean_y;
-    return iv;
-  }
-  iv.slope = sxy / sxx;
-  iv.intercept = mean_y - iv.slope * mean_x;
+  const SlopeFit fit = FitFloorSlope(floors);
+  iv.slope = fit.slope_bytes_per_minute;
+  iv.intercept = fit.intercept_bytes;
+  const double sxx = fit.sxx;
+  if (iv.n < 2 || sxx == 0) return iv;
   if (iv.n < 3) return iv;
 
   // The noise (its size and its lag-1 autocorrelation) is estimated from the
