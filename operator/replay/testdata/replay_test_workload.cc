@@ -1,10 +1,19 @@
 // A tiny HTTP workload for the replay engine's integration tests. It exists so
 // the tests control exactly what the workload does:
-//   --mode serve       answer /healthz and /work (200)
+//   --mode serve       answer /healthz and /work with 200, anything else 404
 //   --mode exit        print a message to stderr and exit with --exit-code at once
 //   --mode grow        like serve, but every /work keeps --grow-mib more memory
 //                      (touched), so a cgroup limit is reached
 // Usage: replay_test_workload --port N [--mode M] [--exit-code C] [--grow-mib N]
+//
+// It uses plain sockets and no project library on purpose: it is built without
+// sanitizers even in the sanitizer build, because the tests preload jemalloc,
+// mimalloc and tcmalloc into it, and AddressSanitizer refuses to run when
+// another library is preloaded before its runtime.
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
@@ -13,13 +22,67 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
-
-#include "operator/net/http.h"
 
 namespace {
 
-std::unique_ptr<allocguard::net::HttpServer> g_server;
+std::mutex g_mu;
+std::vector<std::unique_ptr<char[]>> g_kept;
+
+bool SendAll(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void Serve(int fd, const std::string& mode, int grow_mib) {
+  std::string buf;
+  char chunk[4096];
+  while (true) {
+    size_t end;
+    while ((end = buf.find("\r\n\r\n")) == std::string::npos) {
+      ssize_t n = recv(fd, chunk, sizeof chunk, 0);
+      if (n <= 0) {
+        close(fd);
+        return;
+      }
+      buf.append(chunk, static_cast<size_t>(n));
+    }
+    std::string head = buf.substr(0, end);
+    buf.erase(0, end + 4);  // the tests send no request bodies
+    size_t sp1 = head.find(' ');
+    size_t sp2 = head.find(' ', sp1 + 1);
+    std::string target = head.substr(sp1 + 1, sp2 - sp1 - 1);
+    std::string path = target.substr(0, target.find('?'));
+    int status = 404;
+    if (path == "/healthz") {
+      status = 200;
+    } else if (path == "/work") {
+      status = 200;
+      if (mode == "grow") {
+        size_t n = static_cast<size_t>(grow_mib) << 20;
+        auto block = std::make_unique<char[]>(n);
+        std::memset(block.get(), 1, n);
+        std::lock_guard<std::mutex> lock(g_mu);
+        g_kept.push_back(std::move(block));
+      }
+    }
+    std::string body = status == 200 ? "ok" : "not found";
+    std::string response =
+        "HTTP/1.1 " + std::to_string(status) + (status == 200 ? " OK" : " Not Found") +
+        "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) +
+        "\r\n\r\n" + body;
+    if (!SendAll(fd, response)) {
+      close(fd);
+      return;
+    }
+  }
+}
 
 }  // namespace
 
@@ -37,27 +100,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "replay_test_workload: configuration missing, giving up\n");
     return exit_code;
   }
-  std::mutex mu;
-  std::vector<std::unique_ptr<char[]>> kept;
-  g_server = allocguard::net::NewHttpServer({.port = port, .worker_threads = 4});
-  g_server->Handle("GET", "/healthz", [](const allocguard::net::HttpRequest&) {
-    return allocguard::net::HttpResponse{.status = 200, .body = "ok"};
-  });
-  g_server->Handle("GET", "/work", [&](const allocguard::net::HttpRequest&) {
-    if (mode == "grow") {
-      size_t n = static_cast<size_t>(grow_mib) << 20;
-      auto block = std::make_unique<char[]>(n);
-      std::memset(block.get(), 1, n);
-      std::lock_guard<std::mutex> lock(mu);
-      kept.push_back(std::move(block));
-    }
-    return allocguard::net::HttpResponse{.status = 200, .body = "done"};
-  });
-  if (!g_server->Bind().ok()) {
-    std::fprintf(stderr, "cannot bind port %d\n", port);
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      listen(listener, 128) != 0) {
+    std::fprintf(stderr, "cannot listen on port %d\n", port);
     return 2;
   }
-  std::signal(SIGTERM, [](int) { g_server->Stop(); });
-  g_server->Serve();
-  return 0;
+  std::signal(SIGTERM, [](int) { _exit(0); });
+  while (true) {
+    int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    std::thread(Serve, fd, mode, grow_mib).detach();
+  }
 }
