@@ -126,7 +126,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 4px}
 .ok{background:#e3f4e6;color:#1c5e2a}.bad{background:#fbe4e2;color:#8a1f14}.warn{background:#fdf3d8;color:#6b4e00}
 table{border-collapse:collapse;width:100%;margin:12px 0;font-size:12.5px;font-variant-numeric:tabular-nums}
 th,td{border-bottom:1px solid #dde1e8;padding:4px 5px;text-align:right;white-space:nowrap}
-td small{display:block;color:#5b6475}th{background:#f4f6f9}
+td small{display:block;color:#5b6475}th{white-space:normal}th{background:#f4f6f9}
 td:first-child,th:first-child,td.l{text-align:left}
 svg{width:100%;height:auto;background:#fff;border:1px solid #dde1e8;border-radius:4px}
 .grid{stroke:#eceff3}.axis{font-size:11px;fill:#5b6475}
