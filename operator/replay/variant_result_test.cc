@@ -131,3 +131,29 @@ TEST(SummarizeTest, ClassifiesAcrossVariantsInOrder) {
 
 }  // namespace
 }  // namespace allocguard::replay
+
+namespace allocguard::replay {
+namespace {
+
+// Real traces of the README demo (operator/memory/testdata/README.md).
+TEST(RecordedDemoTracesTest, ReJudgingGivesTheVerdictsTheDemoShowed) {
+  struct Case {
+    const char* file;
+    memory::Verdict want;
+  } cases[] = {{"demo-run1-glibc512.csv", memory::Verdict::kRatchet},
+               {"demo-run1-jemalloc.csv", memory::Verdict::kFlat},
+               {"demo-run2-glibc512.csv", memory::Verdict::kRatchet},
+               {"demo-run2-jemalloc.csv", memory::Verdict::kFlat}};
+  for (const Case& c : cases) {
+    auto run = ReadSampleCsv(std::string(ALLOCGUARD_TESTDATA_DIR) + "/" + c.file);
+    ASSERT_TRUE(run.ok()) << run.status().ToString();
+    JudgeSettings settings;
+    settings.FromHeader(*run);
+    VariantResult r = AnalyzeRun(*run, settings, /*finished=*/true);
+    EXPECT_EQ(r.verdict.verdict, c.want) << c.file << ": " << r.verdict.explanation;
+    EXPECT_EQ(r.requests_late, 0) << c.file;
+  }
+}
+
+}  // namespace
+}  // namespace allocguard::replay
