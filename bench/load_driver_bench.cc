@@ -82,11 +82,12 @@ int main(int argc, char** argv) {
   std::thread serving([&] { server->Serve(); });
   std::string url = "http://127.0.0.1:" + std::to_string(server->port());
 
-  std::printf("load driver, %d workers, %.0f s per rate, uniform arrivals, late = start > 100 ms "
-              "after schedule\n",
-              workers, seconds);
-  std::printf("%9s %10s %9s %9s %9s %9s %9s %9s\n", "rate/s", "done/s", "delay p50",
-              "delay p99", "delay max", "late", "lat p50", "lat p99");
+  std::printf(
+      "load driver, %d workers, %.0f s per rate, uniform arrivals, late = start > 100 ms "
+      "after schedule\n",
+      workers, seconds);
+  std::printf("%9s %10s %9s %9s %9s %9s %9s %9s\n", "rate/s", "done/s", "delay p50", "delay p99",
+              "delay max", "late", "lat p50", "lat p99");
   auto sustained = [&](const Row& r) {
     return r.stats.late * 100 <= r.stats.completed && r.stats.in_flight <= workers;
   };

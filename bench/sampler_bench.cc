@@ -38,8 +38,8 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--samples")) samples = std::atoi(argv[++i]);
   }
-  auto cgroup = MemoryCgroup::Create("allocguard-sampler-bench-" + std::to_string(getpid()),
-                                     std::nullopt);
+  auto cgroup =
+      MemoryCgroup::Create("allocguard-sampler-bench-" + std::to_string(getpid()), std::nullopt);
   pid_t child = fork();
   if (child == 0) {
     if (cgroup.ok()) (void)(*cgroup)->AddProcess(getpid());

@@ -10,7 +10,8 @@ namespace {
 std::vector<MinuteFloor> FloorsMiB(std::initializer_list<double> mib, int first_minute = 1) {
   std::vector<MinuteFloor> out;
   int m = first_minute;
-  for (double v : mib) out.push_back({.minute = m++, .floor_bytes = v * kBytesPerMiB, .samples = 30});
+  for (double v : mib)
+    out.push_back({.minute = m++, .floor_bytes = v * kBytesPerMiB, .samples = 30});
   return out;
 }
 

@@ -22,8 +22,8 @@ TEST(MemorySampleTest, JudgedFigureIsAnonPlusDirtyPlusWritebackNotResident) {
 
 TEST(ComputeMinuteFloorsTest, LowestSampleEachMinuteAfterWarmup) {
   // Samples every 20 s over three minutes; minute 0 is warm-up.
-  std::vector<MemorySample> s = {At(0, 1), At(20, 900), At(40, 950),  // minute 0
-                                 At(60, 500), At(80, 300), At(100, 400),   // minute 1
+  std::vector<MemorySample> s = {At(0, 1),     At(20, 900),      At(40, 950),   // minute 0
+                                 At(60, 500),  At(80, 300),      At(100, 400),  // minute 1
                                  At(120, 700), At(140, 200, 50), At(160, 600),  // minute 2
                                  At(180, 999)};
   auto floors = ComputeMinuteFloors(s, {.warmup_minutes = 1, .sample_interval_seconds = 20});
