@@ -251,16 +251,12 @@ Result<LoadSpec> ReadLoadSpecFile(const std::string& path) {
   return spec;
 }
 
-namespace {
-
 std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
   for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
     s.replace(pos, from.size(), to);
   }
   return s;
 }
-
-}  // namespace
 
 LoadSchedule::LoadSchedule(const LoadSpec& spec) : spec_(spec), state_(spec.seed) {
   for (const RequestSpec& r : spec.requests) total_weight_ += r.weight;

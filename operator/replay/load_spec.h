@@ -58,6 +58,10 @@ Result<LoadSpec> ReadLoadSpecFile(const std::string& path);
 // Accepts "250ms", "30s", "2m", "1h" and bare seconds ("30").
 Result<std::chrono::milliseconds> ParseDuration(const std::string& text);
 
+// Replaces every occurrence of `from` in `s` (placeholders such as {key} and
+// {port}).
+std::string ReplaceAll(std::string s, const std::string& from, const std::string& to);
+
 struct ScheduledRequest {
   std::chrono::nanoseconds offset;  // from the start of the load
   int request_index = 0;            // into LoadSpec::requests

@@ -29,13 +29,6 @@ using std::chrono::milliseconds;
 
 namespace {
 
-std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
-  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
-    s.replace(pos, from.size(), to);
-  }
-  return s;
-}
-
 // A port that was free a moment ago. The workload binds it next; the window
 // in which another process could take it is small and only costs a Failed run.
 Result<int> PickFreePort() {
@@ -353,6 +346,16 @@ VariantResult VariantRun::Run() {
     if (!appended.ok()) {
       Event("failed: " + appended.message());
       break;
+    }
+    // Floors change only when a minute completes (within one interval of its
+    // end, as ComputeMinuteFloors counts it); analyze only then.
+    const double next_minute_end =
+        60.0 * (options_.judge.warmup_minutes + static_cast<double>(floors_reported) + 1);
+    if (row.memory.t_seconds + options_.judge.sample_interval_seconds + 1e-9 < next_minute_end) {
+      auto next = t0 + interval * (i + 1);
+      if (next > end) break;
+      clock_->SleepUntil(next);
+      continue;
     }
     VariantResult live = AnalyzeRun(run_, options_.judge, /*finished=*/false);
     if (live.floors.size() > floors_reported) {

@@ -51,10 +51,9 @@ SampleCsvWriter::~SampleCsvWriter() {
 
 Status SampleCsvWriter::Append(const SampleRow& r) {
   const auto& m = r.memory;
-  std::string line = std::to_string(m.t_seconds);
   char t[32];
   std::snprintf(t, sizeof t, "%.3f", m.t_seconds);
-  line = t;
+  std::string line = t;
   char cpu[32];
   std::snprintf(cpu, sizeof cpu, "%.2f", r.cpu_seconds);
   line += "," + std::to_string(m.anon_bytes) + "," + std::to_string(m.rss_bytes) + "," +
