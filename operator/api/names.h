@@ -1,0 +1,40 @@
+#pragma once
+
+// Annotation and label names allocguard reads and writes, in one place so the
+// webhook, the controllers, the chart and the docs agree.
+
+namespace allocguard::api {
+
+// --- on Pods ---------------------------------------------------------------
+// Set to "false" by a user to keep allocguard's hands off a Pod (or on a
+// Deployment's template, off its Pods).
+inline constexpr char kInjectAnnotation[] = "allocguard.io/inject";
+// Written by the injection webhook: which allocator, from which policy and
+// policy generation. Its presence makes injection idempotent.
+inline constexpr char kInjectedAnnotation[] = "allocguard.io/injected";  // allocator name
+inline constexpr char kPolicyAnnotation[] = "allocguard.io/policy";
+inline constexpr char kPolicyGenerationAnnotation[] = "allocguard.io/policy-generation";
+
+// --- on Deployments ----------------------------------------------------------
+// The template hash of the candidate held by the gate (set with spec.paused).
+inline constexpr char kHeldCandidateAnnotation[] = "allocguard.io/held-candidate";
+// The template hash last let through (Flat, Audit or override).
+inline constexpr char kReleasedCandidateAnnotation[] = "allocguard.io/released-candidate";
+// A user's explicit override of a hold; its value is the reason, recorded in
+// an event. Without it a held Deployment cannot be unpaused by hand.
+inline constexpr char kOverrideHoldAnnotation[] = "allocguard.io/override-hold";
+
+// --- on canary Jobs and Pods ------------------------------------------------
+inline constexpr char kCanaryLabel[] = "allocguard.io/canary";    // ReplayCanary name
+inline constexpr char kVariantLabel[] = "allocguard.io/variant";  // variant name
+inline constexpr char kManagedByLabel[] = "app.kubernetes.io/managed-by";
+inline constexpr char kManagedByValue[] = "allocguard";
+
+// Name of the injected containers and volume.
+inline constexpr char kInitContainerName[] = "allocguard-init";
+inline constexpr char kGuardContainerName[] = "allocguard-guard";
+inline constexpr char kDriverContainerName[] = "allocguard-replay";
+inline constexpr char kLibraryVolumeName[] = "allocguard-lib";
+inline constexpr char kLibraryMountPath[] = "/opt/allocguard/inject";
+
+}  // namespace allocguard::api

@@ -1,0 +1,162 @@
+#pragma once
+
+// The allocguard.io/v1alpha1 custom resources as C++ values: AllocatorPolicy
+// and ReplayCanary. crds/ holds their OpenAPI schemas and CEL rules; the API
+// server validates and defaults what users write, and ParseAllocatorPolicy /
+// ParseReplayCanary (policy.h) read the stored objects back into these types,
+// re-checking what the operator relies on (an object may predate a schema
+// change).
+//
+// YAML field names are given beside each member.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace allocguard::api {
+
+inline constexpr char kGroup[] = "allocguard.io";
+inline constexpr char kVersion[] = "v1alpha1";
+inline constexpr char kApiVersion[] = "allocguard.io/v1alpha1";
+
+enum class Allocator { kGlibc, kJemalloc, kMimalloc, kTcmalloc };
+enum class RolloutMode { kEnforce, kAudit, kOff };
+enum class GuardAction { kNone, kBackpressure, kRestart };
+
+// metav1.LabelSelector.
+struct LabelSelectorRequirement {
+  std::string key;
+  std::string op;  // "In" | "NotIn" | "Exists" | "DoesNotExist"   (operator)
+  std::vector<std::string> values;
+};
+struct LabelSelector {
+  std::map<std::string, std::string> match_labels;          // matchLabels
+  std::vector<LabelSelectorRequirement> match_expressions;  // matchExpressions
+};
+
+// spec.allocator. Tunables exist only for the allocator they belong to (a CEL
+// rule refuses glibc tunables on a jemalloc policy, and so on).
+struct AllocatorSpec {
+  Allocator name = Allocator::kJemalloc;  // name: glibc|jemalloc|mimalloc|tcmalloc
+  // glibc: {arenaMax, trimThreshold, mmapThreshold}
+  std::optional<int> glibc_arena_max;              // MALLOC_ARENA_MAX
+  std::optional<int64_t> glibc_trim_threshold;     // MALLOC_TRIM_THRESHOLD_ (bytes)
+  std::optional<int64_t> glibc_mmap_threshold;     // MALLOC_MMAP_THRESHOLD_ (bytes)
+  // jemalloc: {mallocConf}, e.g. "background_thread:true,dirty_decay_ms:1000"
+  std::string jemalloc_malloc_conf;                // MALLOC_CONF
+  // mimalloc: {options: {purge_delay: "0"}} -> MIMALLOC_PURGE_DELAY=0
+  std::map<std::string, std::string> mimalloc_options;
+  // tcmalloc (gperftools): {releaseRate, maxTotalThreadCacheBytes}
+  std::optional<double> tcmalloc_release_rate;               // TCMALLOC_RELEASE_RATE
+  std::optional<int64_t> tcmalloc_max_total_thread_cache;    // TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES
+};
+
+// spec.limits.
+struct LimitsSpec {
+  std::optional<int64_t> memory_bytes;  // memory: "2Gi"; the container limit to check against peak
+  int64_t max_floor_slope_bytes_per_hour = 512LL << 20;  // maxFloorSlopePerHour: "512Mi"
+};
+
+// One request of the canary's load; mirrors replay::RequestSpec.
+struct LoadRequestSpec {
+  std::string name;
+  std::string method = "GET";
+  std::string path;  // may contain {key}
+  std::string body;
+  std::string content_type;  // contentType
+  double weight = 1;
+  int64_t key_space = 1;          // keySpace
+  std::vector<int> expect = {200};
+};
+
+// spec.canary.load; mirrors replay::LoadSpec. The driver reaches the workload
+// over localhost on `port` inside the canary pod.
+struct LoadSpec {
+  int port = 8080;
+  double rate = 10;  // requests per second
+  int workers = 4;
+  uint64_t seed = 1;
+  std::string arrival = "poisson";  // poisson | uniform
+  std::string ready_path = "/";     // ready: {path, timeout}
+  std::chrono::milliseconds ready_timeout{60000};
+  std::chrono::milliseconds late_after{1000};        // lateAfter
+  std::chrono::milliseconds request_timeout{30000};  // requestTimeout
+  std::vector<LoadRequestSpec> requests;
+};
+
+// A variant run beside the candidate on the identical load.
+struct VariantSpec {
+  std::string name;  // DNS label; "candidate" is reserved for the template as injected
+  AllocatorSpec allocator;
+};
+
+// spec.canary.
+struct CanarySpec {
+  std::chrono::seconds duration{15 * 60};         // duration: "15m"
+  std::chrono::milliseconds sample_interval{2000};  // sampleInterval: "2s"
+  LoadSpec load;
+  std::vector<VariantSpec> variants;  // default: one glibc baseline
+  // Where canary pods run. A glibc variant must see production's arena limit
+  // (8 per online CPU): either run on nodes like production's (nodeSelector)
+  // or give the glibc variant MALLOC_ARENA_MAX = 8 x productionCPUs.
+  std::map<std::string, std::string> node_selector;  // nodeSelector
+  std::optional<int> production_cpus;                // productionCPUs
+};
+
+struct RolloutSpec {
+  RolloutMode mode = RolloutMode::kAudit;  // mode: Enforce|Audit|Off
+};
+
+struct GuardSpec {
+  bool enabled = false;
+  std::optional<int64_t> threshold_bytes;  // threshold: "1536Mi" (anon + dirty)
+  GuardAction action = GuardAction::kNone;
+};
+
+struct AllocatorPolicySpec {
+  LabelSelector selector;
+  std::vector<std::string> containers;  // empty: every container of the pod
+  AllocatorSpec allocator;
+  LimitsSpec limits;
+  CanarySpec canary;
+  RolloutSpec rollout;
+  GuardSpec guard;
+};
+
+struct AllocatorPolicy {
+  std::string ns;  // metadata.namespace
+  std::string name;
+  std::string uid;
+  int64_t generation = 0;
+  AllocatorPolicySpec spec;
+};
+
+// ReplayCanary spec: a snapshot of everything the run needs, so that a later
+// policy edit does not change a canary in flight.
+struct ReplayCanarySpec {
+  std::string policy;         // policyRef: {name}
+  std::string target_kind = "Deployment";  // target: {kind, name}
+  std::string target_name;
+  std::string template_hash;  // templateHash: the candidate template's key
+  std::string pod_template_json;  // template: the candidate's pod template (object)
+  AllocatorSpec candidate_allocator;  // candidate: {allocator}
+  CanarySpec canary;                  // duration, sampleInterval, load, variants, nodeSelector...
+  LimitsSpec limits;
+};
+
+struct ReplayCanary {
+  std::string ns;
+  std::string name;
+  std::string uid;
+  int64_t generation = 0;
+  ReplayCanarySpec spec;
+};
+
+std::string AllocatorName(Allocator allocator);      // "jemalloc"
+std::string RolloutModeName(RolloutMode mode);       // "Enforce"
+std::string GuardActionName(GuardAction action);     // "Backpressure"
+
+}  // namespace allocguard::api
