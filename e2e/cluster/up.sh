@@ -30,7 +30,7 @@ if [[ -f $dir/env ]]; then
   exit 1
 fi
 
-components=(etcd kube-apiserver)
+components=(etcd kube-apiserver kubectl)
 ((with_kcm)) && components+=(kube-controller-manager)
 "$here/build.sh" "${components[@]}"
 
@@ -154,6 +154,8 @@ export ALLOCGUARD_TEST_KUBECONFIG=$dir/admin.kubeconfig
 export ALLOCGUARD_TEST_APISERVER=https://127.0.0.1:$api_port
 export ALLOCGUARD_TEST_ETCD=http://127.0.0.1:$etcd_port
 export ALLOCGUARD_TEST_CA=$pki/ca.crt
+export ALLOCGUARD_TEST_KUBECTL=$K8S_BIN/kubectl
+export PATH=$K8S_BIN:\$PATH
 ENV
 echo "control plane up: apiserver https://127.0.0.1:$api_port, etcd 127.0.0.1:$etcd_port" \
   "(state in $dir; source $dir/env)"

@@ -60,6 +60,24 @@ ResourceType Namespaces() { return {"", "v1", "namespaces", "Namespace", false};
 ResourceType Deployments() { return {"apps", "v1", "deployments", "Deployment", true}; }
 ResourceType Leases() { return {"coordination.k8s.io", "v1", "leases", "Lease", true}; }
 ResourceType EventsV1() { return {"events.k8s.io", "v1", "events", "Event", true}; }
+ResourceType Pods() { return {"", "v1", "pods", "Pod", true}; }
+ResourceType Nodes() { return {"", "v1", "nodes", "Node", false}; }
+ResourceType Secrets() { return {"", "v1", "secrets", "Secret", true}; }
+ResourceType Jobs() { return {"batch", "v1", "jobs", "Job", true}; }
+ResourceType MutatingWebhookConfigurations() {
+  return {"admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+          "MutatingWebhookConfiguration", false};
+}
+ResourceType ValidatingWebhookConfigurations() {
+  return {"admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+          "ValidatingWebhookConfiguration", false};
+}
+ResourceType AllocatorPolicies() {
+  return {"allocguard.io", "v1alpha1", "allocatorpolicies", "AllocatorPolicy", true};
+}
+ResourceType ReplayCanaries() {
+  return {"allocguard.io", "v1alpha1", "replaycanaries", "ReplayCanary", true};
+}
 ResourceType CustomResourceDefinitions() {
   return {"apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
           false};

@@ -46,6 +46,15 @@ ResourceType Deployments();
 ResourceType Leases();
 ResourceType EventsV1();
 ResourceType CustomResourceDefinitions();
+ResourceType Pods();
+ResourceType Nodes();
+ResourceType Secrets();
+ResourceType Jobs();
+ResourceType MutatingWebhookConfigurations();
+ResourceType ValidatingWebhookConfigurations();
+// allocguard.io/v1alpha1
+ResourceType AllocatorPolicies();
+ResourceType ReplayCanaries();
 
 struct ListOptions {
   std::string label_selector;
