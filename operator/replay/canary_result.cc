@@ -1,0 +1,167 @@
+#include "operator/replay/canary_result.h"
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace allocguard::replay {
+
+namespace {
+
+using nlohmann::json;
+
+// Messages longer than this are cut before anything else is given up.
+constexpr size_t kMessageBudget = 1024;
+
+json Number(double v, double scale) {
+  if (!std::isfinite(v)) return nullptr;
+  return std::round(v * scale) / scale;
+}
+
+// Cuts `s` to at most `max` bytes without splitting a UTF-8 sequence.
+std::string CutUtf8(const std::string& s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t end = max;
+  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
+  return s.substr(0, end);
+}
+
+std::string Shortened(const std::string& s, size_t max) {
+  if (s.size() <= max) return s;
+  if (max < 4) return CutUtf8(s, max);
+  return CutUtf8(s, max - 3) + "...";
+}
+
+std::string Dump(const CanaryResult& r, const std::vector<double>& floors, int stride,
+                 const std::string& message) {
+  json f = json::array();
+  for (double v : floors) f.push_back(Number(v, 10));
+  json j = {
+      {"v", r.version},
+      {"variant", r.variant},
+      {"allocator", r.allocator},
+      {"verdict", r.verdict},
+      {"floors", std::move(f)},
+      {"slope", Number(r.slope_gib_per_hour, 1000)},
+      {"slope_low", Number(r.slope_low, 1000)},
+      {"slope_high", Number(r.slope_high, 1000)},
+      {"peak", Number(r.peak_mib, 10)},
+      {"requests", r.requests},
+      {"errors", r.errors},
+      {"late", r.late},
+      {"exited", r.workload_exited},
+      {"anon_only", r.anon_only},
+      {"minutes", r.minutes},
+      {"message", message},
+  };
+  if (stride != 1) j["stride"] = stride;
+  if (r.workload_exited) j["exit_minute"] = r.exit_minute;
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// Every stride-th floor from the first, and always the last.
+std::vector<double> Thinned(const std::vector<double>& floors, int stride) {
+  std::vector<double> out;
+  for (size_t i = 0; i < floors.size(); i += static_cast<size_t>(stride)) out.push_back(floors[i]);
+  if (!floors.empty() && (floors.size() - 1) % static_cast<size_t>(stride) != 0) {
+    out.push_back(floors.back());
+  }
+  return out;
+}
+
+template <typename T>
+Status Read(const json& j, const char* key, T* out) {
+  auto it = j.find(key);
+  if (it == j.end()) return Status::Ok();
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!it->is_string()) return InvalidArgument(std::string(key) + " must be a string");
+    *out = it->template get<std::string>();
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (!it->is_boolean()) return InvalidArgument(std::string(key) + " must be true or false");
+    *out = it->template get<bool>();
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (it->is_null()) {
+      *out = std::numeric_limits<double>::quiet_NaN();
+    } else if (it->is_number()) {
+      *out = it->template get<double>();
+    } else {
+      return InvalidArgument(std::string(key) + " must be a number");
+    }
+  } else {
+    if (!it->is_number_integer()) return InvalidArgument(std::string(key) + " must be an integer");
+    *out = it->template get<T>();
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string EncodeCanaryResult(const CanaryResult& result) {
+  CanaryResult r = result;
+  r.variant = Shortened(r.variant, 253);
+  r.allocator = Shortened(r.allocator, 63);
+  r.verdict = Shortened(r.verdict, 63);
+  std::string message = Shortened(r.message, kMessageBudget);
+  int stride = std::max(1, r.floor_stride);
+  std::string out = Dump(r, r.floors_mib, stride, message);
+  if (out.size() <= kMaxTerminationMessageBytes) return out;
+  // Too long: thin the floors (a stride more each time) until they fit
+  // beside a message of at most 256 bytes.
+  message = Shortened(message, 256);
+  for (int k = 1;; ++k) {
+    std::vector<double> floors = Thinned(r.floors_mib, k);
+    out = Dump(r, floors, stride * k, message);
+    if (out.size() <= kMaxTerminationMessageBytes || floors.size() <= 2) break;
+  }
+  if (out.size() <= kMaxTerminationMessageBytes) return out;
+  // Only huge names could get here; keep the verdict and say what was lost.
+  CanaryResult minimal;
+  minimal.version = r.version;
+  minimal.verdict = r.verdict;
+  return Dump(minimal, {}, 1, "result too large for a termination message");
+}
+
+Result<CanaryResult> DecodeCanaryResult(const std::string& text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return InvalidArgument("canary result is not JSON (" + std::to_string(text.size()) +
+                           " bytes, perhaps truncated)");
+  }
+  if (!j.is_object()) return InvalidArgument("canary result is not a JSON object");
+  CanaryResult r;
+  int version = 0;
+  AG_RETURN_IF_ERROR(Read(j, "v", &version));
+  if (version != 1) {
+    return InvalidArgument("canary result version " + std::to_string(version) +
+                           " is not supported (expected 1)");
+  }
+  r.version = version;
+  if (!j.contains("verdict")) return InvalidArgument("canary result has no verdict");
+  AG_RETURN_IF_ERROR(Read(j, "verdict", &r.verdict));
+  AG_RETURN_IF_ERROR(Read(j, "variant", &r.variant));
+  AG_RETURN_IF_ERROR(Read(j, "allocator", &r.allocator));
+  if (auto it = j.find("floors"); it != j.end()) {
+    if (!it->is_array()) return InvalidArgument("floors must be a list of numbers");
+    for (const json& f : *it) {
+      if (!f.is_number()) return InvalidArgument("floors must be a list of numbers");
+      r.floors_mib.push_back(f.get<double>());
+    }
+  }
+  AG_RETURN_IF_ERROR(Read(j, "stride", &r.floor_stride));
+  if (r.floor_stride < 1) return InvalidArgument("stride must be at least 1");
+  AG_RETURN_IF_ERROR(Read(j, "slope", &r.slope_gib_per_hour));
+  AG_RETURN_IF_ERROR(Read(j, "slope_low", &r.slope_low));
+  AG_RETURN_IF_ERROR(Read(j, "slope_high", &r.slope_high));
+  AG_RETURN_IF_ERROR(Read(j, "peak", &r.peak_mib));
+  AG_RETURN_IF_ERROR(Read(j, "requests", &r.requests));
+  AG_RETURN_IF_ERROR(Read(j, "errors", &r.errors));
+  AG_RETURN_IF_ERROR(Read(j, "late", &r.late));
+  AG_RETURN_IF_ERROR(Read(j, "exited", &r.workload_exited));
+  AG_RETURN_IF_ERROR(Read(j, "exit_minute", &r.exit_minute));
+  AG_RETURN_IF_ERROR(Read(j, "anon_only", &r.anon_only));
+  AG_RETURN_IF_ERROR(Read(j, "minutes", &r.minutes));
+  AG_RETURN_IF_ERROR(Read(j, "message", &r.message));
+  return r;
+}
+
+}  // namespace allocguard::replay

@@ -1,0 +1,63 @@
+#pragma once
+
+// The compact result an in-pod replay driver writes into its container's
+// termination message, and the operator reads back from the Pod's status.
+//
+// The kubelet keeps at most 4096 bytes of a termination message, so
+// EncodeCanaryResult guarantees its output fits: when the full result would
+// not, it shortens the message and then keeps every k-th floor (floor_stride
+// records k), always the same way for the same input.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "operator/common/status.h"
+
+namespace allocguard::replay {
+
+// The kubelet's limit on a termination message, in bytes.
+inline constexpr size_t kMaxTerminationMessageBytes = 4096;
+
+struct CanaryResult {
+  int version = 1;
+  std::string variant;    // the variant's name ("candidate", "glibc", ...)
+  std::string allocator;  // "glibc" | "jemalloc" | "mimalloc" | "tcmalloc"
+  std::string verdict;    // memory::VerdictName: Flat, Ratchet, Errors, Failed, ...
+  // Per-minute floors after warm-up, in MiB, oldest first. When floor_stride
+  // is k > 1, entry i is the floor of the i*k-th judged minute, and the last
+  // entry is always the last judged minute.
+  std::vector<double> floors_mib;
+  int floor_stride = 1;
+  // Least-squares slope of the floors and its confidence interval; NaN when
+  // there were too few floors to fit.
+  double slope_gib_per_hour = 0;
+  double slope_low = 0;
+  double slope_high = 0;
+  double peak_mib = 0;
+  int64_t requests = 0;  // completed
+  int64_t errors = 0;    // responses outside the expected set
+  int64_t late = 0;      // requests started later than late_after
+  // The workload's processes disappeared during the run (exited or killed by
+  // the OOM killer; the Pod status tells which), in minute exit_minute from
+  // the start of the load.
+  bool workload_exited = false;
+  int exit_minute = -1;
+  // The memory figure is the RssAnon of the workload's processes only: the
+  // driver cannot see another container's cgroup (dirty/writeback pages).
+  bool anon_only = false;
+  int minutes = 0;      // length of the run in whole minutes
+  std::string message;  // one line for a person: the verdict's explanation or the failure
+};
+
+// Compact JSON of at most kMaxTerminationMessageBytes bytes. Non-finite
+// numbers are written as null; invalid UTF-8 in strings is replaced.
+std::string EncodeCanaryResult(const CanaryResult& result);
+
+// Reads what EncodeCanaryResult wrote. Never throws: garbage, a truncated
+// message, a wrong type in a field or an unknown version is InvalidArgument
+// saying what was wrong. Unknown fields are ignored; missing fields keep
+// their defaults, except verdict, which is required.
+Result<CanaryResult> DecodeCanaryResult(const std::string& text);
+
+}  // namespace allocguard::replay

@@ -1,0 +1,163 @@
+#include "operator/replay/canary_result.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+namespace allocguard::replay {
+namespace {
+
+CanaryResult Sample(int minutes) {
+  CanaryResult r;
+  r.variant = "candidate";
+  r.allocator = "glibc";
+  r.verdict = "Ratchet";
+  for (int m = 0; m < minutes; ++m) r.floors_mib.push_back(1234.5 + m * 17.25);
+  r.slope_gib_per_hour = 1.012345;
+  r.slope_low = 0.8;
+  r.slope_high = 1.2;
+  r.peak_mib = 4321.06;
+  r.requests = 123456789;
+  r.errors = 3;
+  r.late = 17;
+  r.anon_only = true;
+  r.minutes = minutes + 1;
+  r.message = "floor rises 1.01 GiB/h [0.80, 1.20] over " + std::to_string(minutes) + " minutes";
+  return r;
+}
+
+TEST(CanaryResultTest, RoundTripsEveryField) {
+  CanaryResult r = Sample(14);
+  r.workload_exited = true;
+  r.exit_minute = 9;
+  std::string text = EncodeCanaryResult(r);
+  auto back = DecodeCanaryResult(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << text;
+  EXPECT_EQ(back->version, 1);
+  EXPECT_EQ(back->variant, "candidate");
+  EXPECT_EQ(back->allocator, "glibc");
+  EXPECT_EQ(back->verdict, "Ratchet");
+  ASSERT_EQ(back->floors_mib.size(), 14u);
+  EXPECT_DOUBLE_EQ(back->floors_mib[0], 1234.5);
+  EXPECT_NEAR(back->floors_mib[13], 1234.5 + 13 * 17.25, 0.05);
+  EXPECT_EQ(back->floor_stride, 1);
+  EXPECT_NEAR(back->slope_gib_per_hour, 1.012, 1e-9);
+  EXPECT_DOUBLE_EQ(back->slope_low, 0.8);
+  EXPECT_DOUBLE_EQ(back->slope_high, 1.2);
+  EXPECT_NEAR(back->peak_mib, 4321.1, 1e-9);
+  EXPECT_EQ(back->requests, 123456789);
+  EXPECT_EQ(back->errors, 3);
+  EXPECT_EQ(back->late, 17);
+  EXPECT_TRUE(back->workload_exited);
+  EXPECT_EQ(back->exit_minute, 9);
+  EXPECT_TRUE(back->anon_only);
+  EXPECT_EQ(back->minutes, 15);
+  EXPECT_EQ(back->message, r.message);
+}
+
+TEST(CanaryResultTest, SlopeOfTooFewFloorsIsNaNAndStaysNaN) {
+  CanaryResult r = Sample(1);
+  r.verdict = "Inconclusive";
+  r.slope_gib_per_hour = r.slope_low = r.slope_high = std::nan("");
+  std::string text = EncodeCanaryResult(r);
+  EXPECT_NE(text.find("\"slope\":null"), std::string::npos) << text;
+  auto back = DecodeCanaryResult(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(std::isnan(back->slope_gib_per_hour));
+  EXPECT_TRUE(std::isnan(back->slope_high));
+}
+
+TEST(CanaryResultTest, A120MinuteRunFitsTheKubeletLimitAndKeepsEveryFloor) {
+  CanaryResult r = Sample(120);
+  std::string text = EncodeCanaryResult(r);
+  EXPECT_LE(text.size(), kMaxTerminationMessageBytes);
+  auto back = DecodeCanaryResult(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->floors_mib.size(), 120u);
+  EXPECT_EQ(back->floor_stride, 1);
+}
+
+TEST(CanaryResultTest, TooManyFloorsAreThinnedDeterministicallyKeepingTheLast) {
+  CanaryResult r = Sample(1000);
+  r.floors_mib.back() = 99999.9;
+  r.message = std::string(5000, 'x');
+  std::string text = EncodeCanaryResult(r);
+  EXPECT_LE(text.size(), kMaxTerminationMessageBytes);
+  EXPECT_EQ(text, EncodeCanaryResult(r));
+  auto back = DecodeCanaryResult(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_GT(back->floor_stride, 1);
+  ASSERT_GE(back->floors_mib.size(), 2u);
+  EXPECT_DOUBLE_EQ(back->floors_mib.front(), 1234.5);
+  EXPECT_DOUBLE_EQ(back->floors_mib.back(), 99999.9);
+  EXPECT_NEAR(back->floors_mib[1], 1234.5 + back->floor_stride * 17.25, 0.05);
+  EXPECT_LE(back->message.size(), 256u);
+  EXPECT_EQ(back->message.substr(back->message.size() - 3), "...");
+  EXPECT_EQ(back->verdict, "Ratchet");
+  EXPECT_EQ(back->requests, 123456789);
+}
+
+TEST(CanaryResultTest, LongMessageIsCutAtACharacterBoundary) {
+  CanaryResult r = Sample(3);
+  r.message.clear();
+  for (int i = 0; i < 2000; ++i) r.message += "\xc3\xa9";  // é
+  std::string text = EncodeCanaryResult(r);
+  EXPECT_LE(text.size(), kMaxTerminationMessageBytes);
+  auto back = DecodeCanaryResult(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->message.find("\xef\xbf\xbd"), std::string::npos) << "a character was split";
+  EXPECT_EQ(back->message.substr(0, 4), "\xc3\xa9\xc3\xa9");
+  EXPECT_EQ(back->floors_mib.size(), 3u);
+}
+
+TEST(CanaryResultTest, InvalidUtf8InAMessageDoesNotBreakEncoding) {
+  CanaryResult r = Sample(2);
+  r.message = "stderr: \xff\xfe garbage";
+  auto back = DecodeCanaryResult(EncodeCanaryResult(r));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->message.substr(0, 8), "stderr: ");
+}
+
+TEST(CanaryResultTest, GarbageIsAnErrorNotACrash) {
+  const std::vector<std::string> inputs = {
+      "",
+      "not json",
+      "[1,2,3]",
+      "null",
+      "{\"v\":1",  // truncated
+      "{\"v\":2,\"verdict\":\"Flat\"}",
+      "{\"v\":1}",
+      "{\"v\":\"1\",\"verdict\":\"Flat\"}",
+      "{\"v\":1,\"verdict\":7}",
+      "{\"v\":1,\"verdict\":\"Flat\",\"floors\":{\"a\":1}}",
+      "{\"v\":1,\"verdict\":\"Flat\",\"floors\":[1,\"x\"]}",
+      "{\"v\":1,\"verdict\":\"Flat\",\"requests\":1.5}",
+      "{\"v\":1,\"verdict\":\"Flat\",\"exited\":\"yes\"}",
+      "{\"v\":1,\"verdict\":\"Flat\",\"stride\":0}",
+      std::string(10000, '['),
+  };
+  for (const std::string& in : inputs) {
+    auto r = DecodeCanaryResult(in);
+    EXPECT_FALSE(r.ok()) << in.substr(0, 80);
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    }
+  }
+  std::string good = EncodeCanaryResult(Sample(5));
+  for (size_t n = 0; n < good.size(); ++n) {
+    EXPECT_FALSE(DecodeCanaryResult(good.substr(0, n)).ok()) << n;
+  }
+}
+
+TEST(CanaryResultTest, MinimalResultDecodesWithDefaults) {
+  auto r = DecodeCanaryResult("  {\"v\":1,\"verdict\":\"Failed\",\"future_field\":[1]}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->verdict, "Failed");
+  EXPECT_TRUE(r->floors_mib.empty());
+  EXPECT_FALSE(r->workload_exited);
+  EXPECT_EQ(r->exit_minute, -1);
+}
+
+}  // namespace
+}  // namespace allocguard::replay
