@@ -54,7 +54,6 @@ bool Eventually(F cond, std::chrono::seconds limit = std::chrono::seconds(60)) {
   return cond();
 }
 
-ResourceType Secrets() { return {"", "v1", "secrets", "Secret", true}; }
 ResourceType ServiceAccounts() { return {"", "v1", "serviceaccounts", "ServiceAccount", true}; }
 ResourceType Roles() { return {"rbac.authorization.k8s.io", "v1", "roles", "Role", true}; }
 ResourceType RoleBindings() {
