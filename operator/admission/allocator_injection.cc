@@ -1,0 +1,337 @@
+#include "operator/admission/allocator_injection.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdio>
+#include <limits>
+#include <utility>
+
+#include "operator/api/names.h"
+
+namespace allocguard::admission {
+namespace {
+
+using nlohmann::json;
+
+bool IsOwnContainer(const std::string& name) {
+  return name == api::kInitContainerName || name == api::kGuardContainerName ||
+         name == api::kDriverContainerName;
+}
+
+std::string ContainerName(const json& container) {
+  if (!container.is_object()) return "";
+  auto it = container.find("name");
+  return it != container.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+bool Contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// Checks that pod_spec[key] is absent or an array of objects.
+Status CheckContainerList(const json& pod_spec, const char* key) {
+  auto it = pod_spec.find(key);
+  if (it == pod_spec.end() || it->is_null()) return Status::Ok();
+  if (!it->is_array()) return InvalidArgument(std::string("spec.") + key + " is not a list");
+  for (const json& c : *it) {
+    if (!c.is_object()) return InvalidArgument(std::string("spec.") + key + " holds a non-object");
+  }
+  return Status::Ok();
+}
+
+std::string FormatDouble(double value) {
+  char buffer[64];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  if (ec != std::errc()) {
+    std::snprintf(buffer, sizeof(buffer), "%g", value);
+    return buffer;
+  }
+  return std::string(buffer, end);
+}
+
+// Returns the array at obj[key], creating it when absent or null.
+json& ArrayField(json& obj, const char* key) {
+  json& field = obj[key];
+  if (!field.is_array()) field = json::array();
+  return field;
+}
+
+constexpr size_t kAtEnd = std::numeric_limits<size_t>::max();
+
+// Replaces the entry of `list` named `name`, or inserts `entry` at `position`
+// (clamped to the end) when there is none.
+void UpsertNamed(json& list, const json& entry, size_t position) {
+  const std::string name = entry.at("name").get<std::string>();
+  for (json& existing : list) {
+    if (ContainerName(existing) == name) {
+      existing = entry;
+      return;
+    }
+  }
+  position = std::min(position, list.size());
+  list.insert(list.begin() + static_cast<std::ptrdiff_t>(position), entry);
+}
+
+json SmallResources() {
+  return {{"requests", {{"cpu", "10m"}, {"memory", "16Mi"}}},
+          {"limits", {{"cpu", "100m"}, {"memory", "64Mi"}}}};
+}
+
+json InitContainer(const std::string& library, const InjectionOptions& options) {
+  std::string dir = options.allocator_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return {{"name", api::kInitContainerName},
+          {"image", options.image},
+          {"imagePullPolicy", "IfNotPresent"},
+          {"command", {"cp", dir + "/" + library, api::kLibraryMountPath}},
+          {"volumeMounts",
+           {{{"name", api::kLibraryVolumeName}, {"mountPath", api::kLibraryMountPath}}}},
+          {"resources", SmallResources()},
+          {"securityContext", RestrictedSecurityContext()}};
+}
+
+json* FindEnv(json& container, const std::string& name) {
+  auto env = container.find("env");
+  if (env == container.end() || !env->is_array()) return nullptr;
+  for (json& var : *env) {
+    if (var.is_object() && var.value("name", "") == name) return &var;
+  }
+  return nullptr;
+}
+
+// Splits an LD_PRELOAD value the way ld.so does: on ':' and spaces.
+std::vector<std::string> SplitPreload(const std::string& value) {
+  std::vector<std::string> parts;
+  std::string current;
+  for (char c : value) {
+    if (c == ':' || c == ' ' || c == '\t') {
+      if (!current.empty()) parts.push_back(std::move(current));
+      current.clear();
+    } else {
+      current += c;
+    }
+  }
+  if (!current.empty()) parts.push_back(std::move(current));
+  return parts;
+}
+
+void AddConflict(std::vector<std::string>* conflicts, std::string message) {
+  if (conflicts != nullptr && !Contains(*conflicts, message))
+    conflicts->push_back(std::move(message));
+}
+
+// Merges `preload` into the container's LD_PRELOAD.
+void MergePreload(json& container, const std::string& name, const std::string& preload,
+                  std::vector<std::string>* conflicts) {
+  json* var = FindEnv(container, "LD_PRELOAD");
+  if (var == nullptr) {
+    ArrayField(container, "env").push_back({{"name", "LD_PRELOAD"}, {"value", preload}});
+    return;
+  }
+  if (var->contains("valueFrom")) {
+    AddConflict(conflicts, "container \"" + name +
+                               "\" takes LD_PRELOAD from valueFrom; allocguard left it alone, so " +
+                               preload + " is not preloaded there");
+    return;
+  }
+  std::string value = var->contains("value") && (*var)["value"].is_string()
+                          ? (*var)["value"].get<std::string>()
+                          : "";
+  if (Contains(SplitPreload(value), preload)) return;
+  (*var)["value"] = value.empty() ? preload : value + ":" + preload;
+}
+
+void SetTunable(json& container, const std::string& container_name, const std::string& name,
+                const std::string& value, std::vector<std::string>* conflicts) {
+  json* var = FindEnv(container, name);
+  if (var == nullptr) {
+    ArrayField(container, "env").push_back({{"name", name}, {"value", value}});
+    return;
+  }
+  if (!var->contains("valueFrom") && var->contains("value") && (*var)["value"] == value) return;
+  std::string theirs =
+      var->contains("valueFrom") ? "a valueFrom reference" : "\"" + var->value("value", "") + "\"";
+  AddConflict(conflicts, "container \"" + container_name + "\" sets " + name + " to " + theirs +
+                             "; allocguard kept it and did not apply the policy's \"" + value +
+                             "\"");
+}
+
+// Mounts the library volume read-only; false (with a conflict) when another
+// volume already occupies the mount path.
+bool MountLibrary(json& container, const std::string& name, std::vector<std::string>* conflicts) {
+  json& mounts = ArrayField(container, "volumeMounts");
+  json ours = {
+      {"name", api::kLibraryVolumeName}, {"mountPath", api::kLibraryMountPath}, {"readOnly", true}};
+  for (json& mount : mounts) {
+    if (!mount.is_object()) continue;
+    if (mount.value("mountPath", "") == api::kLibraryMountPath &&
+        mount.value("name", "") != api::kLibraryVolumeName) {
+      AddConflict(conflicts, "container \"" + name + "\" already mounts volume \"" +
+                                 mount.value("name", "") + "\" at " + api::kLibraryMountPath +
+                                 "; allocguard did not preload the allocator there");
+      return false;
+    }
+  }
+  for (json& mount : mounts) {
+    if (mount.is_object() && mount.value("name", "") == api::kLibraryVolumeName) {
+      mount = ours;
+      return true;
+    }
+  }
+  mounts.push_back(ours);
+  return true;
+}
+
+}  // namespace
+
+std::string AllocatorLibraryFile(api::Allocator allocator) {
+  switch (allocator) {
+    case api::Allocator::kJemalloc:
+      return "libjemalloc.so.2";
+    case api::Allocator::kMimalloc:
+      return "libmimalloc.so.2";
+    case api::Allocator::kTcmalloc:
+      return "libtcmalloc_minimal.so.4";
+    case api::Allocator::kGlibc:
+      break;
+  }
+  return "";
+}
+
+std::string AllocatorLabel(api::Allocator allocator) {
+  switch (allocator) {
+    case api::Allocator::kGlibc:
+      return "glibc";
+    case api::Allocator::kJemalloc:
+      return "jemalloc";
+    case api::Allocator::kMimalloc:
+      return "mimalloc";
+    case api::Allocator::kTcmalloc:
+      return "tcmalloc";
+  }
+  return "unknown";
+}
+
+std::vector<std::pair<std::string, std::string>> AllocatorTunableEnv(
+    const api::AllocatorSpec& allocator) {
+  std::vector<std::pair<std::string, std::string>> env;
+  switch (allocator.name) {
+    case api::Allocator::kGlibc:
+      if (allocator.glibc_arena_max) {
+        env.emplace_back("MALLOC_ARENA_MAX", std::to_string(*allocator.glibc_arena_max));
+      }
+      if (allocator.glibc_trim_threshold) {
+        env.emplace_back("MALLOC_TRIM_THRESHOLD_", std::to_string(*allocator.glibc_trim_threshold));
+      }
+      if (allocator.glibc_mmap_threshold) {
+        env.emplace_back("MALLOC_MMAP_THRESHOLD_", std::to_string(*allocator.glibc_mmap_threshold));
+      }
+      break;
+    case api::Allocator::kJemalloc:
+      if (!allocator.jemalloc_malloc_conf.empty()) {
+        env.emplace_back("MALLOC_CONF", allocator.jemalloc_malloc_conf);
+      }
+      break;
+    case api::Allocator::kMimalloc:
+      for (const auto& [key, value] : allocator.mimalloc_options) {
+        std::string name = "MIMALLOC_";
+        for (char c : key) {
+          name += std::isalnum(static_cast<unsigned char>(c))
+                      ? static_cast<char>(std::toupper(static_cast<unsigned char>(c)))
+                      : '_';
+        }
+        env.emplace_back(std::move(name), value);
+      }
+      break;
+    case api::Allocator::kTcmalloc:
+      if (allocator.tcmalloc_release_rate) {
+        env.emplace_back("TCMALLOC_RELEASE_RATE", FormatDouble(*allocator.tcmalloc_release_rate));
+      }
+      if (allocator.tcmalloc_max_total_thread_cache) {
+        env.emplace_back("TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES",
+                         std::to_string(*allocator.tcmalloc_max_total_thread_cache));
+      }
+      break;
+  }
+  return env;
+}
+
+std::vector<std::string> SelectContainerNames(const json& pod_spec,
+                                              const std::vector<std::string>& containers) {
+  std::vector<std::string> selected;
+  if (!pod_spec.is_object()) return selected;
+  for (const char* key : {"initContainers", "containers"}) {
+    auto it = pod_spec.find(key);
+    if (it == pod_spec.end() || !it->is_array()) continue;
+    const bool init = std::string(key) == "initContainers";
+    for (const json& c : *it) {
+      std::string name = ContainerName(c);
+      if (name.empty() || IsOwnContainer(name)) continue;
+      if (containers.empty() ? !init : Contains(containers, name)) selected.push_back(name);
+    }
+  }
+  return selected;
+}
+
+json RestrictedSecurityContext() {
+  return {{"runAsNonRoot", true},
+          {"runAsUser", 65532},
+          {"allowPrivilegeEscalation", false},
+          {"readOnlyRootFilesystem", true},
+          {"capabilities", {{"drop", {"ALL"}}}},
+          {"seccompProfile", {{"type", "RuntimeDefault"}}}};
+}
+
+Status InjectAllocator(json& pod_spec, const api::AllocatorSpec& allocator,
+                       const std::vector<std::string>& containers, const InjectionOptions& options,
+                       std::vector<std::string>* conflicts) {
+  if (!pod_spec.is_object()) return InvalidArgument("pod spec is not an object");
+  AG_RETURN_IF_ERROR(CheckContainerList(pod_spec, "initContainers"));
+  AG_RETURN_IF_ERROR(CheckContainerList(pod_spec, "containers"));
+  const std::string library = AllocatorLibraryFile(allocator.name);
+  if (!library.empty() && options.image.empty()) {
+    return InvalidArgument("injection image is empty; " + AllocatorLabel(allocator.name) +
+                           " needs the allocguard image to copy its library from");
+  }
+  if (pod_spec.contains("volumes") && !pod_spec["volumes"].is_null() &&
+      !pod_spec["volumes"].is_array()) {
+    return InvalidArgument("spec.volumes is not a list");
+  }
+
+  const std::vector<std::string> selected = SelectContainerNames(pod_spec, containers);
+  if (selected.empty()) {
+    if (!containers.empty()) {
+      std::string names;
+      for (const std::string& n : containers) names += (names.empty() ? "" : ", ") + n;
+      AddConflict(conflicts, "none of the policy's containers (" + names +
+                                 ") is in this pod; nothing was injected");
+    }
+    return Status::Ok();
+  }
+
+  const auto tunables = AllocatorTunableEnv(allocator);
+  const std::string preload =
+      library.empty() ? "" : std::string(api::kLibraryMountPath) + "/" + library;
+  if (!library.empty()) {
+    UpsertNamed(ArrayField(pod_spec, "volumes"),
+                {{"name", api::kLibraryVolumeName}, {"emptyDir", json::object()}}, kAtEnd);
+    UpsertNamed(ArrayField(pod_spec, "initContainers"), InitContainer(library, options), 0);
+  }
+
+  for (const char* key : {"initContainers", "containers"}) {
+    auto it = pod_spec.find(key);
+    if (it == pod_spec.end() || !it->is_array()) continue;
+    for (json& container : *it) {
+      const std::string name = ContainerName(container);
+      if (!Contains(selected, name)) continue;
+      if (!library.empty() && MountLibrary(container, name, conflicts)) {
+        MergePreload(container, name, preload, conflicts);
+      }
+      for (const auto& [var, value] : tunables) SetTunable(container, name, var, value, conflicts);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace allocguard::admission

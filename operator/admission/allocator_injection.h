@@ -1,0 +1,76 @@
+#pragma once
+
+// Injection of an allocator into a PodSpec: the pure, in-place mutation shared
+// by the Pod injection webhook and the canary Jobs (one per variant).
+//
+// What InjectAllocator adds for jemalloc, mimalloc and tcmalloc:
+//   - an emptyDir volume api::kLibraryVolumeName;
+//   - an init container api::kInitContainerName, first in initContainers, that
+//     copies the allocator's shared library from options.allocator_dir into
+//     api::kLibraryMountPath (`cp <dir>/<lib> <mount path>`);
+//   - in each selected container: the volume mounted read-only at
+//     api::kLibraryMountPath, LD_PRELOAD=<mount path>/<lib> merged into any
+//     literal LD_PRELOAD, and the allocator's tunables as env vars.
+// For glibc only the tunables are set (no volume, no init container).
+//
+// Containers allocguard adds itself (kInitContainerName, kGuardContainerName,
+// kDriverContainerName) are never selected. An empty `containers` selects every
+// entry of spec.containers; a non-empty list selects the entries of
+// spec.containers and spec.initContainers with those names, so init containers
+// are touched only when named.
+//
+// A user's explicit value always wins: an LD_PRELOAD given by valueFrom, a
+// tunable env var the container already sets to another value, or a mount of
+// another volume at kLibraryMountPath leaves that part of the container alone
+// and appends a message (naming the container and the variable) to *conflicts.
+//
+// Injected containers satisfy the Pod Security Standard "restricted" and carry
+// small resource requests and limits.
+//
+// Idempotent: injecting the same allocator twice yields the same spec.
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/api/types.h"
+#include "operator/common/status.h"
+
+namespace allocguard::admission {
+
+struct InjectionOptions {
+  std::string image;  // the allocguard image (carries the libraries and the binary)
+  std::string allocator_dir = "/opt/allocguard/lib";  // where the image keeps the libraries
+};
+
+// The library file name of an allocator ("libjemalloc.so.2"); empty for glibc.
+std::string AllocatorLibraryFile(api::Allocator allocator);
+
+// "jemalloc"; the value of api::kInjectedAnnotation.
+std::string AllocatorLabel(api::Allocator allocator);
+
+// The env vars that carry the allocator's tunables, in a stable order, e.g.
+// {{"MALLOC_CONF", "background_thread:true"}}. Unset tunables are absent.
+std::vector<std::pair<std::string, std::string>> AllocatorTunableEnv(
+    const api::AllocatorSpec& allocator);
+
+// The names of the containers InjectAllocator would select in `pod_spec`
+// (see above), in pod order: spec.initContainers first, then spec.containers.
+std::vector<std::string> SelectContainerNames(const nlohmann::json& pod_spec,
+                                              const std::vector<std::string>& containers);
+
+// The restricted security context of every container allocguard injects.
+nlohmann::json RestrictedSecurityContext();
+
+// Mutates `pod_spec` (a PodSpec object) in place as described above.
+// Returns InvalidArgument, leaving pod_spec untouched, when pod_spec is not an
+// object, its container lists are malformed, or options.image is empty for an
+// allocator that needs the init container. Selecting no container is not an
+// error: nothing is changed, and a message is appended to *conflicts when none
+// of the names in `containers` is in the pod. `conflicts` may be null.
+Status InjectAllocator(nlohmann::json& pod_spec, const api::AllocatorSpec& allocator,
+                       const std::vector<std::string>& containers, const InjectionOptions& options,
+                       std::vector<std::string>* conflicts);
+
+}  // namespace allocguard::admission

@@ -1,0 +1,414 @@
+#include "operator/admission/allocator_injection.h"
+
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "operator/api/names.h"
+
+namespace allocguard::admission {
+namespace {
+
+using nlohmann::json;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+InjectionOptions Options() {
+  InjectionOptions options;
+  options.image = "ghcr.io/allocguard/allocguard:0.1.0";
+  return options;
+}
+
+api::AllocatorSpec Jemalloc(std::string conf = "") {
+  api::AllocatorSpec spec;
+  spec.name = api::Allocator::kJemalloc;
+  spec.jemalloc_malloc_conf = std::move(conf);
+  return spec;
+}
+
+json AppPod() {
+  return json::parse(R"({
+    "containers": [{"name": "app", "image": "web:1", "env": [{"name": "PORT", "value": "8080"}]}]
+  })");
+}
+
+const json* FindByName(const json& list, const std::string& name) {
+  for (const json& e : list) {
+    if (e.value("name", "") == name) return &e;
+  }
+  return nullptr;
+}
+
+const json* Env(const json& container, const std::string& name) {
+  if (!container.contains("env")) return nullptr;
+  return FindByName(container["env"], name);
+}
+
+TEST(InjectAllocatorTest, JemallocAddsVolumeInitContainerMountAndEnv) {
+  json spec = AppPod();
+  std::vector<std::string> conflicts;
+  ASSERT_TRUE(
+      InjectAllocator(spec, Jemalloc("background_thread:true"), {}, Options(), &conflicts).ok());
+  EXPECT_THAT(conflicts, IsEmpty());
+
+  const json expected = json::parse(R"({
+    "volumes": [{"name": "allocguard-lib", "emptyDir": {}}],
+    "initContainers": [{
+      "name": "allocguard-init",
+      "image": "ghcr.io/allocguard/allocguard:0.1.0",
+      "imagePullPolicy": "IfNotPresent",
+      "command": ["cp", "/opt/allocguard/lib/libjemalloc.so.2", "/opt/allocguard/inject"],
+      "volumeMounts": [{"name": "allocguard-lib", "mountPath": "/opt/allocguard/inject"}],
+      "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
+                    "limits": {"cpu": "100m", "memory": "64Mi"}},
+      "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
+                          "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                          "capabilities": {"drop": ["ALL"]},
+                          "seccompProfile": {"type": "RuntimeDefault"}}
+    }],
+    "containers": [{
+      "name": "app", "image": "web:1",
+      "env": [{"name": "PORT", "value": "8080"},
+              {"name": "LD_PRELOAD", "value": "/opt/allocguard/inject/libjemalloc.so.2"},
+              {"name": "MALLOC_CONF", "value": "background_thread:true"}],
+      "volumeMounts": [{"name": "allocguard-lib", "mountPath": "/opt/allocguard/inject",
+                        "readOnly": true}]
+    }]
+  })");
+  EXPECT_EQ(spec, expected) << spec.dump(2);
+}
+
+struct AllocatorCase {
+  std::string label;
+  api::AllocatorSpec allocator;
+  std::string library;  // empty: no init container expected
+  std::vector<std::pair<std::string, std::string>> env;
+};
+
+class InjectAllocatorKindsTest : public ::testing::TestWithParam<AllocatorCase> {};
+
+TEST_P(InjectAllocatorKindsTest, InjectsLibraryAndTunables) {
+  const AllocatorCase& c = GetParam();
+  json spec = AppPod();
+  std::vector<std::string> conflicts;
+  ASSERT_TRUE(InjectAllocator(spec, c.allocator, {}, Options(), &conflicts).ok());
+  EXPECT_THAT(conflicts, IsEmpty());
+  const json& app = spec["containers"][0];
+  if (c.library.empty()) {
+    EXPECT_FALSE(spec.contains("initContainers"));
+    EXPECT_FALSE(spec.contains("volumes"));
+    EXPECT_FALSE(app.contains("volumeMounts"));
+    EXPECT_EQ(Env(app, "LD_PRELOAD"), nullptr);
+  } else {
+    const json* init = FindByName(spec["initContainers"], api::kInitContainerName);
+    ASSERT_NE(init, nullptr);
+    EXPECT_EQ((*init)["command"][1], "/opt/allocguard/lib/" + c.library);
+    ASSERT_NE(Env(app, "LD_PRELOAD"), nullptr);
+    EXPECT_EQ((*Env(app, "LD_PRELOAD"))["value"], "/opt/allocguard/inject/" + c.library);
+  }
+  for (const auto& [name, value] : c.env) {
+    const json* var = Env(app, name);
+    ASSERT_NE(var, nullptr) << name;
+    EXPECT_EQ((*var)["value"], value) << name;
+  }
+  // env = PORT + LD_PRELOAD (if any) + tunables: nothing else.
+  EXPECT_THAT(app["env"], SizeIs(1 + (c.library.empty() ? 0 : 1) + c.env.size()));
+
+  json again = spec;
+  ASSERT_TRUE(InjectAllocator(again, c.allocator, {}, Options(), &conflicts).ok());
+  EXPECT_EQ(again, spec) << "second injection changed the spec";
+  EXPECT_THAT(conflicts, IsEmpty());
+}
+
+AllocatorCase Glibc() {
+  api::AllocatorSpec a;
+  a.name = api::Allocator::kGlibc;
+  a.glibc_arena_max = 2;
+  a.glibc_trim_threshold = 131072;
+  a.glibc_mmap_threshold = 65536;
+  return {"glibc",
+          a,
+          "",
+          {{"MALLOC_ARENA_MAX", "2"},
+           {"MALLOC_TRIM_THRESHOLD_", "131072"},
+           {"MALLOC_MMAP_THRESHOLD_", "65536"}}};
+}
+AllocatorCase Mimalloc() {
+  api::AllocatorSpec a;
+  a.name = api::Allocator::kMimalloc;
+  a.mimalloc_options = {{"purge_delay", "0"}, {"arena_eager_commit", "2"}};
+  return {"mimalloc",
+          a,
+          "libmimalloc.so.2",
+          {{"MIMALLOC_ARENA_EAGER_COMMIT", "2"}, {"MIMALLOC_PURGE_DELAY", "0"}}};
+}
+AllocatorCase Tcmalloc() {
+  api::AllocatorSpec a;
+  a.name = api::Allocator::kTcmalloc;
+  a.tcmalloc_release_rate = 2.5;
+  a.tcmalloc_max_total_thread_cache = 33554432;
+  return {
+      "tcmalloc",
+      a,
+      "libtcmalloc_minimal.so.4",
+      {{"TCMALLOC_RELEASE_RATE", "2.5"}, {"TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES", "33554432"}}};
+}
+
+INSTANTIATE_TEST_SUITE_P(Allocators, InjectAllocatorKindsTest,
+                         ::testing::Values(Glibc(), Mimalloc(), Tcmalloc(),
+                                           AllocatorCase{
+                                               "jemalloc", Jemalloc(), "libjemalloc.so.2", {}},
+                                           AllocatorCase{"jemalloc_conf",
+                                                         Jemalloc("dirty_decay_ms:1000"),
+                                                         "libjemalloc.so.2",
+                                                         {{"MALLOC_CONF", "dirty_decay_ms:1000"}}}),
+                         [](const auto& test_case) { return test_case.param.label; });
+
+struct PreloadCase {
+  std::string label;
+  json ld_preload_entry;  // null: the container sets no LD_PRELOAD
+  json expected_entry;
+  bool conflict;
+};
+
+class PreloadMergeTest : public ::testing::TestWithParam<PreloadCase> {};
+
+TEST_P(PreloadMergeTest, MergesNeverOverwrites) {
+  const PreloadCase& c = GetParam();
+  json spec = AppPod();
+  if (!c.ld_preload_entry.is_null()) spec["containers"][0]["env"].push_back(c.ld_preload_entry);
+  std::vector<std::string> conflicts;
+  ASSERT_TRUE(InjectAllocator(spec, Jemalloc(), {}, Options(), &conflicts).ok());
+  const json* var = Env(spec["containers"][0], "LD_PRELOAD");
+  ASSERT_NE(var, nullptr);
+  EXPECT_EQ(*var, c.expected_entry);
+  // Exactly one LD_PRELOAD entry.
+  int count = 0;
+  for (const json& e : spec["containers"][0]["env"]) count += e["name"] == "LD_PRELOAD";
+  EXPECT_EQ(count, 1);
+  if (c.conflict) {
+    ASSERT_THAT(conflicts, SizeIs(1));
+    EXPECT_THAT(conflicts[0], HasSubstr("\"app\""));
+    EXPECT_THAT(conflicts[0], HasSubstr("valueFrom"));
+  } else {
+    EXPECT_THAT(conflicts, IsEmpty());
+  }
+  json again = spec;
+  ASSERT_TRUE(InjectAllocator(again, Jemalloc(), {}, Options(), nullptr).ok());
+  EXPECT_EQ(again, spec);
+}
+
+const char kOurs[] = "/opt/allocguard/inject/libjemalloc.so.2";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PreloadMergeTest,
+    ::testing::Values(
+        PreloadCase{"absent", nullptr, {{"name", "LD_PRELOAD"}, {"value", kOurs}}, false},
+        PreloadCase{
+            "existing_literal",
+            {{"name", "LD_PRELOAD"}, {"value", "/usr/lib/libtrace.so"}},
+            {{"name", "LD_PRELOAD"}, {"value", std::string("/usr/lib/libtrace.so:") + kOurs}},
+            false},
+        PreloadCase{"empty_literal",
+                    {{"name", "LD_PRELOAD"}, {"value", ""}},
+                    {{"name", "LD_PRELOAD"}, {"value", kOurs}},
+                    false},
+        PreloadCase{"ours_already_first",
+                    {{"name", "LD_PRELOAD"}, {"value", std::string(kOurs) + ":/usr/lib/a.so"}},
+                    {{"name", "LD_PRELOAD"}, {"value", std::string(kOurs) + ":/usr/lib/a.so"}},
+                    false},
+        PreloadCase{"ours_space_separated",
+                    {{"name", "LD_PRELOAD"}, {"value", std::string("/usr/lib/a.so ") + kOurs}},
+                    {{"name", "LD_PRELOAD"}, {"value", std::string("/usr/lib/a.so ") + kOurs}},
+                    false},
+        PreloadCase{"value_from_is_conflict", json::parse(R"({"name": "LD_PRELOAD", "valueFrom":
+                        {"configMapKeyRef": {"name": "cfg", "key": "preload"}}})"),
+                    json::parse(R"({"name": "LD_PRELOAD", "valueFrom":
+                        {"configMapKeyRef": {"name": "cfg", "key": "preload"}}})"),
+                    true}),
+    [](const auto& test_case) { return test_case.param.label; });
+
+TEST(InjectAllocatorTest, UserTunableWinsAndIsReported) {
+  json spec = AppPod();
+  spec["containers"][0]["env"].push_back({{"name", "MALLOC_CONF"}, {"value", "narenas:1"}});
+  std::vector<std::string> conflicts;
+  ASSERT_TRUE(
+      InjectAllocator(spec, Jemalloc("background_thread:true"), {}, Options(), &conflicts).ok());
+  EXPECT_EQ((*Env(spec["containers"][0], "MALLOC_CONF"))["value"], "narenas:1");
+  ASSERT_THAT(conflicts, SizeIs(1));
+  EXPECT_THAT(conflicts[0], HasSubstr("MALLOC_CONF"));
+  EXPECT_THAT(conflicts[0], HasSubstr("narenas:1"));
+  EXPECT_THAT(conflicts[0], HasSubstr("background_thread:true"));
+  // LD_PRELOAD is still injected.
+  EXPECT_EQ((*Env(spec["containers"][0], "LD_PRELOAD"))["value"], kOurs);
+}
+
+TEST(InjectAllocatorTest, UserTunableWithSameValueIsNoConflict) {
+  json spec = AppPod();
+  spec["containers"][0]["env"].push_back({{"name", "MALLOC_CONF"}, {"value", "narenas:1"}});
+  std::vector<std::string> conflicts;
+  ASSERT_TRUE(InjectAllocator(spec, Jemalloc("narenas:1"), {}, Options(), &conflicts).ok());
+  EXPECT_THAT(conflicts, IsEmpty());
+}
+
+json TwoContainersAndInit() {
+  return json::parse(R"({
+    "initContainers": [{"name": "migrate", "image": "web:1"}],
+    "containers": [{"name": "app", "image": "web:1"}, {"name": "proxy", "image": "envoy:1"}]
+  })");
+}
+
+struct SelectionCase {
+  std::string label;
+  std::vector<std::string> containers;
+  std::vector<std::string> injected;  // containers that must carry LD_PRELOAD
+  bool conflict;
+};
+
+class ContainerSelectionTest : public ::testing::TestWithParam<SelectionCase> {};
+
+TEST_P(ContainerSelectionTest, OnlySelectedContainersAreTouched) {
+  const SelectionCase& c = GetParam();
+  const json original = TwoContainersAndInit();
+  json spec = original;
+  std::vector<std::string> conflicts;
+  ASSERT_TRUE(InjectAllocator(spec, Jemalloc(), c.containers, Options(), &conflicts).ok());
+  for (const char* list : {"initContainers", "containers"}) {
+    for (const json& container : original[list]) {
+      const std::string name = container["name"];
+      const json* now = FindByName(spec[list], name);
+      ASSERT_NE(now, nullptr);
+      const bool expected =
+          std::find(c.injected.begin(), c.injected.end(), name) != c.injected.end();
+      if (expected) {
+        EXPECT_NE(Env(*now, "LD_PRELOAD"), nullptr) << name;
+      } else {
+        EXPECT_EQ(*now, container) << name << " was changed";
+      }
+    }
+  }
+  EXPECT_EQ(
+      FindByName(spec.value("initContainers", json::array()), api::kInitContainerName) != nullptr,
+      !c.injected.empty());
+  EXPECT_EQ(!conflicts.empty(), c.conflict);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ContainerSelectionTest,
+    ::testing::Values(SelectionCase{"all_regular", {}, {"app", "proxy"}, false},
+                      SelectionCase{"subset", {"app"}, {"app"}, false},
+                      SelectionCase{
+                          "named_init", {"migrate", "proxy"}, {"migrate", "proxy"}, false},
+                      SelectionCase{"missing_names", {"worker"}, {}, true},
+                      SelectionCase{"partly_missing", {"worker", "app"}, {"app"}, false}),
+    [](const auto& test_case) { return test_case.param.label; });
+
+TEST(InjectAllocatorTest, InitContainerRunsFirstSoSelectedInitContainersFindTheLibrary) {
+  json spec = TwoContainersAndInit();
+  ASSERT_TRUE(InjectAllocator(spec, Jemalloc(), {"migrate"}, Options(), nullptr).ok());
+  ASSERT_THAT(spec["initContainers"], SizeIs(2));
+  EXPECT_EQ(spec["initContainers"][0]["name"], api::kInitContainerName);
+  EXPECT_EQ(spec["initContainers"][1]["name"], "migrate");
+}
+
+TEST(InjectAllocatorTest, OwnContainersAreNeverSelected) {
+  json spec = AppPod();
+  spec["containers"].push_back({{"name", api::kGuardContainerName}, {"image", "allocguard"}});
+  spec["containers"].push_back({{"name", api::kDriverContainerName}, {"image", "allocguard"}});
+  ASSERT_TRUE(InjectAllocator(spec, Jemalloc(), {}, Options(), nullptr).ok());
+  EXPECT_EQ(SelectContainerNames(spec, {}), std::vector<std::string>{"app"});
+  EXPECT_FALSE(spec["containers"][1].contains("env"));
+  EXPECT_FALSE(spec["containers"][2].contains("env"));
+}
+
+TEST(InjectAllocatorTest, MountPathTakenByAnotherVolumeIsAConflict) {
+  json spec = AppPod();
+  spec["containers"][0]["volumeMounts"] =
+      json::parse(R"([{"name": "data", "mountPath": "/opt/allocguard/inject"}])");
+  std::vector<std::string> conflicts;
+  ASSERT_TRUE(InjectAllocator(spec, Jemalloc(), {}, Options(), &conflicts).ok());
+  EXPECT_EQ(Env(spec["containers"][0], "LD_PRELOAD"), nullptr);
+  EXPECT_THAT(spec["containers"][0]["volumeMounts"], SizeIs(1));
+  ASSERT_THAT(conflicts, SizeIs(1));
+  EXPECT_THAT(conflicts[0], HasSubstr("\"data\""));
+}
+
+TEST(InjectAllocatorTest, ExistingVolumesAndInitContainersAreKept) {
+  json spec = TwoContainersAndInit();
+  spec["volumes"] = json::parse(R"([{"name": "cache", "emptyDir": {}}])");
+  ASSERT_TRUE(InjectAllocator(spec, Jemalloc(), {}, Options(), nullptr).ok());
+  EXPECT_THAT(spec["volumes"], SizeIs(2));
+  EXPECT_EQ(spec["volumes"][0]["name"], "cache");
+  EXPECT_EQ(spec["volumes"][1]["name"], api::kLibraryVolumeName);
+  EXPECT_EQ(spec["initContainers"][1], json::parse(R"({"name": "migrate", "image": "web:1"})"));
+}
+
+TEST(InjectAllocatorTest, CustomAllocatorDir) {
+  json spec = AppPod();
+  InjectionOptions options = Options();
+  options.allocator_dir = "/usr/lib/x86_64-linux-gnu/";
+  ASSERT_TRUE(InjectAllocator(spec, Jemalloc(), {}, options, nullptr).ok());
+  EXPECT_EQ(spec["initContainers"][0]["command"],
+            json({"cp", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/opt/allocguard/inject"}));
+}
+
+struct ErrorCase {
+  std::string label;
+  json spec;
+  api::Allocator allocator;
+  std::string image;
+};
+
+class InjectAllocatorErrorTest : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(InjectAllocatorErrorTest, RefusesAndLeavesSpecUntouched) {
+  const ErrorCase& c = GetParam();
+  json spec = c.spec;
+  api::AllocatorSpec allocator;
+  allocator.name = c.allocator;
+  InjectionOptions options;
+  options.image = c.image;
+  Status status = InjectAllocator(spec, allocator, {}, options, nullptr);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
+  EXPECT_EQ(spec, c.spec);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, InjectAllocatorErrorTest,
+    ::testing::Values(ErrorCase{"no_image", AppPod(), api::Allocator::kJemalloc, ""},
+                      ErrorCase{"not_object", json::array(), api::Allocator::kGlibc, "x"},
+                      ErrorCase{"containers_not_list", json::parse(R"({"containers": {}})"),
+                                api::Allocator::kJemalloc, "x"},
+                      ErrorCase{"container_not_object", json::parse(R"({"containers": [1]})"),
+                                api::Allocator::kJemalloc, "x"},
+                      ErrorCase{"volumes_not_list",
+                                json::parse(R"({"containers": [], "volumes": 3})"),
+                                api::Allocator::kJemalloc, "x"}),
+    [](const auto& test_case) { return test_case.param.label; });
+
+TEST(InjectAllocatorTest, GlibcNeedsNoImage) {
+  json spec = AppPod();
+  api::AllocatorSpec glibc;
+  glibc.name = api::Allocator::kGlibc;
+  glibc.glibc_arena_max = 4;
+  ASSERT_TRUE(InjectAllocator(spec, glibc, {}, InjectionOptions{}, nullptr).ok());
+  EXPECT_EQ((*Env(spec["containers"][0], "MALLOC_ARENA_MAX"))["value"], "4");
+}
+
+TEST(InjectAllocatorTest, RestrictedSecurityContextHasEveryRequiredField) {
+  const json sc = RestrictedSecurityContext();
+  EXPECT_EQ(sc["runAsNonRoot"], true);
+  EXPECT_EQ(sc["runAsUser"], 65532);
+  EXPECT_EQ(sc["allowPrivilegeEscalation"], false);
+  EXPECT_EQ(sc["readOnlyRootFilesystem"], true);
+  EXPECT_EQ(sc["capabilities"]["drop"], json({"ALL"}));
+  EXPECT_FALSE(sc["capabilities"].contains("add"));
+  EXPECT_EQ(sc["seccompProfile"]["type"], "RuntimeDefault");
+}
+
+}  // namespace
+}  // namespace allocguard::admission
