@@ -1,0 +1,244 @@
+#!/usr/bin/env bash
+# The operator's memory idle and with N governed Deployments (default 10 000).
+#
+#   bench/operator_memory_bench.sh [--deployments N] [--batch 500] [--parallel 2]
+#                                  [--allocguard PATH] [--no-operator]
+#
+# Starts a control plane of its own (e2e/cluster/up.sh; no kubelet, no
+# controller-manager, so no ReplicaSets or Pods appear), applies crds/, an
+# AllocatorPolicy in Audit mode selecting app=bench, starts
+# `allocguard operator` against it, and prints the operator's VmRSS and
+# RssAnon idle and after the Deployments exist, the bytes per Deployment,
+# how long the creation took, and the apiserver's and etcd's RSS beside them.
+# --no-operator measures only the control plane and the creation.
+#
+# The operator binary defaults to build/release/operator/cli/allocguard,
+# built (Release, -j2) when missing. Everything it starts is stopped on exit.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+
+deployments=10000
+batch=500
+parallel=2
+with_operator=1
+allocguard=$repo/build/release/operator/cli/allocguard
+governed_metric=${ALLOCGUARD_GOVERNED_METRIC:-allocguard_governed_deployments}
+while (($#)); do
+  case $1 in
+    --deployments) deployments=$2; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
+    --parallel) parallel=$2; shift 2 ;;
+    --allocguard) allocguard=$2; shift 2 ;;
+    --no-operator) with_operator=0; shift ;;
+    *) echo "operator_memory_bench: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+export ALLOCGUARD_CLUSTER_DIR=${ALLOCGUARD_CLUSTER_DIR:-/tmp/ag-operator-memory-bench}
+work=$(mktemp -d /tmp/ag-operator-memory-bench.XXXXXX)
+operator_pid=
+cleanup() {
+  if [[ -n $operator_pid ]] && kill -0 "$operator_pid" 2>/dev/null; then
+    kill -TERM "$operator_pid" 2>/dev/null || true
+    for ((i = 0; i < 40; i++)); do kill -0 "$operator_pid" 2>/dev/null || break; sleep 0.25; done
+    kill -KILL "$operator_pid" 2>/dev/null || true
+  fi
+  "$repo/e2e/cluster/down.sh" >/dev/null 2>&1 || true
+  if [[ -n ${ALLOCGUARD_BENCH_KEEP:-} ]]; then
+    echo "operator_memory_bench: kept $work" >&2
+  else
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+
+log() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
+now() { date +%s.%N; }
+# VmRSS and RssAnon of a process in KiB: "<rss> <anon>".
+mem_kib() {
+  awk '/^VmRSS:/ {r = $2} /^RssAnon:/ {a = $2} END {print r + 0, a + 0}' "/proc/$1/status"
+}
+mib() { awk -v k="$1" 'BEGIN {printf "%.1f MiB", k / 1024}'; }
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# --- operator binary ----------------------------------------------------------
+if ((with_operator)); then
+  if [[ ! -x $allocguard ]]; then
+    log "building $allocguard"
+    cmake -S "$repo" -B "$repo/build/release" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$repo/build/release" -j2 --target allocguard >/dev/null
+  fi
+  if ! "$allocguard" operator --help >/dev/null 2>&1; then
+    echo "operator_memory_bench: $allocguard has no 'operator' subcommand; use --no-operator" >&2
+    exit 1
+  fi
+fi
+
+# --- control plane ------------------------------------------------------------
+"$repo/e2e/cluster/down.sh" >/dev/null 2>&1 || true
+log "starting a control plane in $ALLOCGUARD_CLUSTER_DIR"
+"$repo/e2e/cluster/up.sh" >&2
+# shellcheck disable=SC1091
+source "$ALLOCGUARD_CLUSTER_DIR/env"
+apiserver_pid=$(cat "$ALLOCGUARD_CLUSTER_DIR/kube-apiserver.pid")
+etcd_pid=$(cat "$ALLOCGUARD_CLUSTER_DIR/etcd.pid")
+
+kubectl apply -f "$repo/crds/" >/dev/null
+for crd in $(kubectl get crd -o name | grep allocguard.io); do
+  kubectl wait --for condition=Established --timeout=60s "$crd" >/dev/null
+done
+operator_ns=allocguard-system
+bench_ns=allocguard-bench
+kubectl create namespace "$operator_ns" >/dev/null
+kubectl create namespace "$bench_ns" >/dev/null
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: allocguard.io/v1alpha1
+kind: AllocatorPolicy
+metadata:
+  name: bench-jemalloc
+  namespace: $bench_ns
+spec:
+  selector:
+    matchLabels:
+      app: bench
+  allocator:
+    name: jemalloc
+  rollout:
+    mode: Audit
+  canary:
+    load:
+      port: 8080
+      requests:
+        - name: health
+          path: /healthz
+YAML
+
+# --- operator, idle -----------------------------------------------------------
+probe_port=$(free_port)
+metrics_port=$(free_port)
+webhook_port=$(free_port)
+if ((with_operator)); then
+  log "starting $allocguard operator"
+  "$allocguard" operator --kubeconfig "$KUBECONFIG" --leader-elect=false \
+    --health-probe-bind-address "127.0.0.1:$probe_port" \
+    --metrics-bind-address "127.0.0.1:$metrics_port" \
+    --webhook-bind-address "127.0.0.1:$webhook_port" \
+    --namespace "$operator_ns" >"$work/operator.log" 2>&1 &
+  operator_pid=$!
+  for ((i = 0; ; i++)); do
+    if curl -fs "http://127.0.0.1:$probe_port/readyz" >/dev/null 2>&1; then break; fi
+    if ! kill -0 "$operator_pid" 2>/dev/null || ((i >= 480)); then
+      echo "operator_memory_bench: the operator did not become ready; its log:" >&2
+      tail -n 30 "$work/operator.log" >&2
+      exit 1
+    fi
+    sleep 0.25
+  done
+  log "operator ready; letting it settle for 10 s"
+  sleep 10
+  read -r idle_rss idle_anon < <(mem_kib "$operator_pid")
+fi
+
+# --- Deployments --------------------------------------------------------------
+# Files of $batch Deployments each, as a user's manifests would look: one
+# container with ports, resources, env and probes (about 1.5 KiB in etcd).
+log "writing $deployments Deployments in files of $batch"
+python3 - "$work" "$deployments" "$batch" "$bench_ns" <<'PY'
+import sys
+work, total, batch, ns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+doc = """apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: bench-{i:05d}
+  namespace: {ns}
+  labels: {{app: bench, tier: backend}}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {{app: bench, instance: bench-{i:05d}}}
+  template:
+    metadata:
+      labels: {{app: bench, instance: bench-{i:05d}}}
+    spec:
+      containers:
+      - name: server
+        image: registry.example/bench/server:1.{i}
+        ports: [{{containerPort: 8080, name: http}}]
+        env: [{{name: MODE, value: production}}, {{name: INSTANCE, value: bench-{i:05d}}}]
+        resources:
+          requests: {{cpu: 100m, memory: 128Mi}}
+          limits: {{memory: 512Mi}}
+        readinessProbe:
+          httpGet: {{path: /healthz, port: 8080}}
+"""
+for start in range(0, total, batch):
+    with open(f"{work}/deployments-{start:05d}.yaml", "w") as f:
+        f.write("---\n".join(doc.format(i=i, ns=ns) for i in range(start, min(total, start + batch))))
+PY
+
+read -r api_rss_before _ < <(mem_kib "$apiserver_pid")
+read -r etcd_rss_before _ < <(mem_kib "$etcd_pid")
+log "creating $deployments Deployments, $parallel kubectl at a time"
+t0=$(now)
+ls "$work"/deployments-*.yaml |
+  xargs -P "$parallel" -I{} sh -c 'kubectl create -f "$1" >/dev/null' _ {}
+t1=$(now)
+created=$(kubectl get deployments -n "$bench_ns" --no-headers 2>/dev/null | wc -l)
+create_seconds=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')
+log "created $created Deployments in ${create_seconds} s"
+object_bytes=$(kubectl get deployment -n "$bench_ns" bench-00000 -o json | wc -c)
+
+# --- operator, with the Deployments -----------------------------------------
+# Done when the operator's governed-count gauge reaches $deployments, or else
+# when its RSS has moved by less than 1 % (and 1 MiB) over 20 s.
+seen_by=
+if ((with_operator)); then
+  log "waiting for the operator to take in the Deployments"
+  t2=$(now)
+  samples=()
+  for ((i = 0; i < 300; i++)); do
+    sleep 2
+    kill -0 "$operator_pid" 2>/dev/null || { echo "operator exited" >&2; tail -n 30 "$work/operator.log" >&2; exit 1; }
+    governed=$(curl -fs "http://127.0.0.1:$metrics_port/metrics" 2>/dev/null |
+      awk -v m="$governed_metric" '$1 == m || index($1, m "{") == 1 {s += $2} END {print s + 0}')
+    read -r rss _ < <(mem_kib "$operator_pid")
+    samples+=("$rss")
+    if ((governed >= deployments)) && [[ -z $seen_by ]]; then
+      seen_by=$(awk -v a="$t2" -v b="$(now)" 'BEGIN {printf "%.0f", b - a}')
+      log "the operator reports $governed governed Deployments after ${seen_by} s; 20 s more to settle"
+      samples=("$rss")
+    fi
+    if ((${#samples[@]} >= 11)); then
+      window=("${samples[@]: -11}")
+      if printf '%s\n' "${window[@]}" | awk '
+          NR == 1 {lo = hi = $1} {if ($1 < lo) lo = $1; if ($1 > hi) hi = $1}
+          END {exit !((hi - lo) <= 1024 && (hi - lo) <= hi / 100)}'; then
+        break
+      fi
+    fi
+  done
+  read -r full_rss full_anon < <(mem_kib "$operator_pid")
+fi
+read -r api_rss_after _ < <(mem_kib "$apiserver_pid")
+read -r etcd_rss_after _ < <(mem_kib "$etcd_pid")
+
+# --- report -------------------------------------------------------------------
+echo "operator memory benchmark: $created Deployments labelled app=bench, AllocatorPolicy in Audit mode"
+echo "  creation: $created Deployments in ${create_seconds} s ($parallel kubectl create of $batch each)," \
+  "$object_bytes bytes of JSON each"
+if ((with_operator)); then
+  echo "  operator idle:             VmRSS $(mib "$idle_rss"), RssAnon $(mib "$idle_anon")"
+  echo "  operator with Deployments: VmRSS $(mib "$full_rss"), RssAnon $(mib "$full_anon")"
+  awk -v a="$idle_rss" -v b="$full_rss" -v c="$idle_anon" -v d="$full_anon" -v n="$created" \
+    'BEGIN {printf "  per Deployment:            VmRSS %.0f bytes, RssAnon %.0f bytes\n",
+            (b - a) * 1024 / n, (d - c) * 1024 / n}'
+  if [[ -n $seen_by ]]; then
+    echo "  the operator's $governed_metric reached $deployments ${seen_by} s after creation ended"
+  else
+    echo "  ($governed_metric not reported; waited for the operator's RSS to settle)"
+  fi
+fi
+echo "  kube-apiserver VmRSS: $(mib "$api_rss_before") before, $(mib "$api_rss_after") after"
+echo "  etcd VmRSS:           $(mib "$etcd_rss_before") before, $(mib "$etcd_rss_after") after"
