@@ -160,4 +160,47 @@ class StreamingHttpClient : public HttpClient {
 Result<std::unique_ptr<StreamingHttpClient>> NewStreamingHttpClient(
     const StreamingHttpClientOptions& options);
 
+// ---------------------------------------------------------------------------
+// HTTPS server, for admission webhooks.
+
+// A serving certificate: the PEM chain (leaf first, then intermediates) and
+// the leaf's PEM private key.
+struct TlsKeyPair {
+  std::string cert_chain_pem;
+  std::string key_pem;
+};
+
+// Supplies the key pair to present. Called on every TLS handshake from the
+// server's worker threads: it must be thread-safe and cheap (return a cached
+// shared_ptr). A pair is parsed once per distinct shared_ptr, so returning a
+// new pointer is how a rotated certificate takes effect: the next handshake
+// presents it, with no restart. nullptr, or a pair that does not parse or
+// whose key does not match, keeps the last good pair; handshakes fail only
+// while no good pair has ever been supplied.
+using TlsKeyPairProvider = std::function<std::shared_ptr<const TlsKeyPair>()>;
+
+struct HttpsServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0 picks a free port; see HttpServer::port()
+  int worker_threads = 8;
+  // Bounds the TLS handshake, each read of a request and each write of a
+  // response, so a slow or silent peer cannot hold a worker for long.
+  std::chrono::milliseconds read_timeout{10000};
+  std::chrono::milliseconds write_timeout{10000};
+  // Idle time and request count after which a kept-alive connection closes.
+  std::chrono::seconds keep_alive_timeout{30};
+  int keep_alive_max_requests = 1000;
+  // Larger request bodies are answered 413 without reaching a handler.
+  size_t max_request_body_bytes = 1u << 20;
+  TlsKeyPairProvider key_pair;  // required
+};
+
+// An HTTPS server: TLS 1.2 minimum, ECDHE with AEAD ciphers only for TLS 1.2,
+// the certificate chosen per handshake from options.key_pair. It speaks
+// HTTP/1.1 only (cpp-httplib has no HTTP/2, and no ALPN protocol is offered),
+// which is also what kubebuilder operators enforce on webhook servers since
+// the HTTP/2 rapid-reset advisories. Fails with kInvalidArgument when
+// options.key_pair is empty.
+Result<std::unique_ptr<HttpServer>> NewHttpsServer(const HttpsServerOptions& options);
+
 }  // namespace allocguard::net

@@ -123,11 +123,19 @@ class PlainHttpClient final : public HttpClient {
 
 class HttplibServer final : public HttpServer {
  public:
-  explicit HttplibServer(const HttpServerOptions& options) : options_(options) {
-    int threads = std::max(1, options.worker_threads);
-    server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    server_.set_read_timeout(options.read_timeout);
+  // owned_state lives as long as the server and is destroyed after it (the
+  // TLS certificate selector that the SSL context calls into).
+  HttplibServer(std::unique_ptr<httplib::Server> server, std::string host, int port,
+                int worker_threads, std::shared_ptr<void> owned_state = nullptr)
+      : owned_state_(std::move(owned_state)),
+        server_(std::move(server)),
+        host_(std::move(host)),
+        requested_port_(port) {
+    int threads = std::max(1, worker_threads);
+    server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   }
+
+  httplib::Server& server() { return *server_; }
 
   void Handle(const std::string& method, const std::string& path, HttpHandler handler) override {
     auto adapter = [handler = std::move(handler)](const httplib::Request& req,
@@ -151,39 +159,42 @@ class HttplibServer final : public HttpServer {
       res.set_content(std::move(out.body), content_type.c_str());
     };
     if (method == "GET") {
-      server_.Get(path, adapter);
+      server_->Get(path, adapter);
     } else if (method == "POST") {
-      server_.Post(path, adapter);
+      server_->Post(path, adapter);
     } else if (method == "PUT") {
-      server_.Put(path, adapter);
+      server_->Put(path, adapter);
     } else if (method == "DELETE") {
-      server_.Delete(path, adapter);
+      server_->Delete(path, adapter);
     } else if (method == "PATCH") {
-      server_.Patch(path, adapter);
+      server_->Patch(path, adapter);
     }
   }
 
   Status Bind() override {
-    if (options_.port == 0) {
-      int port = server_.bind_to_any_port(options_.host);
-      if (port < 0) return Unavailable("cannot bind " + options_.host + ":0");
+    if (!server_->is_valid()) return Internal("the HTTP server could not be set up");
+    if (requested_port_ == 0) {
+      int port = server_->bind_to_any_port(host_);
+      if (port < 0) return Unavailable("cannot bind " + host_ + ":0");
       port_ = port;
     } else {
-      if (!server_.bind_to_port(options_.host, options_.port)) {
-        return Unavailable("cannot bind " + options_.host + ":" + std::to_string(options_.port));
+      if (!server_->bind_to_port(host_, requested_port_)) {
+        return Unavailable("cannot bind " + host_ + ":" + std::to_string(requested_port_));
       }
-      port_ = options_.port;
+      port_ = requested_port_;
     }
     return Status::Ok();
   }
 
-  void Serve() override { server_.listen_after_bind(); }
-  void Stop() override { server_.stop(); }
+  void Serve() override { server_->listen_after_bind(); }
+  void Stop() override { server_->stop(); }
   int port() const override { return port_; }
 
  private:
-  HttpServerOptions options_;
-  httplib::Server server_;
+  std::shared_ptr<void> owned_state_;  // declared first: outlives server_
+  std::unique_ptr<httplib::Server> server_;
+  std::string host_;
+  int requested_port_ = 0;
   int port_ = 0;
 };
 
@@ -198,7 +209,10 @@ Result<std::unique_ptr<HttpClient>> NewHttpClient(const HttpClientOptions& optio
 }
 
 std::unique_ptr<HttpServer> NewHttpServer(const HttpServerOptions& options) {
-  return std::make_unique<HttplibServer>(options);
+  auto server = std::make_unique<HttplibServer>(std::make_unique<httplib::Server>(), options.host,
+                                                options.port, options.worker_threads);
+  server->server().set_read_timeout(options.read_timeout);
+  return server;
 }
 
 std::string UrlDecode(const std::string& s) { return httplib::detail::decode_url(s, true); }
@@ -402,10 +416,12 @@ class HttplibStreamingClient final : public StreamingHttpClient {
 
 }  // namespace
 
-Result<std::unique_ptr<StreamingHttpClient>> NewStreamingHttpClient(
-    const StreamingHttpClientOptions& options) {
-  // cpp-httplib 0.11 sends without MSG_NOSIGNAL: a write to a connection the
-  // peer (or Cancel) closed would kill the process with SIGPIPE.
+namespace {
+
+// cpp-httplib 0.11 sends without MSG_NOSIGNAL (and OpenSSL writes through a
+// plain socket BIO): a write to a connection the peer (or Cancel) closed would
+// kill the process with SIGPIPE.
+void IgnoreSigpipeOnce() {
   static std::once_flag ignore_sigpipe;
   std::call_once(ignore_sigpipe, [] {
     struct sigaction current {};
@@ -413,6 +429,13 @@ Result<std::unique_ptr<StreamingHttpClient>> NewStreamingHttpClient(
       signal(SIGPIPE, SIG_IGN);
     }
   });
+}
+
+}  // namespace
+
+Result<std::unique_ptr<StreamingHttpClient>> NewStreamingHttpClient(
+    const StreamingHttpClientOptions& options) {
+  IgnoreSigpipeOnce();
   AG_ASSIGN_OR_RETURN(ParsedUrl url, ParseHttpUrl(options.base_url));
   std::unique_ptr<httplib::ClientImpl> client;
   std::string owned_ca_file;
@@ -480,6 +503,122 @@ Result<std::unique_ptr<StreamingHttpClient>> NewStreamingHttpClient(
   client->set_keep_alive(options.keep_alive);
   return std::unique_ptr<StreamingHttpClient>(
       std::make_unique<HttplibStreamingClient>(std::move(client), url.path_prefix, owned_ca_file));
+}
+
+// ---------------------------------------------------------------------------
+// HTTPS server.
+
+namespace {
+
+struct X509StackDeleter {
+  void operator()(STACK_OF(X509) * s) const { sk_X509_pop_free(s, X509_free); }
+};
+using X509StackPtr = std::unique_ptr<STACK_OF(X509), X509StackDeleter>;
+
+// Chooses the certificate of each handshake from a TlsKeyPairProvider,
+// parsing each distinct pair once. Thread-safe.
+class ServingCertificateSelector {
+ public:
+  explicit ServingCertificateSelector(TlsKeyPairProvider provider)
+      : provider_(std::move(provider)) {}
+
+  // SSL_CTX_set_cert_cb callback: 1 when a certificate was set, 0 to fail the
+  // handshake (only while no good pair has ever been supplied).
+  static int OnHandshake(SSL* ssl, void* arg) {
+    return static_cast<ServingCertificateSelector*>(arg)->Select(ssl);
+  }
+
+ private:
+  struct Parsed {
+    std::shared_ptr<const TlsKeyPair> source;
+    X509Ptr leaf;
+    X509StackPtr chain;
+    PkeyPtr key;
+  };
+
+  int Select(SSL* ssl) {
+    std::shared_ptr<const TlsKeyPair> offered = provider_ ? provider_() : nullptr;
+    std::shared_ptr<const Parsed> use;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (offered != nullptr && (current_ == nullptr || offered != current_->source) &&
+          offered != rejected_) {
+        if (auto parsed = Parse(offered)) {
+          current_ = std::move(parsed);
+        } else {
+          rejected_ = offered;  // not parsed again on every handshake
+        }
+      }
+      use = current_;
+    }
+    if (use == nullptr) return 0;
+    // Takes its own references to the certificate, key and chain.
+    return SSL_use_cert_and_key(ssl, use->leaf.get(), use->key.get(), use->chain.get(), 1) == 1 ? 1
+                                                                                                : 0;
+  }
+
+  static std::shared_ptr<const Parsed> Parse(const std::shared_ptr<const TlsKeyPair>& pair) {
+    auto certs = ParseCertificates(pair->cert_chain_pem, "serving certificate");
+    if (!certs.ok()) return nullptr;
+    auto key = ParsePrivateKey(pair->key_pem);
+    if (!key.ok()) return nullptr;
+    if (X509_check_private_key(certs->front().get(), key->get()) != 1) {
+      ERR_clear_error();
+      return nullptr;
+    }
+    auto out = std::make_shared<Parsed>();
+    out->source = pair;
+    out->key = std::move(*key);
+    out->chain.reset(sk_X509_new_null());
+    if (out->chain == nullptr) return nullptr;
+    for (size_t i = 1; i < certs->size(); ++i) {
+      if (sk_X509_push(out->chain.get(), (*certs)[i].get()) > 0) (*certs)[i].release();
+    }
+    out->leaf = std::move(certs->front());
+    return out;
+  }
+
+  TlsKeyPairProvider provider_;
+  std::mutex mu_;
+  std::shared_ptr<const Parsed> current_;
+  std::shared_ptr<const TlsKeyPair> rejected_;
+};
+
+// Forward secrecy and AEAD only for TLS 1.2; TLS 1.3 suites are all fine.
+constexpr const char* kTls12Ciphers =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+
+}  // namespace
+
+Result<std::unique_ptr<HttpServer>> NewHttpsServer(const HttpsServerOptions& options) {
+  if (!options.key_pair) return InvalidArgument("an HTTPS server needs a key pair provider");
+  IgnoreSigpipeOnce();
+  auto selector = std::make_shared<ServingCertificateSelector>(options.key_pair);
+  // No ALPN callback is installed, so a client offering "h2" falls back to
+  // HTTP/1.1: cpp-httplib has no HTTP/2, and HTTP/2 stays off on purpose.
+  auto server = std::make_unique<httplib::SSLServer>([&selector](SSL_CTX& ctx) {
+    if (SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION) != 1) return false;
+    if (SSL_CTX_set_cipher_list(&ctx, kTls12Ciphers) != 1) return false;
+    SSL_CTX_set_options(
+        &ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+    SSL_CTX_set_cert_cb(&ctx, &ServingCertificateSelector::OnHandshake, selector.get());
+    return true;
+  });
+  if (!server->is_valid()) {
+    ERR_clear_error();
+    return Internal("cannot set up the TLS context of the HTTPS server");
+  }
+  server->set_read_timeout(options.read_timeout);
+  server->set_write_timeout(options.write_timeout);
+  server->set_keep_alive_timeout(std::max<time_t>(1, options.keep_alive_timeout.count()));
+  server->set_keep_alive_max_count(
+      static_cast<size_t>(std::max(1, options.keep_alive_max_requests)));
+  server->set_payload_max_length(options.max_request_body_bytes);
+  server->set_tcp_nodelay(true);
+  return std::unique_ptr<HttpServer>(std::make_unique<HttplibServer>(
+      std::move(server), options.host, options.port, options.worker_threads, std::move(selector)));
 }
 
 }  // namespace allocguard::net

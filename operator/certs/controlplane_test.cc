@@ -1,0 +1,219 @@
+// CertificateManager against a real etcd + kube-apiserver (e2e/cluster/up.sh).
+// Skipped when ALLOCGUARD_TEST_KUBECONFIG is unset.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "operator/certs/certificate_manager.h"
+#include "operator/certs/x509.h"
+#include "operator/kube/client.h"
+#include "operator/kube/config.h"
+
+namespace allocguard::certs {
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+std::string RandomSuffix() {
+  static std::mt19937 rng(std::random_device{}());
+  std::string s;
+  for (int i = 0; i < 6; ++i) s.push_back("abcdefghijklmnopqrstuvwxyz0123456789"[rng() % 36]);
+  return s;
+}
+
+class CertsControlPlaneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string kubeconfig = Env("ALLOCGUARD_TEST_KUBECONFIG");
+    if (kubeconfig.empty()) GTEST_SKIP() << "no control plane: ALLOCGUARD_TEST_KUBECONFIG unset";
+    auto config = kube::LoadKubeconfig({kubeconfig, "", "", ""});
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    auto client = kube::Client::Create(*config);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_ = std::move(*client);
+    ns_ = "certs-" + RandomSuffix();
+    ASSERT_TRUE(client_->Create(kube::Namespaces(), "", {{"metadata", {{"name", ns_}}}}).ok());
+    webhook_ = "allocguard-test-" + RandomSuffix();
+    kube::Object config_object = {
+        {"apiVersion", "admissionregistration.k8s.io/v1"},
+        {"kind", "MutatingWebhookConfiguration"},
+        {"metadata", {{"name", webhook_}}},
+        {"webhooks",
+         {{{"name", "pods.allocguard.io"},
+           {"admissionReviewVersions", {"v1"}},
+           {"sideEffects", "None"},
+           {"failurePolicy", "Ignore"},
+           {"clientConfig", {{"url", "https://127.0.0.1:9443/mutate-pods"}}},
+           {"namespaceSelector",
+            {{"matchLabels", {{"allocguard-test", "never-matches-" + webhook_}}}}},
+           {"rules",
+            {{{"operations", {"CREATE"}},
+              {"apiGroups", {""}},
+              {"apiVersions", {"v1"}},
+              {"resources", {"pods"}}}}}},
+          {{"name", "deployments.allocguard.io"},
+           {"admissionReviewVersions", {"v1"}},
+           {"sideEffects", "None"},
+           {"failurePolicy", "Ignore"},
+           {"clientConfig", {{"url", "https://127.0.0.1:9443/mutate-deployments"}}},
+           {"namespaceSelector",
+            {{"matchLabels", {{"allocguard-test", "never-matches-" + webhook_}}}}},
+           {"rules",
+            {{{"operations", {"UPDATE"}},
+              {"apiGroups", {"apps"}},
+              {"apiVersions", {"v1"}},
+              {"resources", {"deployments"}}}}}}}}};
+    auto created = client_->Create(kube::MutatingWebhookConfigurations(), "", config_object);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+  }
+  void TearDown() override {
+    if (client_ == nullptr) return;
+    (void)client_->Delete(kube::MutatingWebhookConfigurations(), "", webhook_);
+    (void)client_->Delete(kube::Namespaces(), "", ns_);
+  }
+
+  CertificateManagerOptions Options(Clock* clock) {
+    CertificateManagerOptions o;
+    o.secret_namespace = ns_;
+    o.secret_name = "webhook-tls";
+    o.dns_names = ServiceDnsNames("allocguard-webhook", ns_);
+    o.ip_addresses = {"127.0.0.1"};
+    o.mutating_webhook_configurations = {webhook_};
+    o.clock = clock;
+    return o;
+  }
+
+  // The caBundle of every webhook in the configuration, decoded.
+  std::vector<std::string> CaBundles() {
+    std::vector<std::string> out;
+    auto got = client_->Get(kube::MutatingWebhookConfigurations(), "", webhook_);
+    EXPECT_TRUE(got.ok());
+    if (!got.ok()) return out;
+    for (const auto& hook : (*got)["webhooks"]) {
+      auto decoded = kube::DecodeBase64(hook["clientConfig"].value("caBundle", ""));
+      out.push_back(decoded.ok() ? *decoded : "<bad base64>");
+    }
+    return out;
+  }
+
+  std::string SecretField(const char* key) {
+    auto got = client_->Get(kube::Secrets(), ns_, "webhook-tls");
+    EXPECT_TRUE(got.ok());
+    if (!got.ok()) return "";
+    auto decoded = kube::DecodeBase64((*got)["data"].value(key, ""));
+    return decoded.ok() ? *decoded : "";
+  }
+
+  std::unique_ptr<kube::Client> client_;
+  std::string ns_;
+  std::string webhook_;
+};
+
+TEST_F(CertsControlPlaneTest, CreatesTheSecretSharesItAndWritesTheCaBundle) {
+  CertificateManager first(client_.get(), Options(RealClock::Get()));
+  Status tick = first.Tick();
+  ASSERT_TRUE(tick.ok()) << tick.ToString();
+  auto pair = first.Current();
+  ASSERT_NE(pair, nullptr);
+
+  auto secret = client_->Get(kube::Secrets(), ns_, "webhook-tls");
+  ASSERT_TRUE(secret.ok()) << secret.status().ToString();
+  EXPECT_EQ((*secret)["type"], "kubernetes.io/tls");
+  EXPECT_EQ(SecretField(kSecretCertKey), pair->cert_chain_pem);
+  EXPECT_EQ(SecretField(kSecretCaKey), pair->ca_bundle_pem);
+  EXPECT_TRUE(KeyMatchesCertificate(SecretField(kSecretCaKey), SecretField(kSecretCaKeyKey)));
+  EXPECT_TRUE(IsSignedBy(pair->cert_chain_pem, pair->ca_bundle_pem));
+  auto leaf = ParseCertificates(pair->cert_chain_pem);
+  ASSERT_TRUE(leaf.ok());
+  EXPECT_EQ(leaf->front().dns_names, ServiceDnsNames("allocguard-webhook", ns_));
+  EXPECT_EQ(leaf->front().ip_addresses, std::vector<std::string>{"127.0.0.1"});
+  EXPECT_EQ(CaBundles(), (std::vector<std::string>{pair->ca_bundle_pem, pair->ca_bundle_pem}));
+
+  // A second replica adopts the same certificate instead of making its own.
+  const std::string rv = secret->at("metadata").value("resourceVersion", "");
+  CertificateManager second(client_.get(), Options(RealClock::Get()));
+  ASSERT_TRUE(second.Tick().ok());
+  ASSERT_NE(second.Current(), nullptr);
+  EXPECT_EQ(second.Current()->cert_chain_pem, pair->cert_chain_pem);
+  EXPECT_EQ(second.Current()->key_pem, pair->key_pem);
+  auto again = client_->Get(kube::Secrets(), ns_, "webhook-tls");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->at("metadata").value("resourceVersion", ""), rv) << "the Secret was rewritten";
+}
+
+TEST_F(CertsControlPlaneTest, AReplicaThatMayNotWriteOnlyReads) {
+  auto options = Options(RealClock::Get());
+  options.may_write = [] { return false; };
+  CertificateManager follower(client_.get(), options);
+  ASSERT_TRUE(follower.Tick().ok());
+  EXPECT_EQ(follower.Current(), nullptr);
+  EXPECT_TRUE(client_->Get(kube::Secrets(), ns_, "webhook-tls").error().IsNotFound());
+  CertificateManager leader(client_.get(), Options(RealClock::Get()));
+  ASSERT_TRUE(leader.Tick().ok());
+  ASSERT_TRUE(follower.Tick().ok());
+  ASSERT_NE(follower.Current(), nullptr);
+  EXPECT_EQ(follower.Current()->cert_chain_pem, leader.Current()->cert_chain_pem);
+}
+
+TEST_F(CertsControlPlaneTest, ARacingReplicaDoesNotOverwriteAFreshCertificate) {
+  // Both replicas see the serving certificate due; one renews first, the
+  // other's guarded update conflicts and it adopts the winner's certificate.
+  FakeClock clock;
+  clock.Advance(std::chrono::system_clock::now().time_since_epoch());
+  CertificateManager a(client_.get(), Options(&clock));
+  ASSERT_TRUE(a.Tick().ok());
+  const std::string original = a.Current()->cert_chain_pem;
+  clock.Advance(std::chrono::hours(24 * 61));  // past 2/3 of 90 days
+  ASSERT_TRUE(a.Tick().ok());
+  const std::string renewed = a.Current()->cert_chain_pem;
+  EXPECT_NE(renewed, original);
+  CertificateManager b(client_.get(), Options(&clock));
+  ASSERT_TRUE(b.Tick().ok());
+  EXPECT_EQ(b.Current()->cert_chain_pem, renewed);
+  EXPECT_EQ(SecretField(kSecretCertKey), renewed);
+}
+
+TEST_F(CertsControlPlaneTest, CaRotationPublishesBothCasBeforeSwitchingTheServingCertificate) {
+  FakeClock clock;
+  clock.Advance(std::chrono::system_clock::now().time_since_epoch());
+  auto options = Options(&clock);
+  CertificateManager manager(client_.get(), options);
+  ASSERT_TRUE(manager.Tick().ok());
+  const std::string old_ca = manager.Current()->ca_bundle_pem;
+  const RotationPolicy& policy = options.policy;
+
+  // Past 2/3 of the CA's life: the new CA joins the bundle, in the Secret and
+  // in every webhook; the serving certificate still comes from the old CA.
+  clock.Advance(std::chrono::duration_cast<Clock::Duration>(policy.ca_validity * 0.7));
+  Status tick = manager.Tick();
+  ASSERT_TRUE(tick.ok()) << tick.ToString();
+  auto during = manager.Current();
+  auto bundle = ParseCertificates(during->ca_bundle_pem);
+  ASSERT_TRUE(bundle.ok());
+  ASSERT_EQ(bundle->size(), 2u);
+  EXPECT_EQ((*bundle)[0].pem, old_ca);
+  const std::string new_ca = (*bundle)[1].pem;
+  EXPECT_EQ(CaBundles(), (std::vector<std::string>{old_ca + new_ca, old_ca + new_ca}));
+  EXPECT_TRUE(IsSignedBy(during->cert_chain_pem, old_ca));
+  EXPECT_EQ(manager.last_decision().action, RotationAction::kNone);
+
+  // Once the bundle has propagated, the serving certificate moves to the new CA.
+  clock.Advance(policy.bundle_propagation);
+  ASSERT_TRUE(manager.Tick().ok());
+  EXPECT_TRUE(IsSignedBy(manager.Current()->cert_chain_pem, new_ca));
+  EXPECT_EQ(manager.Current()->ca_bundle_pem, old_ca + new_ca);
+
+  // After the overlap, the old CA leaves the Secret and the webhooks.
+  clock.Advance(policy.ca_overlap + policy.backdate);
+  ASSERT_TRUE(manager.Tick().ok());
+  EXPECT_EQ(manager.Current()->ca_bundle_pem, new_ca);
+  EXPECT_EQ(CaBundles(), (std::vector<std::string>{new_ca, new_ca}));
+}
+
+}  // namespace
+}  // namespace allocguard::certs
