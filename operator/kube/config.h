@@ -115,5 +115,7 @@ Result<RestConfig> InClusterConfigFromEnvironment();
 
 // base64 (standard alphabet, padding optional, whitespace ignored).
 Result<std::string> DecodeBase64(const std::string& text);
+// base64, standard alphabet, padded (as Secret data and caBundle want it).
+std::string EncodeBase64(const std::string& data);
 
 }  // namespace allocguard::kube

@@ -12,6 +12,19 @@
 namespace allocguard::kube {
 namespace {
 
+TEST(Base64Test, EncodesWithPaddingAndRoundTrips) {
+  EXPECT_EQ(EncodeBase64(""), "");
+  EXPECT_EQ(EncodeBase64("f"), "Zg==");
+  EXPECT_EQ(EncodeBase64("fo"), "Zm8=");
+  EXPECT_EQ(EncodeBase64("foo"), "Zm9v");
+  EXPECT_EQ(EncodeBase64("foobar"), "Zm9vYmFy");
+  std::string binary;
+  for (int i = 0; i < 256; ++i) binary.push_back(static_cast<char>(i));
+  auto back = DecodeBase64(EncodeBase64(binary));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, binary);
+}
+
 class TempDir {
  public:
   TempDir() {
