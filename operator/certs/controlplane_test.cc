@@ -161,21 +161,36 @@ TEST_F(CertsControlPlaneTest, AReplicaThatMayNotWriteOnlyReads) {
 }
 
 TEST_F(CertsControlPlaneTest, ARacingReplicaDoesNotOverwriteAFreshCertificate) {
-  // Both replicas see the serving certificate due; one renews first, the
-  // other's guarded update conflicts and it adopts the winner's certificate.
+  // Both replicas see the serving certificate due. B reads the Secret, then
+  // A renews it before B writes: B's guarded update conflicts, and B adopts
+  // A's certificate instead of replacing it with its own.
   FakeClock clock;
   clock.Advance(std::chrono::system_clock::now().time_since_epoch());
   CertificateManager a(client_.get(), Options(&clock));
   ASSERT_TRUE(a.Tick().ok());
   const std::string original = a.Current()->cert_chain_pem;
+  auto b_options = Options(&clock);
+  CertificateManager b(client_.get(), b_options);
+  ASSERT_TRUE(b.Tick().ok());
+  EXPECT_EQ(b.Current()->cert_chain_pem, original);
+
   clock.Advance(std::chrono::hours(24 * 61));  // past 2/3 of 90 days
-  ASSERT_TRUE(a.Tick().ok());
+  bool raced = false;
+  b_options.may_write = [&] {  // called by b.Tick() after it read the Secret
+    if (!raced) {
+      raced = true;
+      EXPECT_TRUE(a.Tick().ok());
+    }
+    return true;
+  };
+  CertificateManager b_racing(client_.get(), b_options);
+  Status tick = b_racing.Tick();
+  ASSERT_TRUE(tick.ok()) << tick.ToString();
+  ASSERT_TRUE(raced);
   const std::string renewed = a.Current()->cert_chain_pem;
   EXPECT_NE(renewed, original);
-  CertificateManager b(client_.get(), Options(&clock));
-  ASSERT_TRUE(b.Tick().ok());
-  EXPECT_EQ(b.Current()->cert_chain_pem, renewed);
-  EXPECT_EQ(SecretField(kSecretCertKey), renewed);
+  EXPECT_EQ(SecretField(kSecretCertKey), renewed) << "B overwrote A's fresh certificate";
+  EXPECT_EQ(b_racing.Current()->cert_chain_pem, renewed);
 }
 
 TEST_F(CertsControlPlaneTest, CaRotationPublishesBothCasBeforeSwitchingTheServingCertificate) {
