@@ -31,10 +31,14 @@ struct LabelSelectorRequirement {
   std::string key;
   std::string op;  // "In" | "NotIn" | "Exists" | "DoesNotExist"   (operator)
   std::vector<std::string> values;
+
+  bool operator==(const LabelSelectorRequirement&) const = default;
 };
 struct LabelSelector {
   std::map<std::string, std::string> match_labels;          // matchLabels
   std::vector<LabelSelectorRequirement> match_expressions;  // matchExpressions
+
+  bool operator==(const LabelSelector&) const = default;
 };
 
 // spec.allocator. Tunables exist only for the allocator they belong to (a CEL
@@ -42,22 +46,26 @@ struct LabelSelector {
 struct AllocatorSpec {
   Allocator name = Allocator::kJemalloc;  // name: glibc|jemalloc|mimalloc|tcmalloc
   // glibc: {arenaMax, trimThreshold, mmapThreshold}
-  std::optional<int> glibc_arena_max;              // MALLOC_ARENA_MAX
-  std::optional<int64_t> glibc_trim_threshold;     // MALLOC_TRIM_THRESHOLD_ (bytes)
-  std::optional<int64_t> glibc_mmap_threshold;     // MALLOC_MMAP_THRESHOLD_ (bytes)
+  std::optional<int> glibc_arena_max;           // MALLOC_ARENA_MAX
+  std::optional<int64_t> glibc_trim_threshold;  // MALLOC_TRIM_THRESHOLD_ (bytes)
+  std::optional<int64_t> glibc_mmap_threshold;  // MALLOC_MMAP_THRESHOLD_ (bytes)
   // jemalloc: {mallocConf}, e.g. "background_thread:true,dirty_decay_ms:1000"
-  std::string jemalloc_malloc_conf;                // MALLOC_CONF
+  std::string jemalloc_malloc_conf;  // MALLOC_CONF
   // mimalloc: {options: {purge_delay: "0"}} -> MIMALLOC_PURGE_DELAY=0
   std::map<std::string, std::string> mimalloc_options;
   // tcmalloc (gperftools): {releaseRate, maxTotalThreadCacheBytes}
-  std::optional<double> tcmalloc_release_rate;               // TCMALLOC_RELEASE_RATE
-  std::optional<int64_t> tcmalloc_max_total_thread_cache;    // TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES
+  std::optional<double> tcmalloc_release_rate;             // TCMALLOC_RELEASE_RATE
+  std::optional<int64_t> tcmalloc_max_total_thread_cache;  // TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES
+
+  bool operator==(const AllocatorSpec&) const = default;
 };
 
 // spec.limits.
 struct LimitsSpec {
   std::optional<int64_t> memory_bytes;  // memory: "2Gi"; the container limit to check against peak
   int64_t max_floor_slope_bytes_per_hour = 512LL << 20;  // maxFloorSlopePerHour: "512Mi"
+
+  bool operator==(const LimitsSpec&) const = default;
 };
 
 // One request of the canary's load; mirrors replay::RequestSpec.
@@ -68,8 +76,10 @@ struct LoadRequestSpec {
   std::string body;
   std::string content_type;  // contentType
   double weight = 1;
-  int64_t key_space = 1;          // keySpace
+  int64_t key_space = 1;  // keySpace
   std::vector<int> expect = {200};
+
+  bool operator==(const LoadRequestSpec&) const = default;
 };
 
 // spec.canary.load; mirrors replay::LoadSpec. The driver reaches the workload
@@ -85,17 +95,21 @@ struct LoadSpec {
   std::chrono::milliseconds late_after{1000};        // lateAfter
   std::chrono::milliseconds request_timeout{30000};  // requestTimeout
   std::vector<LoadRequestSpec> requests;
+
+  bool operator==(const LoadSpec&) const = default;
 };
 
 // A variant run beside the candidate on the identical load.
 struct VariantSpec {
   std::string name;  // DNS label; "candidate" is reserved for the template as injected
   AllocatorSpec allocator;
+
+  bool operator==(const VariantSpec&) const = default;
 };
 
 // spec.canary.
 struct CanarySpec {
-  std::chrono::seconds duration{15 * 60};         // duration: "15m"
+  std::chrono::seconds duration{15 * 60};           // duration: "15m"
   std::chrono::milliseconds sample_interval{2000};  // sampleInterval: "2s"
   LoadSpec load;
   std::vector<VariantSpec> variants;  // default: one glibc baseline
@@ -104,16 +118,22 @@ struct CanarySpec {
   // or give the glibc variant MALLOC_ARENA_MAX = 8 x productionCPUs.
   std::map<std::string, std::string> node_selector;  // nodeSelector
   std::optional<int> production_cpus;                // productionCPUs
+
+  bool operator==(const CanarySpec&) const = default;
 };
 
 struct RolloutSpec {
   RolloutMode mode = RolloutMode::kAudit;  // mode: Enforce|Audit|Off
+
+  bool operator==(const RolloutSpec&) const = default;
 };
 
 struct GuardSpec {
   bool enabled = false;
   std::optional<int64_t> threshold_bytes;  // threshold: "1536Mi" (anon + dirty)
   GuardAction action = GuardAction::kNone;
+
+  bool operator==(const GuardSpec&) const = default;
 };
 
 struct AllocatorPolicySpec {
@@ -124,6 +144,8 @@ struct AllocatorPolicySpec {
   CanarySpec canary;
   RolloutSpec rollout;
   GuardSpec guard;
+
+  bool operator==(const AllocatorPolicySpec&) const = default;
 };
 
 struct AllocatorPolicy {
@@ -132,19 +154,23 @@ struct AllocatorPolicy {
   std::string uid;
   int64_t generation = 0;
   AllocatorPolicySpec spec;
+
+  bool operator==(const AllocatorPolicy&) const = default;
 };
 
 // ReplayCanary spec: a snapshot of everything the run needs, so that a later
 // policy edit does not change a canary in flight.
 struct ReplayCanarySpec {
-  std::string policy;         // policyRef: {name}
+  std::string policy;                      // policyRef: {name}
   std::string target_kind = "Deployment";  // target: {kind, name}
   std::string target_name;
-  std::string template_hash;  // templateHash: the candidate template's key
-  std::string pod_template_json;  // template: the candidate's pod template (object)
+  std::string template_hash;          // templateHash: the candidate template's key
+  std::string pod_template_json;      // template: the candidate's pod template (object)
   AllocatorSpec candidate_allocator;  // candidate: {allocator}
   CanarySpec canary;                  // duration, sampleInterval, load, variants, nodeSelector...
   LimitsSpec limits;
+
+  bool operator==(const ReplayCanarySpec&) const = default;
 };
 
 struct ReplayCanary {
@@ -153,10 +179,12 @@ struct ReplayCanary {
   std::string uid;
   int64_t generation = 0;
   ReplayCanarySpec spec;
+
+  bool operator==(const ReplayCanary&) const = default;
 };
 
-std::string AllocatorName(Allocator allocator);      // "jemalloc"
-std::string RolloutModeName(RolloutMode mode);       // "Enforce"
-std::string GuardActionName(GuardAction action);     // "Backpressure"
+std::string AllocatorName(Allocator allocator);   // "jemalloc"
+std::string RolloutModeName(RolloutMode mode);    // "Enforce"
+std::string GuardActionName(GuardAction action);  // "Backpressure"
 
 }  // namespace allocguard::api
