@@ -223,8 +223,10 @@ void Gauge::Render(std::string* out) const {
 // --- Histogram ----------------------------------------------------------------
 
 void HistogramHandle::Observe(double value) const {
-  // First bound >= value; NaN compares false everywhere and lands in +Inf.
-  size_t bucket = std::lower_bound(bounds_->begin(), bounds_->end(), value) - bounds_->begin();
+  // The first bound >= value; NaN counts only in +Inf, as in client_golang.
+  size_t bucket = std::isnan(value) ? bounds_->size()
+                                    : std::lower_bound(bounds_->begin(), bounds_->end(), value) -
+                                          bounds_->begin();
   cell_->counts[bucket].fetch_add(1, std::memory_order_relaxed);
   cell_->sum.Add(value);
 }

@@ -103,6 +103,16 @@ TEST(RegistryTest, HistogramJustAboveABoundGoesToTheNextBucket) {
   EXPECT_THAT(text, HasSubstr("h_bucket{le=\"2\"} 1\n"));
 }
 
+TEST(RegistryTest, HistogramCountsNaNOnlyInInf) {
+  Registry registry;
+  Histogram& h = registry.AddHistogram("h", "h", {}, {1});
+  h.Observe(std::nan(""));
+  const std::string text = registry.Render();
+  EXPECT_THAT(text, HasSubstr("h_bucket{le=\"1\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("h_bucket{le=\"+Inf\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("h_sum NaN\n"));
+}
+
 TEST(RegistryTest, HistogramWithLabelsPutsLeLastAndDropsTrailingInf) {
   Registry registry;
   Histogram& h = registry.AddHistogram("op_seconds", "Op.", {"op"},
