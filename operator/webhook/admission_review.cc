@@ -1,0 +1,191 @@
+#include "operator/webhook/admission_review.h"
+
+namespace allocguard::webhook {
+namespace {
+
+using nlohmann::json;
+
+// The deepest nesting of [ and { outside strings; stops counting past limit.
+int JsonDepth(const std::string& text, int limit) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+      if (max_depth > limit) return max_depth;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+// Reads an optional string field; a present field of another type is an error.
+Status ReadString(const json& parent, const char* key, const std::string& where, std::string* out) {
+  auto it = parent.find(key);
+  if (it == parent.end() || it->is_null()) return Status::Ok();
+  if (!it->is_string()) return InvalidArgument(where + "." + key + " must be a string");
+  *out = it->get<std::string>();
+  return Status::Ok();
+}
+
+Status ReadObjectOrNull(const json& parent, const char* key, const std::string& where, json* out) {
+  auto it = parent.find(key);
+  if (it == parent.end() || it->is_null()) return Status::Ok();
+  if (!it->is_object()) return InvalidArgument(where + "." + key + " must be an object");
+  *out = *it;
+  return Status::Ok();
+}
+
+Status ParseRequest(const json& request, AdmissionRequest* out) {
+  const std::string r = "request";
+  AG_RETURN_IF_ERROR(ReadString(request, "uid", r, &out->uid));
+  if (out->uid.empty()) return InvalidArgument("request.uid is missing");
+
+  json kind = json::object();
+  AG_RETURN_IF_ERROR(ReadObjectOrNull(request, "kind", r, &kind));
+  AG_RETURN_IF_ERROR(ReadString(kind, "group", r + ".kind", &out->kind.group));
+  AG_RETURN_IF_ERROR(ReadString(kind, "version", r + ".kind", &out->kind.version));
+  AG_RETURN_IF_ERROR(ReadString(kind, "kind", r + ".kind", &out->kind.kind));
+  if (out->kind.kind.empty()) return InvalidArgument("request.kind.kind is missing");
+
+  json resource = json::object();
+  AG_RETURN_IF_ERROR(ReadObjectOrNull(request, "resource", r, &resource));
+  AG_RETURN_IF_ERROR(ReadString(resource, "group", r + ".resource", &out->resource.group));
+  AG_RETURN_IF_ERROR(ReadString(resource, "version", r + ".resource", &out->resource.version));
+  AG_RETURN_IF_ERROR(ReadString(resource, "resource", r + ".resource", &out->resource.resource));
+
+  AG_RETURN_IF_ERROR(ReadString(request, "subResource", r, &out->sub_resource));
+  AG_RETURN_IF_ERROR(ReadString(request, "operation", r, &out->operation));
+  if (out->operation != "CREATE" && out->operation != "UPDATE" && out->operation != "DELETE" &&
+      out->operation != "CONNECT") {
+    return InvalidArgument("request.operation \"" + out->operation +
+                           "\" is not CREATE, UPDATE, DELETE or CONNECT");
+  }
+  AG_RETURN_IF_ERROR(ReadString(request, "namespace", r, &out->namespace_));
+  AG_RETURN_IF_ERROR(ReadString(request, "name", r, &out->name));
+  AG_RETURN_IF_ERROR(ReadObjectOrNull(request, "object", r, &out->object));
+  AG_RETURN_IF_ERROR(ReadObjectOrNull(request, "oldObject", r, &out->old_object));
+  if (auto it = request.find("dryRun"); it != request.end() && !it->is_null()) {
+    if (!it->is_boolean()) return InvalidArgument("request.dryRun must be a boolean");
+    out->dry_run = it->get<bool>();
+  }
+  json user = json::object();
+  AG_RETURN_IF_ERROR(ReadObjectOrNull(request, "userInfo", r, &user));
+  AG_RETURN_IF_ERROR(ReadString(user, "username", r + ".userInfo", &out->user_info.username));
+  if (auto it = user.find("groups"); it != user.end() && !it->is_null()) {
+    if (!it->is_array()) return InvalidArgument("request.userInfo.groups must be an array");
+    for (const auto& g : *it) {
+      if (!g.is_string()) {
+        return InvalidArgument("request.userInfo.groups must hold strings");
+      }
+      out->user_info.groups.push_back(g.get<std::string>());
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+AdmissionResponse AdmissionResponse::Deny(std::string message) {
+  AdmissionResponse r;
+  r.allowed = false;
+  r.status_code = 403;
+  r.status_reason = "Forbidden";
+  r.status_message = std::move(message);
+  return r;
+}
+
+Result<AdmissionRequest> ParseAdmissionReview(const std::string& body) {
+  if (body.empty()) return InvalidArgument("empty body: expected an AdmissionReview");
+  if (JsonDepth(body, kMaxJsonDepth) > kMaxJsonDepth) {
+    return InvalidArgument("the AdmissionReview nests deeper than " +
+                           std::to_string(kMaxJsonDepth) + " levels");
+  }
+  json review = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (review.is_discarded()) return InvalidArgument("the body is not JSON");
+  if (!review.is_object()) return InvalidArgument("the AdmissionReview must be a JSON object");
+  std::string api_version, kind;
+  AG_RETURN_IF_ERROR(ReadString(review, "apiVersion", "AdmissionReview", &api_version));
+  AG_RETURN_IF_ERROR(ReadString(review, "kind", "AdmissionReview", &kind));
+  if (api_version != "admission.k8s.io/v1") {
+    return InvalidArgument("apiVersion \"" + api_version +
+                           "\" is not admission.k8s.io/v1 (set admissionReviewVersions: [v1])");
+  }
+  if (kind != "AdmissionReview") {
+    return InvalidArgument("kind \"" + kind + "\" is not AdmissionReview");
+  }
+  auto request = review.find("request");
+  if (request == review.end() || !request->is_object()) {
+    return InvalidArgument("the AdmissionReview has no request object");
+  }
+  AdmissionRequest out;
+  AG_RETURN_IF_ERROR(ParseRequest(*request, &out));
+  return out;
+}
+
+std::string EncodeBase64(const std::string& data) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve(4 * ((data.size() + 2) / 3));
+  size_t i = 0;
+  for (; i + 2 < data.size(); i += 3) {
+    uint32_t v = (static_cast<uint8_t>(data[i]) << 16) | (static_cast<uint8_t>(data[i + 1]) << 8) |
+                 static_cast<uint8_t>(data[i + 2]);
+    out.push_back(kAlphabet[(v >> 18) & 63]);
+    out.push_back(kAlphabet[(v >> 12) & 63]);
+    out.push_back(kAlphabet[(v >> 6) & 63]);
+    out.push_back(kAlphabet[v & 63]);
+  }
+  if (i + 1 == data.size()) {
+    uint32_t v = static_cast<uint8_t>(data[i]) << 16;
+    out.push_back(kAlphabet[(v >> 18) & 63]);
+    out.push_back(kAlphabet[(v >> 12) & 63]);
+    out += "==";
+  } else if (i + 2 == data.size()) {
+    uint32_t v = (static_cast<uint8_t>(data[i]) << 16) | (static_cast<uint8_t>(data[i + 1]) << 8);
+    out.push_back(kAlphabet[(v >> 18) & 63]);
+    out.push_back(kAlphabet[(v >> 12) & 63]);
+    out.push_back(kAlphabet[(v >> 6) & 63]);
+    out.push_back('=');
+  }
+  return out;
+}
+
+std::string EncodeAdmissionReview(const std::string& uid, const AdmissionResponse& response) {
+  constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
+  json r = {{"uid", uid}, {"allowed", response.allowed}};
+  if (response.status_code != 0 || !response.status_message.empty() ||
+      !response.status_reason.empty()) {
+    json status = json::object();
+    if (response.status_code != 0) status["code"] = response.status_code;
+    if (!response.status_message.empty()) status["message"] = response.status_message;
+    if (!response.status_reason.empty()) status["reason"] = response.status_reason;
+    r["status"] = std::move(status);
+  }
+  if (response.patch.is_array() && !response.patch.empty()) {
+    r["patchType"] = "JSONPatch";
+    r["patch"] = EncodeBase64(response.patch.dump(-1, ' ', false, kReplace));
+  }
+  if (!response.warnings.empty()) r["warnings"] = response.warnings;
+  if (!response.audit_annotations.empty()) r["auditAnnotations"] = response.audit_annotations;
+  json review = {{"apiVersion", "admission.k8s.io/v1"},
+                 {"kind", "AdmissionReview"},
+                 {"response", std::move(r)}};
+  return review.dump(-1, ' ', false, kReplace);
+}
+
+}  // namespace allocguard::webhook

@@ -1,0 +1,84 @@
+#pragma once
+
+// Admission webhook plumbing on an HttpServer: one handler per path, parsing
+// and encoding of AdmissionReviews, errors answered instead of crashing, and
+// per-path counters for the metrics endpoint. GET /healthz answers 200.
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "operator/common/clock.h"
+#include "operator/net/http.h"
+#include "operator/webhook/admission_review.h"
+
+namespace allocguard::webhook {
+
+using AdmissionHandler = std::function<AdmissionResponse(const AdmissionRequest&)>;
+
+// What a handler that throws answers. It mirrors the failurePolicy of the
+// webhook's configuration: kIgnore admits (with a warning), kFail denies
+// (with a 500 status naming the error).
+enum class FailurePolicy { kIgnore, kFail };
+
+// Latency bucket upper bounds in seconds (controller-runtime's webhook
+// buckets, finer at the low end).
+inline constexpr std::array<double, 12> kLatencyBucketsSeconds = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+
+struct PathMetrics {
+  uint64_t requests = 0;        // every POST to the path
+  uint64_t allowed = 0;         // answered allowed=true
+  uint64_t denied = 0;          // answered allowed=false
+  uint64_t malformed = 0;       // answered HTTP 400
+  uint64_t handler_errors = 0;  // the handler threw
+  double latency_seconds_sum = 0;
+  // Cumulative: latency_buckets[i] counts requests of latency <=
+  // kLatencyBucketsSeconds[i] (Prometheus "le"); requests is the +Inf bucket.
+  std::array<uint64_t, kLatencyBucketsSeconds.size()> latency_buckets{};
+};
+
+struct AdmissionMetricsSnapshot {
+  std::map<std::string, PathMetrics> paths;
+};
+
+class AdmissionServer {
+ public:
+  // Registers GET /healthz on server. server and clock (nullptr: the real
+  // clock) must outlive this object.
+  explicit AdmissionServer(net::HttpServer* server, Clock* clock = nullptr);
+
+  // Serves POST path with handler. REQUIRES: called before the server starts
+  // serving. handler runs on the server's worker threads; it must be
+  // thread-safe. It may throw: the request is then answered as on_error says.
+  void Handle(const std::string& path, AdmissionHandler handler,
+              FailurePolicy on_error = FailurePolicy::kIgnore);
+
+  // Thread-safe.
+  AdmissionMetricsSnapshot Metrics() const;
+
+  // The whole answer to one POST of path (as the server would give it), for
+  // tests and benchmarks without sockets. REQUIRES: path was registered.
+  net::HttpResponse Review(const std::string& path, const std::string& body);
+
+ private:
+  struct Route {
+    AdmissionHandler handler;
+    FailurePolicy on_error;
+  };
+  net::HttpResponse Answer(const std::string& path, const Route& route, const std::string& body);
+  void Record(const std::string& path, Clock::Duration latency, bool malformed, bool threw,
+              bool allowed);
+
+  net::HttpServer* server_;
+  Clock* clock_;
+  std::map<std::string, std::shared_ptr<const Route>> routes_;  // written before serving
+  mutable std::mutex mu_;
+  std::map<std::string, PathMetrics> metrics_;
+};
+
+}  // namespace allocguard::webhook

@@ -1,0 +1,144 @@
+#include "operator/webhook/admission_server.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <thread>
+
+namespace allocguard::webhook {
+namespace {
+
+using nlohmann::json;
+
+std::string Review(const std::string& uid, const std::string& ns = "shop") {
+  json j = {{"apiVersion", "admission.k8s.io/v1"},
+            {"kind", "AdmissionReview"},
+            {"request",
+             {{"uid", uid},
+              {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+              {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+              {"operation", "CREATE"},
+              {"namespace", ns},
+              {"object", {{"metadata", {{"name", "p"}}}}}}}};
+  return j.dump();
+}
+
+json Response(const net::HttpResponse& r) {
+  EXPECT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.body;
+  return j.is_discarded() ? json() : j["response"];
+}
+
+TEST(AdmissionServerTest, ServesHandlersAndHealthzOverHttp) {
+  auto server = net::NewHttpServer({});
+  AdmissionServer admission(server.get());
+  admission.Handle("/mutate", [](const AdmissionRequest& r) {
+    AdmissionResponse out;
+    out.patch =
+        json::array({{{"op", "add"}, {"path", "/metadata/labels"}, {"value", json::object()}}});
+    out.warnings = {"namespace " + r.namespace_};
+    return out;
+  });
+  ASSERT_TRUE(server->Bind().ok());
+  std::thread serving([&] { server->Serve(); });
+  auto client =
+      net::NewHttpClient({.base_url = "http://127.0.0.1:" + std::to_string(server->port())});
+  ASSERT_TRUE(client.ok());
+
+  auto ok = (*client)->Send({.method = "POST",
+                             .path = "/mutate",
+                             .body = Review("u-1"),
+                             .content_type = "application/json"});
+  ASSERT_TRUE(ok.ok());
+  json response = Response(*ok);
+  EXPECT_EQ(response["uid"], "u-1");
+  EXPECT_EQ(response["allowed"], true);
+  EXPECT_EQ(response["patchType"], "JSONPatch");
+  EXPECT_EQ(response["warnings"][0], "namespace shop");
+
+  auto bad = (*client)->Send(
+      {.method = "POST", .path = "/mutate", .body = "{", .content_type = "application/json"});
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(bad->body.find("not JSON"), std::string::npos) << bad->body;
+
+  auto health = (*client)->Send({.path = "/healthz"});
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(health->status, 200);
+
+  client->reset();  // close the kept-alive connection so Stop() need not wait for it
+  server->Stop();
+  serving.join();
+}
+
+TEST(AdmissionServerTest, AThrowingHandlerIsAnsweredByItsFailurePolicy) {
+  auto server = net::NewHttpServer({});
+  AdmissionServer admission(server.get());
+  auto thrower = [](const AdmissionRequest&) -> AdmissionResponse {
+    throw std::runtime_error("policy cache not ready");
+  };
+  admission.Handle("/ignore", thrower, FailurePolicy::kIgnore);
+  admission.Handle("/fail", thrower, FailurePolicy::kFail);
+  admission.Handle(
+      "/int", [](const AdmissionRequest&) -> AdmissionResponse { throw 42; }, FailurePolicy::kFail);
+
+  json ignored = Response(admission.Review("/ignore", Review("u-1")));
+  EXPECT_EQ(ignored["uid"], "u-1");
+  EXPECT_EQ(ignored["allowed"], true);
+  EXPECT_NE(ignored["warnings"][0].get<std::string>().find("policy cache not ready"),
+            std::string::npos);
+  EXPECT_FALSE(ignored.contains("patch"));
+
+  json failed = Response(admission.Review("/fail", Review("u-2")));
+  EXPECT_EQ(failed["allowed"], false);
+  EXPECT_EQ(failed["status"]["code"], 500);
+  EXPECT_NE(failed["status"]["message"].get<std::string>().find("policy cache not ready"),
+            std::string::npos);
+
+  json odd = Response(admission.Review("/int", Review("u-3")));
+  EXPECT_EQ(odd["allowed"], false);
+
+  auto metrics = admission.Metrics();
+  EXPECT_EQ(metrics.paths["/ignore"].handler_errors, 1u);
+  EXPECT_EQ(metrics.paths["/ignore"].allowed, 1u);
+  EXPECT_EQ(metrics.paths["/fail"].handler_errors, 1u);
+  EXPECT_EQ(metrics.paths["/fail"].denied, 1u);
+}
+
+TEST(AdmissionServerTest, CountsRequestsOutcomesAndLatencyPerPath) {
+  FakeClock clock;
+  auto server = net::NewHttpServer({});
+  AdmissionServer admission(server.get(), &clock);
+  admission.Handle("/slow", [&](const AdmissionRequest& r) {
+    clock.Advance(std::chrono::milliseconds(30));  // the handler "takes" 30 ms
+    return r.namespace_ == "deny" ? AdmissionResponse::Deny("no") : AdmissionResponse::Allow();
+  });
+  admission.Handle("/unused", [](const AdmissionRequest&) { return AdmissionResponse::Allow(); });
+  (void)admission.Review("/slow", Review("a"));
+  (void)admission.Review("/slow", Review("b", "deny"));
+  EXPECT_EQ(admission.Review("/slow", "garbage").status, 400);
+
+  auto m = admission.Metrics();
+  ASSERT_EQ(m.paths.count("/unused"), 1u);
+  EXPECT_EQ(m.paths["/unused"].requests, 0u);
+  const PathMetrics& slow = m.paths["/slow"];
+  EXPECT_EQ(slow.requests, 3u);
+  EXPECT_EQ(slow.allowed, 1u);
+  EXPECT_EQ(slow.denied, 1u);
+  EXPECT_EQ(slow.malformed, 1u);
+  EXPECT_DOUBLE_EQ(slow.latency_seconds_sum, 0.06);
+  // Bucket le=0.025 holds only the malformed one (0 s); le=0.05 all three.
+  EXPECT_EQ(slow.latency_buckets[5], 1u);
+  EXPECT_EQ(slow.latency_buckets[6], 3u);
+  EXPECT_EQ(slow.latency_buckets.back(), 3u);
+}
+
+TEST(AdmissionServerTest, ReviewOfAnUnknownPathIs404) {
+  auto server = net::NewHttpServer({});
+  AdmissionServer admission(server.get());
+  EXPECT_EQ(admission.Review("/nope", Review("x")).status, 404);
+}
+
+}  // namespace
+}  // namespace allocguard::webhook
