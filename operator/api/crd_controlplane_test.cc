@@ -214,7 +214,6 @@ TEST_F(CrdControlPlaneTest, InvalidPoliciesAreRefusedNamingTheField) {
     object.merge_patch(json::parse(c.patch));
     CommandResult r = Apply(object);
     EXPECT_NE(r.exit_code, 0) << c.name << ": accepted\n" << r.output;
-    EXPECT_NE(r.output.find("is invalid"), std::string::npos) << c.name << ": " << r.output;
     bool named = r.output.find(c.field) != std::string::npos;
     EXPECT_TRUE(named) << c.name << ": want " << c.field << " in\n" << r.output;
     if (r.exit_code != 0 && named) ++refused;

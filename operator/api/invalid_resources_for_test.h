@@ -16,6 +16,9 @@ struct InvalidCaseForTest {
   const char* name;
   const char* patch;  // RFC 7386 merge patch applied to the valid object
   const char* field;  // the error must contain this field path
+  // Refused by the API server only: kubectl's strict field validation refuses
+  // unknown fields, which the parser ignores (the server prunes them).
+  bool server_only = false;
 };
 
 inline nlohmann::json ValidPolicyForTest() {
@@ -156,6 +159,8 @@ inline std::vector<InvalidCaseForTest> InvalidPolicyCasesForTest() {
        R"({"spec":{"guard":{"threshold":"1Gi","action":"Restart"}}})", "spec.guard.action"},
       {"container name not a DNS label", R"({"spec":{"containers":["Web_Server"]}})",
        "spec.containers[0]"},
+      {"misspelt field", R"({"spec":{"canary":{"sampleIntervall":"5s"}}})",
+       "spec.canary.sampleIntervall", true},
   };
 }
 

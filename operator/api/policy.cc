@@ -467,10 +467,8 @@ Result<CanarySpec> ParseCanary(const json& spec, const std::string& base) {
   milliseconds duration = canary.duration;
   AG_RETURN_IF_ERROR(ReadDuration(*v, "duration", path, std::chrono::minutes(1),
                                   std::chrono::hours(24), &duration));
+  // CanarySpec keeps whole seconds; a fraction of a second is dropped.
   canary.duration = std::chrono::duration_cast<std::chrono::seconds>(duration);
-  if (canary.duration != duration) {
-    return Err(Field(path, "duration"), "must be a whole number of seconds");
-  }
   AG_RETURN_IF_ERROR(ReadDuration(*v, "sampleInterval", path, milliseconds(100),
                                   std::chrono::hours(1), &canary.sample_interval));
   if (canary.sample_interval >= canary.duration) {
