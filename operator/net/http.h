@@ -128,6 +128,10 @@ struct StreamingHttpClientOptions {
   std::chrono::milliseconds read_timeout{30000};
   std::chrono::milliseconds write_timeout{30000};
   bool keep_alive = true;
+  // Send small writes at once: cpp-httplib writes a request's headers and
+  // body separately, and Nagle's algorithm against the peer's delayed ACK
+  // would hold the body back ~40 ms on a kept-alive connection.
+  bool tcp_nodelay = true;
 };
 
 struct StreamHandlers {

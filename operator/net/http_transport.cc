@@ -501,6 +501,7 @@ Result<std::unique_ptr<StreamingHttpClient>> NewStreamingHttpClient(
   client->set_read_timeout(options.read_timeout);
   client->set_write_timeout(options.write_timeout);
   client->set_keep_alive(options.keep_alive);
+  client->set_tcp_nodelay(options.tcp_nodelay);
   return std::unique_ptr<StreamingHttpClient>(
       std::make_unique<HttplibStreamingClient>(std::move(client), url.path_prefix, owned_ca_file));
 }

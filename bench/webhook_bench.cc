@@ -1,0 +1,378 @@
+// Admission webhook benchmark: an HTTPS AdmissionServer pinned to one core,
+// driven by a fixed-rate open-loop client (pinned to another core) that sends
+// realistic Pod CREATE AdmissionReviews over TLS on kept-alive connections.
+// Prints latency quantiles, measured from each request's scheduled send time
+// (so a stalled server shows as latency, not as a lower rate), and the
+// throughput achieved.
+//
+// Usage: webhook_bench [--rates 200,500,1000] [--seconds N] [--connections N]
+//                      [--server-cpu N] [--client-cpu N]
+//
+// The handler is the real pod injection (admission::DecidePodInjection with
+// three policies in the namespace, one selecting the pod) when the build has
+// operator/admission; otherwise it parses the review and returns no patch,
+// and the output says so.
+
+#include <sched.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/certs/x509.h"
+#include "operator/net/http.h"
+#include "operator/webhook/admission_server.h"
+
+#if defined(AG_BENCH_POD_INJECTION) && __has_include("operator/admission/pod_injection.h")
+#include "operator/admission/pod_injection.h"
+#define AG_BENCH_REAL_HANDLER 1
+#endif
+
+using namespace allocguard;
+using nlohmann::json;
+using Steady = std::chrono::steady_clock;
+
+namespace {
+
+bool PinToCpu(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof set, &set) == 0;  // this thread; new threads inherit it
+}
+
+// A Pod as a ReplicaSet creates it: two containers, probes, resources, env,
+// volumes, tolerations, owner reference (about 4 KB of JSON).
+json Pod() {
+  return json::parse(R"({
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {
+      "generateName": "web-7d9f8c6b5-", "namespace": "shop",
+      "labels": {"app": "web", "pod-template-hash": "7d9f8c6b5", "tier": "frontend"},
+      "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "8080"},
+      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f8c6b5",
+                           "uid": "3f1c2b9e-6a77-4f0e-9d7b-0c6f3c1d2e4a", "controller": true,
+                           "blockOwnerDeletion": true}]
+    },
+    "spec": {
+      "containers": [
+        {"name": "web", "image": "registry.example.com/shop/web:1.42.0",
+         "ports": [{"containerPort": 8080, "name": "http", "protocol": "TCP"}],
+         "env": [{"name": "LOG_LEVEL", "value": "info"},
+                 {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                 {"name": "DB_URL", "valueFrom": {"secretKeyRef": {"name": "web-db", "key": "url"}}}],
+         "resources": {"requests": {"cpu": "250m", "memory": "512Mi"},
+                       "limits": {"cpu": "1", "memory": "1Gi"}},
+         "readinessProbe": {"httpGet": {"path": "/ready", "port": "http"}, "periodSeconds": 5},
+         "livenessProbe": {"httpGet": {"path": "/live", "port": "http"}, "initialDelaySeconds": 10},
+         "volumeMounts": [{"name": "config", "mountPath": "/etc/web", "readOnly": true},
+                          {"name": "kube-api-access-x1", "readOnly": true,
+                           "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}],
+         "terminationMessagePath": "/dev/termination-log", "imagePullPolicy": "IfNotPresent",
+         "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}},
+        {"name": "envoy", "image": "envoyproxy/envoy:v1.30.1",
+         "args": ["-c", "/etc/envoy/envoy.yaml", "--log-level", "warn"],
+         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}
+      ],
+      "volumes": [
+        {"name": "config", "configMap": {"name": "web-config"}},
+        {"name": "kube-api-access-x1", "projected": {"sources": [
+          {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+          {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
+        ]}}
+      ],
+      "serviceAccountName": "web", "restartPolicy": "Always", "terminationGracePeriodSeconds": 30,
+      "dnsPolicy": "ClusterFirst",
+      "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                       "effect": "NoExecute", "tolerationSeconds": 300}]
+    },
+    "status": {}
+  })");
+}
+
+std::string PodCreateReview(int i) {
+  json pod = Pod();
+  char uid[64];
+  std::snprintf(uid, sizeof uid, "6c1f3a2b-%04x-4d5e-8f90-%012d", i & 0xffff, i);
+  json review = {{"apiVersion", "admission.k8s.io/v1"},
+                 {"kind", "AdmissionReview"},
+                 {"request",
+                  {{"uid", uid},
+                   {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                   {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+                   {"requestKind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                   {"requestResource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+                   {"operation", "CREATE"},
+                   {"namespace", "shop"},
+                   {"userInfo",
+                    {{"username", "system:serviceaccount:kube-system:replicaset-controller"},
+                     {"uid", "a7b6c5d4-0000-4000-8000-000000000001"},
+                     {"groups",
+                      {"system:serviceaccounts", "system:serviceaccounts:kube-system",
+                       "system:authenticated"}}}},
+                   {"object", pod},
+                   {"oldObject", nullptr},
+                   {"dryRun", false},
+                   {"options", {{"apiVersion", "meta.k8s.io/v1"}, {"kind", "CreateOptions"}}}}}};
+  return review.dump();
+}
+
+#ifdef AG_BENCH_REAL_HANDLER
+constexpr const char* kHandlerName = "real pod injection (admission::DecidePodInjection)";
+webhook::AdmissionHandler MakeHandler() {
+  std::vector<api::AllocatorPolicy> policies;
+  for (const char* app : {"web", "checkout", "search"}) {
+    api::AllocatorPolicy p;
+    p.ns = "shop";
+    p.name = std::string(app) + "-jemalloc";
+    p.uid = std::string("uid-") + app;
+    p.generation = 3;
+    p.spec.selector.match_labels = {{"app", app}};
+    p.spec.containers = {std::string(app) == "web" ? "web" : app};
+    p.spec.allocator.name = api::Allocator::kJemalloc;
+    p.spec.allocator.jemalloc_malloc_conf = "background_thread:true,dirty_decay_ms:1000";
+    p.spec.guard.enabled = true;
+    p.spec.guard.threshold_bytes = int64_t{1536} << 20;
+    policies.push_back(p);
+  }
+  return [policies](const webhook::AdmissionRequest& request) {
+    admission::PodInjectionInput input;
+    input.pod = request.object;
+    input.ns = request.namespace_;
+    input.policies = policies;
+    input.operator_namespace = "allocguard-system";
+    input.options.image = "ghcr.io/allocguard/allocguard:0.1.0";
+    admission::PodInjectionDecision decision = admission::DecidePodInjection(input);
+    webhook::AdmissionResponse response;
+    response.patch = std::move(decision.patch);
+    response.audit_annotations = std::move(decision.annotations);
+    response.warnings = std::move(decision.conflicts);
+    return response;
+  };
+}
+#else
+constexpr const char* kHandlerName =
+    "STAND-IN: parse the review, return no patch (operator/admission not in this build)";
+webhook::AdmissionHandler MakeHandler() {
+  return [](const webhook::AdmissionRequest&) { return webhook::AdmissionResponse::Allow(); };
+}
+#endif
+
+struct RunResult {
+  double rate = 0;
+  double seconds = 0;
+  size_t sent = 0;
+  size_t ok = 0;
+  size_t errors = 0;
+  size_t patched = 0;
+  std::vector<double> latency_ms;  // from scheduled send time to full response
+};
+
+double Quantile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
+  return v[k];
+}
+
+RunResult Drive(const std::string& url, const std::string& ca_pem,
+                const std::vector<std::string>& bodies, double rate, double seconds,
+                int connections) {
+  RunResult result;
+  result.rate = rate;
+  const size_t total = static_cast<size_t>(rate * seconds);
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  // Connect and warm every connection first (TLS handshakes are not measured).
+  std::vector<std::unique_ptr<net::StreamingHttpClient>> clients;
+  for (int c = 0; c < connections; ++c) {
+    auto client = net::NewStreamingHttpClient(
+        {.base_url = url, .tls = {.ca_pem = ca_pem}, .keep_alive = true});
+    if (!client.ok()) {
+      std::fprintf(stderr, "client: %s\n", client.status().ToString().c_str());
+      std::exit(1);
+    }
+    (void)(*client)->Send({.path = "/healthz"});
+    clients.push_back(std::move(*client));
+  }
+  const Steady::time_point start = Steady::now() + std::chrono::milliseconds(50);
+  const auto interval = std::chrono::duration<double>(1.0 / rate);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < connections; ++c) {
+    threads.emplace_back([&, c] {
+      std::vector<double> latencies;
+      size_t ok = 0, errors = 0, patched = 0;
+      while (true) {
+        size_t i = next.fetch_add(1);
+        if (i >= total) break;
+        auto scheduled =
+            start + std::chrono::duration_cast<Steady::duration>(interval * static_cast<double>(i));
+        std::this_thread::sleep_until(scheduled);
+        auto response = clients[static_cast<size_t>(c)]->Send({.method = "POST",
+                                                               .path = "/mutate-pods",
+                                                               .body = bodies[i % bodies.size()],
+                                                               .content_type = "application/json"});
+        auto done = Steady::now();
+        latencies.push_back(std::chrono::duration<double, std::milli>(done - scheduled).count());
+        if (response.ok() && response->status == 200) {
+          ++ok;
+          if (response->body.find("\"patchType\"") != std::string::npos) ++patched;
+        } else {
+          ++errors;
+        }
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      result.latency_ms.insert(result.latency_ms.end(), latencies.begin(), latencies.end());
+      result.ok += ok;
+      result.errors += errors;
+      result.patched += patched;
+    });
+  }
+  for (auto& t : threads) t.join();
+  result.seconds = std::chrono::duration<double>(Steady::now() - start).count();
+  result.sent = total;
+  return result;
+}
+
+std::vector<double> ParseRates(const std::string& text) {
+  std::vector<double> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(std::atof(item.c_str()));
+  return out;
+}
+
+double ThreadCpuSeconds(const rusage& u) {
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<double> rates = {200, 500, 1000, 2000};
+  double seconds = 10;
+  int connections = 16;
+  int server_cpu = 0, client_cpu = 1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    if (flag == "--rates")
+      rates = ParseRates(argv[i + 1]);
+    else if (flag == "--seconds")
+      seconds = std::atof(argv[i + 1]);
+    else if (flag == "--connections")
+      connections = std::atoi(argv[i + 1]);
+    else if (flag == "--server-cpu")
+      server_cpu = std::atoi(argv[i + 1]);
+    else if (flag == "--client-cpu")
+      client_cpu = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+
+  const auto now = std::chrono::system_clock::now();
+  auto ca =
+      certs::GenerateCa("bench-ca", now - std::chrono::hours(1), now + std::chrono::hours(24));
+  certs::ServingCertificateRequest request{"localhost",
+                                           {"localhost"},
+                                           {"127.0.0.1"},
+                                           now - std::chrono::hours(1),
+                                           now + std::chrono::hours(12)};
+  auto serving = certs::IssueServingCertificate(request, ca->cert_pem, ca->key_pem);
+  if (!ca.ok() || !serving.ok()) {
+    std::fprintf(stderr, "certificates: %s\n", serving.status().ToString().c_str());
+    return 1;
+  }
+  auto pair = std::make_shared<net::TlsKeyPair>();
+  pair->cert_chain_pem = serving->cert_pem;
+  pair->key_pem = serving->key_pem;
+
+  // The server, its worker threads included, runs on server_cpu only: its
+  // threads are created by the serving thread and inherit its affinity.
+  if (!PinToCpu(server_cpu)) std::fprintf(stderr, "warning: cannot pin to CPU %d\n", server_cpu);
+  auto server =
+      net::NewHttpsServer({.worker_threads = connections + 2, .key_pair = [pair] { return pair; }});
+  if (!server.ok()) return 1;
+  webhook::AdmissionServer admission(server->get());
+  admission.Handle("/mutate-pods", MakeHandler());
+  if (!(*server)->Bind().ok()) return 1;
+  std::thread serving_thread([&] { (*server)->Serve(); });
+  if (!PinToCpu(client_cpu)) std::fprintf(stderr, "warning: cannot pin to CPU %d\n", client_cpu);
+  const std::string url = "https://127.0.0.1:" + std::to_string((*server)->port());
+
+  std::vector<std::string> bodies;
+  for (int i = 0; i < 512; ++i) bodies.push_back(PodCreateReview(i));
+  // What one review costs the handler alone, for reference.
+  auto probe = admission.Review("/mutate-pods", bodies[0]);
+  const bool patches = probe.body.find("\"patchType\"") != std::string::npos;
+
+  // In-process costs without TLS or sockets, on the client's CPU.
+  auto per_call_us = [&](const std::function<void(size_t)>& call) {
+    constexpr size_t kCalls = 2000;
+    auto t0 = Steady::now();
+    for (size_t i = 0; i < kCalls; ++i) call(i);
+    return std::chrono::duration<double, std::micro>(Steady::now() - t0).count() / kCalls;
+  };
+  const double parse_us = per_call_us([&](size_t i) {
+    auto parsed = webhook::ParseAdmissionReview(bodies[i % bodies.size()]);
+    if (!parsed.ok()) std::abort();
+  });
+  const double review_us = per_call_us(
+      [&](size_t i) { (void)admission.Review("/mutate-pods", bodies[i % bodies.size()]); });
+
+  std::printf("webhook_bench: HTTPS AdmissionServer pinned to CPU %d, client pinned to CPU %d\n",
+              server_cpu, client_cpu);
+  std::printf("handler: %s\n", kHandlerName);
+  std::printf("review: Pod CREATE, %zu bytes; response: %zu bytes, %s\n", bodies[0].size(),
+              probe.body.size(), patches ? "with a JSON Patch" : "no patch");
+  std::printf("in process, no TLS: parse %.0f us, parse + handler + encode %.0f us per review\n",
+              parse_us, review_us);
+  std::printf(
+      "TLS 1.3 keep-alive, %d connections, open loop, %.0f s per rate; latency from "
+      "the scheduled send time\n\n",
+      connections, seconds);
+  std::printf("%8s %10s %8s %8s %9s %9s %9s %9s %8s\n", "rate/s", "achieved/s", "ok", "errors",
+              "p50 ms", "p90 ms", "p99 ms", "max ms", "cpu");
+  for (double rate : rates) {
+    rusage before{}, after{};
+    getrusage(RUSAGE_SELF, &before);
+    auto cpu_start = Steady::now();
+    RunResult r = Drive(url, ca->cert_pem, bodies, rate, seconds, connections);
+    getrusage(RUSAGE_SELF, &after);
+    double wall = std::chrono::duration<double>(Steady::now() - cpu_start).count();
+    // Process CPU (server and client together) as a share of one core.
+    double cpu = (ThreadCpuSeconds(after) - ThreadCpuSeconds(before)) / wall;
+    double p50 = Quantile(r.latency_ms, 0.50);
+    double p90 = Quantile(r.latency_ms, 0.90);
+    double p99 = Quantile(r.latency_ms, 0.99);
+    double max =
+        r.latency_ms.empty() ? 0 : *std::max_element(r.latency_ms.begin(), r.latency_ms.end());
+    std::printf("%8.0f %10.1f %8zu %8zu %9.2f %9.2f %9.2f %9.2f %7.0f%%\n", rate,
+                static_cast<double>(r.ok) / r.seconds, r.ok, r.errors, p50, p90, p99, max,
+                cpu * 100);
+    std::fflush(stdout);
+  }
+  auto m = admission.Metrics().paths["/mutate-pods"];
+  std::printf(
+      "\nserver-side handler time (parse + decide + encode): mean %.1f us over %llu "
+      "reviews\n",
+      m.requests ? m.latency_seconds_sum / static_cast<double>(m.requests) * 1e6 : 0.0,
+      static_cast<unsigned long long>(m.requests));
+  std::printf("(cpu = CPU of the whole process, server and client, as a share of one core)\n");
+  (*server)->Stop();
+  serving_thread.join();
+  return 0;
+}
