@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <iterator>
 
 #include "operator/cli/cli_util.h"
 #include "operator/cli/commands.h"
+#include "operator/replay/in_pod.h"
 #include "operator/replay/replay_runner.h"
 #include "operator/replay/report_html.h"
 
@@ -28,40 +30,98 @@ struct ReplayFlags {
   bool no_early_stop = false;
   double max_late_fraction = 0.01;
   int64_t max_errors = 0;
-  std::string out_dir = ".";
+  std::string out_dir;
   std::string report;
   pid_t pid = 0;
   std::string name = "attached";
   std::vector<std::string> command;
+  // --in-pod
+  bool in_pod = false;
+  std::string load_json;
+  int port = 0;
+  std::string allocator = "unknown";
+  std::string termination_log = "/dev/termination-log";
+  std::string target_comm;
 };
 
+void PrintProgress(const std::string& line) {
+  char stamp[16];
+  std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&now));
+  std::printf("[%s] %s\n", stamp, line.c_str());
+  std::fflush(stdout);
+}
+
+// Duration, interval and thresholds, shared by both modes.
+Status ParseRunFlags(const ReplayFlags& f, std::chrono::seconds* duration,
+                     replay::JudgeSettings* judge) {
+  auto d = replay::ParseDuration(f.duration);
+  if (!d.ok()) return d.status().WithContext("--duration");
+  *duration = std::chrono::duration_cast<std::chrono::seconds>(*d);
+  if (duration->count() < 1) return InvalidArgument("--duration must be at least 1s");
+  judge->max_minutes = static_cast<int>((duration->count() + 59) / 60);
+  auto interval = replay::ParseDuration(f.interval);
+  if (!interval.ok() || interval->count() < 100) {
+    return InvalidArgument("--interval must be a duration of at least 100ms");
+  }
+  judge->sample_interval_seconds = static_cast<double>(interval->count()) / 1000.0;
+  if (!(f.max_slope > 0)) return InvalidArgument("--max-slope must be positive");
+  judge->max_slope_gib_per_h = f.max_slope;
+  judge->early_stop = !f.no_early_stop;
+  judge->verdict.max_late_fraction = f.max_late_fraction;
+  judge->verdict.max_unexpected_responses = f.max_errors;
+  return Status::Ok();
+}
+
+// --in-pod: measure the workload container's processes in a shared process
+// namespace and write the compact result to the termination log. Exits 0
+// once a result is written, whatever the verdict: the verdict is in the
+// result, and a failed container would only hide it behind the Pod's phase.
+int RunInPodCommand(const ReplayFlags& f) {
+  replay::InPodOptions options;
+  if (!f.load_json.empty() == !f.load_file.empty()) {
+    return Fail(InvalidArgument("--in-pod needs exactly one of --load-file and --load-json"));
+  }
+  if (!f.load_json.empty()) {
+    options.load_text = f.load_json;
+  } else {
+    std::ifstream in(f.load_file);
+    if (!in) return Fail(NotFound("cannot read load file " + f.load_file));
+    options.load_text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  if (f.port != 0) options.port = f.port;
+  Status parsed = ParseRunFlags(f, &options.duration, &options.judge);
+  if (!parsed.ok()) return Fail(parsed);
+  if (f.variants.size() > 1) return Fail(InvalidArgument("--in-pod takes one --variant name"));
+  if (!f.variants.empty()) options.variant = f.variants.front();
+  options.allocator = f.allocator;
+  options.termination_log = f.termination_log;
+  options.target_comm = f.target_comm;
+  if (!f.out_dir.empty()) options.out_dir = f.out_dir;
+  options.progress = PrintProgress;
+  auto result = replay::RunInPod(options, RealClock::Get());
+  if (!result.ok()) return Fail(result.status());
+  std::printf("%s: %s — %s\nresult written to %s\n", result->variant.c_str(),
+              result->verdict.c_str(), result->message.c_str(), f.termination_log.c_str());
+  return 0;
+}
+
 int RunReplayCommand(const ReplayFlags& f) {
+  if (f.in_pod) return RunInPodCommand(f);
   replay::ReplayOptions options;
+  if (f.load_file.empty()) return Fail(InvalidArgument("--load is required"));
   auto load = replay::ReadLoadSpecFile(f.load_file);
   if (!load.ok()) return Fail(load.status());
   options.load = *load;
-  auto duration = replay::ParseDuration(f.duration);
-  if (!duration.ok()) return Fail(duration.status().WithContext("--duration"));
-  options.duration = std::chrono::duration_cast<std::chrono::seconds>(*duration);
-  if (options.duration.count() < 1) return Fail(InvalidArgument("--duration must be at least 1s"));
-  options.judge.max_minutes = static_cast<int>((options.duration.count() + 59) / 60);
-  auto interval = replay::ParseDuration(f.interval);
-  if (!interval.ok() || interval->count() < 100) {
-    return Fail(InvalidArgument("--interval must be a duration of at least 100ms"));
-  }
-  options.judge.sample_interval_seconds = static_cast<double>(interval->count()) / 1000.0;
-  if (!(f.max_slope > 0)) return Fail(InvalidArgument("--max-slope must be positive"));
-  options.judge.max_slope_gib_per_h = f.max_slope;
-  options.judge.early_stop = !f.no_early_stop;
-  options.judge.verdict.max_late_fraction = f.max_late_fraction;
-  options.judge.verdict.max_unexpected_responses = f.max_errors;
+  Status parsed = ParseRunFlags(f, &options.duration, &options.judge);
+  if (!parsed.ok()) return Fail(parsed);
   if (!f.memory_limit.empty()) {
     auto limit = ParseQuantity(f.memory_limit);
     if (!limit.ok()) return Fail(limit.status().WithContext("--memory-limit"));
     options.memory_limit_bytes = *limit;
   }
   options.use_cgroup = !f.no_cgroup;
-  options.out_dir = f.out_dir;
+  options.out_dir = f.out_dir.empty() ? "." : f.out_dir;
   options.command = f.command;
   if (f.pid > 0) {
     options.attach_pid = f.pid;
@@ -81,21 +141,16 @@ int RunReplayCommand(const ReplayFlags& f) {
       options.variants.push_back(*v);
     }
   }
-  options.progress = [](const std::string& line) {
-    char stamp[16];
-    std::time_t now = std::time(nullptr);
-    std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&now));
-    std::printf("[%s] %s\n", stamp, line.c_str());
-    std::fflush(stdout);
-  };
+  options.progress = PrintProgress;
   auto summary = replay::RunReplay(options, RealClock::Get());
   if (!summary.ok()) return Fail(summary.status());
   std::printf("\n%s", replay::FormatSummary(*summary, options.duration).c_str());
-  std::printf("CSV, errors and JSON per variant, and summary.json, are in %s\n", f.out_dir.c_str());
+  std::printf("CSV, errors and JSON per variant, and summary.json, are in %s\n",
+              options.out_dir.c_str());
   if (!f.report.empty()) {
     std::vector<replay::CsvRun> runs;
     for (const auto& v : summary->variants) {
-      auto run = replay::ReadSampleCsv(f.out_dir + "/" + v.variant + ".csv");
+      auto run = replay::ReadSampleCsv(options.out_dir + "/" + v.variant + ".csv");
       if (run.ok()) runs.push_back(*run);
     }
     Status written = replay::WriteHtmlReport(*summary, runs, f.report);
@@ -115,10 +170,12 @@ void RegisterReplayCommand(CLI::App& app, int* exit_code) {
       "its memory every interval and judge the per-minute floor.\n"
       "Exit codes: 0 Flat, 2 Ratchet, 3 AllocatorRetention, 4 Leak, 5 OOMKilled, 6 Errors, "
       "7 Failed, 8 Inconclusive, 1 usage or setup error.");
-  cmd->add_option("--load", flags->load_file, "load file (YAML) with the request mix")->required();
+  cmd->add_option("--load,--load-file", flags->load_file,
+                  "load file (YAML) with the request mix; required");
   cmd->add_option("--variant", flags->variants,
                   "NAME[=ALLOCATOR][,ENV=VALUE...]; repeatable; the first is the candidate. "
-                  "Allocators: glibc, jemalloc, mimalloc, tcmalloc. Default: glibc");
+                  "Allocators: glibc, jemalloc, mimalloc, tcmalloc. Default: glibc. "
+                  "With --in-pod: the name of the variant measured");
   cmd->add_option("--duration", flags->duration, "maximum run time per variant (default 15m)");
   cmd->add_option("--interval", flags->interval, "sample interval (default 2s)");
   cmd->add_option("--max-slope", flags->max_slope, "flat threshold in GiB/h (default 0.5)");
@@ -131,11 +188,29 @@ void RegisterReplayCommand(CLI::App& app, int* exit_code) {
                   "fraction of late requests above which the run fell behind (default 0.01)");
   cmd->add_option("--max-errors", flags->max_errors,
                   "unexpected responses tolerated before the verdict is Errors (default 0)");
-  cmd->add_option("--out", flags->out_dir, "directory for <variant>.csv/.errors/.json");
+  cmd->add_option("--out", flags->out_dir,
+                  "directory for <variant>.csv/.errors/.json (default ., with --in-pod "
+                  "/tmp/allocguard-replay)");
   cmd->add_option("--report", flags->report, "also write an HTML report to this file");
   cmd->add_option("--pid", flags->pid, "attach to this running process instead of starting one");
   cmd->add_option("--name", flags->name, "run name when attaching (default attached)");
   cmd->add_option("command", flags->command, "the workload command, after --")->take_all();
+  cmd->add_flag("--in-pod", flags->in_pod,
+                "run as the driver container of a canary Pod (shareProcessNamespace): measure the "
+                "Pod's other processes (RssAnon only), drive the load over 127.0.0.1 and write "
+                "the compact result to --termination-log; starts no workload; exits 0 once the "
+                "result is written");
+  cmd->add_option("--load-json", flags->load_json,
+                  "with --in-pod: the load as text (JSON or YAML) instead of --load-file");
+  cmd->add_option("--port", flags->port,
+                  "with --in-pod: the workload's port; the load goes to http://127.0.0.1:PORT");
+  cmd->add_option("--allocator", flags->allocator,
+                  "with --in-pod: the allocator name recorded in the result");
+  cmd->add_option("--termination-log", flags->termination_log,
+                  "with --in-pod: where the result is written (default /dev/termination-log)");
+  cmd->add_option("--target-comm", flags->target_comm,
+                  "with --in-pod: measure only processes with this command name (and their "
+                  "children), e.g. to leave another sidecar out");
   cmd->callback([flags, exit_code] { *exit_code = RunReplayCommand(*flags); });
 }
 

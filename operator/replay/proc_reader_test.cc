@@ -33,6 +33,40 @@ class FakeProc {
   fs::path root_;
 };
 
+TEST(ProcReaderTest, SeveralRootsAreSummedOnceEach) {
+  FakeProc p;
+  p.Add(100, 1, 1000, 4000, 100);
+  p.Add(101, 100, 200, 300, 10);
+  p.Add(300, 1, 7, 8, 1);
+  p.Add(200, 1, 99999, 99999, 999);  // unrelated
+  ProcReader reader(p.root());
+  // 101 is named and is also 100's child: counted once.
+  auto u = reader.ReadUsage(std::vector<pid_t>{100, 300, 101});
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->processes, 3);
+  EXPECT_EQ(u->anon_bytes, (1000 + 200 + 7) * 1024);
+  // Gone roots are skipped; all gone is NotFound.
+  auto some = reader.ReadUsage(std::vector<pid_t>{555, 300});
+  ASSERT_TRUE(some.ok());
+  EXPECT_EQ(some->anon_bytes, 7 * 1024);
+  EXPECT_EQ(reader.ReadUsage(std::vector<pid_t>{555}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(reader.ReadUsage(std::vector<pid_t>{}).status().code(), StatusCode::kNotFound);
+}
+
+TEST(ProcReaderTest, ListsProcessesWithCommAndState) {
+  FakeProc p;
+  p.Add(100, 1, 1, 1, 1);
+  p.Add(101, 100, 1, 1, 1);
+  ProcReader reader(p.root());
+  auto all = reader.ListProcesses();
+  ASSERT_EQ(all.size(), 2u);
+  for (const auto& info : all) {
+    EXPECT_EQ(info.comm, "my (weird) name");
+    EXPECT_EQ(info.state, 'S');
+    EXPECT_EQ(info.ppid, info.pid == 101 ? 100 : 1);
+  }
+}
+
 TEST(ProcReaderTest, SumsTheWholeTreeAndNothingElse) {
   FakeProc p;
   p.Add(100, 1, 1000, 4000, 100, 50);  // root; 50 ticks of reaped children

@@ -64,14 +64,16 @@ std::string Mib(double bytes) {
   return buf;
 }
 
-// Waits until GET ready.path answers 2xx, the process exits, or the timeout.
-Status WaitReady(const LoadSpec& load, WorkloadProcess* process, Clock* clock) {
-  auto deadline = clock->Now() + load.ready.timeout;
+// Says how the workload ended, or nullopt while it runs.
+using ExitCheck = std::function<std::optional<std::string>()>;
+
+// Waits until GET ready.path answers 2xx, the workload exits, or `deadline`.
+Status WaitReady(const LoadSpec& load, const ExitCheck& exited, Clock::TimePoint deadline,
+                 Clock* clock) {
   Status last = Unavailable("no answer yet");
   while (clock->Now() < deadline) {
-    if (process && process->Poll().exited) {
-      return FailedPrecondition("the workload exited before it was ready (" +
-                                process->Poll().Describe() + ")");
+    if (auto how = exited()) {
+      return FailedPrecondition("the workload exited before it was ready (" + *how + ")");
     }
     auto client = net::NewHttpClient({.base_url = load.base_url,
                                       .connect_timeout = milliseconds(1000),
@@ -157,7 +159,9 @@ VariantResult VariantRun::Run() {
 
   // The cgroup first: its outcome goes into the CSV header.
   std::string cgroup_desc;
-  if (options_.attach_pid) {
+  if (options_.attach_processes) {
+    cgroup_desc = "none: the workload's cgroup is not visible from the driver; RssAnon only";
+  } else if (options_.attach_pid) {
     auto cg = MemoryCgroup::OfProcess(*options_.attach_pid);
     if (cg.ok()) cgroup_ = std::move(cg).value();
     cgroup_desc = cg.ok() ? "v" + std::to_string(cgroup_->version()) + " " + cgroup_->path()
@@ -188,8 +192,10 @@ VariantResult VariantRun::Run() {
     for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
     header.push_back({"command", cmd});
   } else {
-    header.push_back({"allocator", "unknown"});
-    header.push_back({"attached_pid", std::to_string(*options_.attach_pid)});
+    header.push_back({"allocator", options_.attach_allocator});
+    header.push_back({"attached_pid", options_.attach_processes
+                                          ? std::string("processes of the pod")
+                                          : std::to_string(*options_.attach_pid)});
   }
   header.push_back({"base_url", load.base_url});
   header.push_back({"rate", std::to_string(load.rate)});
@@ -226,7 +232,7 @@ VariantResult VariantRun::Run() {
     root = process->pid();
     Progress("started pid " + std::to_string(root) + " (" + AllocatorName(variant_->allocator) +
              (env_text.empty() ? "" : ", " + env_text) + ")");
-  } else {
+  } else if (options_.attach_pid) {
     root = *options_.attach_pid;
   }
 
@@ -235,7 +241,40 @@ VariantResult VariantRun::Run() {
     return what + (tail.empty() ? "" : "; last stderr lines: " + tail);
   };
 
-  Status ready = WaitReady(load, process ? &*process : nullptr, clock_);
+  // The processes measured: the started or attached root, or the pod's.
+  std::vector<pid_t> targets;
+  auto find_targets = [&]() {
+    if (options_.attach_processes) {
+      targets = options_.attach_processes();
+    } else {
+      targets = {root};
+    }
+  };
+  find_targets();
+  const auto ready_deadline = clock_->Now() + load.ready.timeout;
+  if (options_.attach_processes) {
+    // The workload's container may start after the driver's.
+    for (; targets.empty() && clock_->Now() < ready_deadline; find_targets()) {
+      clock_->SleepUntil(clock_->Now() + milliseconds(200));
+    }
+    if (targets.empty()) {
+      Event("failed: no workload process appeared in the pod within the ready timeout");
+      return Finish(true);
+    }
+    std::string pids;
+    for (pid_t p : targets) pids += (pids.empty() ? "" : " ") + std::to_string(p);
+    Progress("measuring pid " + pids);
+  }
+  ExitCheck exited = [&]() -> std::optional<std::string> {
+    if (process && process->Poll().exited) return process->Poll().Describe();
+    if (options_.attach_processes) {
+      find_targets();
+      if (targets.empty()) return std::string("its processes are gone");
+    }
+    return std::nullopt;
+  };
+
+  Status ready = WaitReady(load, exited, ready_deadline, clock_);
   if (!ready.ok()) {
     Event("failed: " + failure_of_process("workload not ready: " + ready.message()));
     return Finish(true);
@@ -316,10 +355,25 @@ VariantResult VariantRun::Run() {
         break;
       }
     }
-    auto usage = proc.ReadUsage(root);
+    if (options_.attach_processes) find_targets();
+    auto usage = proc.ReadUsage(targets);
     if (!usage.ok() || (process && process->Poll().exited)) {
-      std::string how = process ? process->Poll().Describe() : "process is gone";
-      Event("failed: " + failure_of_process("the workload died during the run (" + how + ")"));
+      std::string how = process ? process->Poll().Describe()
+                                : (options_.attach_processes ? "its processes are gone: exited or "
+                                                               "killed by the OOM killer"
+                                                             : "process is gone");
+      const int minute = static_cast<int>(row.memory.t_seconds / 60);
+      // The OOM killer may have struck between the cgroup read above and now.
+      if (cgroup_) {
+        auto st = cgroup_->ReadStat();
+        if (st.ok() && st->oom_kills > initial_oom_kills) {
+          Event("oom: minute " + std::to_string(minute));
+          break;
+        }
+      }
+      Event("exited: minute " + std::to_string(minute));
+      Event("failed: " + failure_of_process("the workload died during the run in minute " +
+                                            std::to_string(minute) + " (" + how + ")"));
       break;
     }
     row.memory.anon_bytes = usage->anon_bytes;
@@ -392,7 +446,7 @@ Result<ReplaySummary> RunReplay(const ReplayOptions& options, Clock* clock) {
     return PermissionDenied("output directory " + options.out_dir + " is not writable");
   }
   std::vector<VariantResult> results;
-  if (options.attach_pid) {
+  if (options.attach_pid || options.attach_processes) {
     results.push_back(VariantRun(options, nullptr, clock).Run());
   } else {
     if (options.command.empty()) return InvalidArgument("no workload command and no --pid");

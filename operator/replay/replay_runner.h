@@ -29,8 +29,16 @@ struct ReplayOptions {
   // Instead of starting a workload, measure this running process (one run,
   // named by attach_name; variants do not apply).
   std::optional<pid_t> attach_pid;
-  std::string attach_name = "attached";
-  std::vector<AllocatorVariant> variants;  // candidate first
+  // Instead of starting a workload, measure the processes this returns (with
+  // their descendants), asked again at every sample since a workload may
+  // fork or re-exec. Used by the in-pod driver, which cannot see the
+  // workload's cgroup: the figure is RssAnon only. The run waits (within the
+  // ready timeout) for the processes to appear; once they are all gone, the
+  // workload has exited and the run ends with the minute it happened in.
+  std::function<std::vector<pid_t>()> attach_processes;
+  std::string attach_name = "attached";      // the run's name when attached
+  std::string attach_allocator = "unknown";  // recorded in the result when attached
+  std::vector<AllocatorVariant> variants;    // candidate first
   LoadSpec load;
   std::chrono::seconds duration{900};
   JudgeSettings judge;

@@ -116,6 +116,10 @@ VariantResult AnalyzeRun(const CsvRun& run, const JudgeSettings& settings, bool 
       double m;
       if (ParseDouble(e.substr(12), &m)) r.oom_minute = static_cast<int>(m);
     }
+    if (e.rfind("exited: minute ", 0) == 0 && !r.exit_minute) {
+      double m;
+      if (ParseDouble(e.substr(15), &m)) r.exit_minute = static_cast<int>(m);
+    }
     if (e.rfind("latency: ", 0) == 0) {
       std::istringstream in(e.substr(9));
       std::string kv;
@@ -199,6 +203,7 @@ nlohmann::json ToJson(const VariantResult& r) {
       {"p50_ms", r.p50_ms ? json(*r.p50_ms) : json(nullptr)},
       {"p99_ms", r.p99_ms ? json(*r.p99_ms) : json(nullptr)},
       {"oom_minute", r.oom_minute ? json(*r.oom_minute) : json(nullptr)},
+      {"exit_minute", r.exit_minute ? json(*r.exit_minute) : json(nullptr)},
       {"failure", r.failure ? json(*r.failure) : json(nullptr)},
   };
   return j;

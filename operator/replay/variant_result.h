@@ -61,6 +61,9 @@ struct VariantResult {
   int64_t unexpected_responses = 0;
   std::optional<double> p50_ms, p99_ms;  // from the run's "latency" event
   std::optional<int> oom_minute;
+  // Minute (from the start of the load) in which the workload's processes
+  // disappeared during the run.
+  std::optional<int> exit_minute;
   std::optional<std::string> failure;
 };
 

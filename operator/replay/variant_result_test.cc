@@ -88,6 +88,16 @@ TEST(AnalyzeRunTest, EventsAndCountersBecomeVerdicts) {
   EXPECT_EQ(AnalyzeRun(late, settings, true).verdict.verdict, memory::Verdict::kInconclusive);
 }
 
+TEST(AnalyzeRunTest, ExitEventGivesTheMinuteTheWorkloadDisappeared) {
+  CsvRun run = SampledRun(4, 0);
+  run.events.push_back("exited: minute 3");
+  run.events.push_back("failed: the workload died during the run in minute 3 (gone)");
+  VariantResult r = AnalyzeRun(run, JudgeSettings{}, true);
+  EXPECT_EQ(r.exit_minute, 3);
+  EXPECT_EQ(r.verdict.verdict, memory::Verdict::kFailed);
+  EXPECT_FALSE(AnalyzeRun(SampledRun(4, 0), JudgeSettings{}, true).exit_minute.has_value());
+}
+
 TEST(AnalyzeRunTest, LatencyEventIsRead) {
   CsvRun run = SampledRun(2, 0);
   run.events.push_back("latency: p50_ms=12.5 p99_ms=80.0 max_ms=100.0");
