@@ -5,11 +5,14 @@
 
 #include <cstdlib>
 #include <random>
+#include <thread>
 
 #include "operator/certs/certificate_manager.h"
 #include "operator/certs/x509.h"
 #include "operator/kube/client.h"
 #include "operator/kube/config.h"
+#include "operator/net/http.h"
+#include "operator/webhook/admission_server.h"
 
 namespace allocguard::certs {
 namespace {
@@ -228,6 +231,105 @@ TEST_F(CertsControlPlaneTest, CaRotationPublishesBothCasBeforeSwitchingTheServin
   ASSERT_TRUE(manager.Tick().ok());
   EXPECT_EQ(manager.Current()->ca_bundle_pem, new_ca);
   EXPECT_EQ(CaBundles(), (std::vector<std::string>{new_ca, new_ca}));
+}
+
+// The real API server calls a webhook served with the manager's certificate
+// while the CA rotates in real time (a 12 s CA, so the whole rotation fits in
+// a test): every ConfigMap created on the way must pass through the webhook
+// (failurePolicy Fail), i.e. no admission fails during the rotation.
+TEST_F(CertsControlPlaneTest, TheApiServerAdmitsThroughAFullCaRotation) {
+  auto options = Options(RealClock::Get());
+  options.mutating_webhook_configurations = {webhook_ + "-live"};
+  options.policy.ca_validity = std::chrono::seconds(12);
+  options.policy.serving_validity = std::chrono::seconds(12);
+  options.policy.backdate = std::chrono::seconds(0);
+  options.policy.bundle_propagation = std::chrono::seconds(1);
+  options.policy.ca_overlap = std::chrono::seconds(1);
+  auto manager = std::make_shared<CertificateManager>(client_.get(), options);
+  // Fails (the webhook configuration does not exist yet) but creates the Secret.
+  (void)manager->Tick();
+  ASSERT_NE(manager->Current(), nullptr);
+
+  auto server = net::NewHttpsServer({.key_pair = TlsKeyPairProviderOf(manager)});
+  ASSERT_TRUE(server.ok());
+  webhook::AdmissionServer admission(server->get());
+  admission.Handle("/label", [](const webhook::AdmissionRequest&) {
+    webhook::AdmissionResponse r;
+    r.patch = nlohmann::json::array(
+        {{{"op", "add"}, {"path", "/metadata/labels"}, {"value", {{"webhooked", "yes"}}}}});
+    return r;
+  });
+  ASSERT_TRUE((*server)->Bind().ok());
+  struct Serving {
+    net::HttpServer* server;
+    std::thread thread;
+    ~Serving() {
+      server->Stop();
+      thread.join();
+    }
+  } serving{server->get(), std::thread([&] { (*server)->Serve(); })};
+  const std::string url = "https://127.0.0.1:" + std::to_string((*server)->port()) + "/label";
+  kube::Object config = {
+      {"apiVersion", "admissionregistration.k8s.io/v1"},
+      {"kind", "MutatingWebhookConfiguration"},
+      {"metadata", {{"name", webhook_ + "-live"}}},
+      {"webhooks",
+       {{{"name", "configmaps.allocguard.io"},
+         {"admissionReviewVersions", {"v1"}},
+         {"sideEffects", "None"},
+         {"failurePolicy", "Fail"},
+         {"timeoutSeconds", 10},
+         {"clientConfig", {{"url", url}}},
+         {"namespaceSelector", {{"matchLabels", {{"kubernetes.io/metadata.name", ns_}}}}},
+         {"rules",
+          {{{"operations", {"CREATE"}},
+            {"apiGroups", {""}},
+            {"apiVersions", {"v1"}},
+            {"resources", {"configmaps"}}}}}}}}};
+  ASSERT_TRUE(client_->Create(kube::MutatingWebhookConfigurations(), "", config).ok());
+  ASSERT_TRUE(manager->Tick().ok());  // writes the caBundle
+
+  // Wait (bounded) until the API server calls the webhook at all.
+  int created = 0;
+  auto create = [&]() -> kube::ApiResult<kube::Object> {
+    return client_->Create(
+        kube::ConfigMaps(), ns_,
+        {{"metadata", {{"name", "cm-" + std::to_string(created++)}}}, {"data", {{"a", "b"}}}});
+  };
+  bool reached = false;
+  for (int i = 0; i < 100 && !reached; ++i) {
+    auto cm = create();
+    reached = cm.ok() && (*cm)["metadata"]["labels"].value("webhooked", "") == "yes";
+    if (!reached) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(reached) << "the API server never admitted through the webhook";
+
+  const std::string first_ca = manager->Current()->ca_bundle_pem;
+  bool saw_two_cas = false, switched = false, dropped = false;
+  int admitted = 0;
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!dropped && std::chrono::steady_clock::now() < limit) {
+    Status tick = manager->Tick();
+    ASSERT_TRUE(tick.ok()) << tick.ToString();
+    auto pair = manager->Current();
+    auto cas = ParseCertificates(pair->ca_bundle_pem);
+    ASSERT_TRUE(cas.ok());
+    if (cas->size() == 2) saw_two_cas = true;
+    if (saw_two_cas && !IsSignedBy(pair->cert_chain_pem, first_ca)) switched = true;
+    if (switched && cas->size() == 1) dropped = true;
+    auto cm = create();
+    ASSERT_TRUE(cm.ok()) << "admission failed during the rotation: " << cm.status().ToString();
+    EXPECT_EQ((*cm)["metadata"]["labels"].value("webhooked", ""), "yes");
+    ++admitted;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(saw_two_cas);
+  EXPECT_TRUE(switched);
+  EXPECT_TRUE(dropped);
+  EXPECT_NE(manager->Current()->ca_bundle_pem, first_ca);
+  std::printf("admitted %d ConfigMaps through one CA rotation\n", admitted);
+
+  (void)client_->Delete(kube::MutatingWebhookConfigurations(), "", webhook_ + "-live");
 }
 
 }  // namespace
