@@ -6,7 +6,7 @@
 // throughput achieved.
 //
 // Usage: webhook_bench [--rates 200,500,1000] [--seconds N] [--connections N]
-//                      [--server-cpu N] [--client-cpu N]
+//                      [--server-cpu N] [--client-cpu N] [--handler injection|empty]
 //
 // The handler is the real pod injection (admission::DecidePodInjection with
 // three policies in the namespace, one selecting the pod) when the build has
@@ -129,8 +129,8 @@ std::string PodCreateReview(int i) {
 }
 
 #ifdef AG_BENCH_REAL_HANDLER
-constexpr const char* kHandlerName = "real pod injection (admission::DecidePodInjection)";
-webhook::AdmissionHandler MakeHandler() {
+constexpr bool kHaveInjection = true;
+webhook::AdmissionHandler MakeInjectionHandler() {
   std::vector<api::AllocatorPolicy> policies;
   for (const char* app : {"web", "checkout", "search"}) {
     api::AllocatorPolicy p;
@@ -162,12 +162,14 @@ webhook::AdmissionHandler MakeHandler() {
   };
 }
 #else
-constexpr const char* kHandlerName =
-    "STAND-IN: parse the review, return no patch (operator/admission not in this build)";
-webhook::AdmissionHandler MakeHandler() {
+constexpr bool kHaveInjection = false;
+webhook::AdmissionHandler MakeInjectionHandler() { return nullptr; }
+#endif
+
+// The stand-in: the review is parsed and answered, with no patch.
+webhook::AdmissionHandler MakeEmptyHandler() {
   return [](const webhook::AdmissionRequest&) { return webhook::AdmissionResponse::Allow(); };
 }
-#endif
 
 struct RunResult {
   double rate = 0;
@@ -265,19 +267,22 @@ int main(int argc, char** argv) {
   double seconds = 10;
   int connections = 16;
   int server_cpu = 0, client_cpu = 1;
+  std::string handler = "injection";  // or "empty"
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--rates")
+    if (flag == "--rates") {
       rates = ParseRates(argv[i + 1]);
-    else if (flag == "--seconds")
+    } else if (flag == "--seconds") {
       seconds = std::atof(argv[i + 1]);
-    else if (flag == "--connections")
+    } else if (flag == "--connections") {
       connections = std::atoi(argv[i + 1]);
-    else if (flag == "--server-cpu")
+    } else if (flag == "--server-cpu") {
       server_cpu = std::atoi(argv[i + 1]);
-    else if (flag == "--client-cpu")
+    } else if (flag == "--client-cpu") {
       client_cpu = std::atoi(argv[i + 1]);
-    else {
+    } else if (flag == "--handler") {
+      handler = argv[i + 1];
+    } else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
     }
@@ -307,7 +312,8 @@ int main(int argc, char** argv) {
       net::NewHttpsServer({.worker_threads = connections + 2, .key_pair = [pair] { return pair; }});
   if (!server.ok()) return 1;
   webhook::AdmissionServer admission(server->get());
-  admission.Handle("/mutate-pods", MakeHandler());
+  const bool real = handler == "injection" && kHaveInjection;
+  admission.Handle("/mutate-pods", real ? MakeInjectionHandler() : MakeEmptyHandler());
   if (!(*server)->Bind().ok()) return 1;
   std::thread serving_thread([&] { (*server)->Serve(); });
   if (!PinToCpu(client_cpu)) std::fprintf(stderr, "warning: cannot pin to CPU %d\n", client_cpu);
@@ -335,7 +341,11 @@ int main(int argc, char** argv) {
 
   std::printf("webhook_bench: HTTPS AdmissionServer pinned to CPU %d, client pinned to CPU %d\n",
               server_cpu, client_cpu);
-  std::printf("handler: %s\n", kHandlerName);
+  std::printf("handler: %s\n",
+              real ? "real pod injection (admission::DecidePodInjection, 3 policies)"
+              : handler == "empty"
+                  ? "STAND-IN (--handler empty): parse the review, return no patch"
+                  : "STAND-IN: parse the review, return no patch (operator/admission not built)");
   std::printf("review: Pod CREATE, %zu bytes; response: %zu bytes, %s\n", bodies[0].size(),
               probe.body.size(), patches ? "with a JSON Patch" : "no patch");
   std::printf("in process, no TLS: parse %.0f us, parse + handler + encode %.0f us per review\n",
