@@ -192,7 +192,10 @@ struct HttpsServerOptions {
   std::chrono::milliseconds read_timeout{10000};
   std::chrono::milliseconds write_timeout{10000};
   // Idle time and request count after which a kept-alive connection closes.
-  std::chrono::seconds keep_alive_timeout{30};
+  // Stop() waits for idle kept-alive connections up to keep_alive_timeout
+  // (cpp-httplib 0.11 does not interrupt them), so keep it short; clients
+  // such as the API server reconnect transparently.
+  std::chrono::seconds keep_alive_timeout{5};
   int keep_alive_max_requests = 1000;
   // Larger request bodies are answered 413 without reaching a handler.
   size_t max_request_body_bytes = 1u << 20;
