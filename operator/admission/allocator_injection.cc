@@ -1,13 +1,13 @@
 #include "operator/admission/allocator_injection.h"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <cstdio>
 #include <limits>
 #include <utility>
 
 #include "operator/api/names.h"
+#include "operator/api/policy.h"
 
 namespace allocguard::admission {
 namespace {
@@ -199,19 +199,7 @@ std::string AllocatorLibraryFile(api::Allocator allocator) {
   return "";
 }
 
-std::string AllocatorLabel(api::Allocator allocator) {
-  switch (allocator) {
-    case api::Allocator::kGlibc:
-      return "glibc";
-    case api::Allocator::kJemalloc:
-      return "jemalloc";
-    case api::Allocator::kMimalloc:
-      return "mimalloc";
-    case api::Allocator::kTcmalloc:
-      return "tcmalloc";
-  }
-  return "unknown";
-}
+std::string AllocatorLabel(api::Allocator allocator) { return api::AllocatorName(allocator); }
 
 std::vector<std::pair<std::string, std::string>> AllocatorTunableEnv(
     const api::AllocatorSpec& allocator) {
@@ -235,13 +223,7 @@ std::vector<std::pair<std::string, std::string>> AllocatorTunableEnv(
       break;
     case api::Allocator::kMimalloc:
       for (const auto& [key, value] : allocator.mimalloc_options) {
-        std::string name = "MIMALLOC_";
-        for (char c : key) {
-          name += std::isalnum(static_cast<unsigned char>(c))
-                      ? static_cast<char>(std::toupper(static_cast<unsigned char>(c)))
-                      : '_';
-        }
-        env.emplace_back(std::move(name), value);
+        env.emplace_back(api::MimallocOptionEnvName(key), value);
       }
       break;
     case api::Allocator::kTcmalloc:

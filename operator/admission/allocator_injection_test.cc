@@ -1,5 +1,6 @@
 #include "operator/admission/allocator_injection.h"
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,8 @@ struct AllocatorCase {
   std::vector<std::pair<std::string, std::string>> env;
 };
 
+void PrintTo(const AllocatorCase& c, std::ostream* os) { *os << c.label; }
+
 class InjectAllocatorKindsTest : public ::testing::TestWithParam<AllocatorCase> {};
 
 TEST_P(InjectAllocatorKindsTest, InjectsLibraryAndTunables) {
@@ -174,6 +177,8 @@ struct PreloadCase {
   json expected_entry;
   bool conflict;
 };
+
+void PrintTo(const PreloadCase& c, std::ostream* os) { *os << c.label; }
 
 class PreloadMergeTest : public ::testing::TestWithParam<PreloadCase> {};
 
@@ -269,6 +274,8 @@ struct SelectionCase {
   bool conflict;
 };
 
+void PrintTo(const SelectionCase& c, std::ostream* os) { *os << c.label; }
+
 class ContainerSelectionTest : public ::testing::TestWithParam<SelectionCase> {};
 
 TEST_P(ContainerSelectionTest, OnlySelectedContainersAreTouched) {
@@ -362,6 +369,8 @@ struct ErrorCase {
   api::Allocator allocator;
   std::string image;
 };
+
+void PrintTo(const ErrorCase& c, std::ostream* os) { *os << c.label; }
 
 class InjectAllocatorErrorTest : public ::testing::TestWithParam<ErrorCase> {};
 

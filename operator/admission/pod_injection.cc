@@ -1,0 +1,190 @@
+#include "operator/admission/pod_injection.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "operator/api/names.h"
+#include "operator/api/policy.h"
+
+namespace allocguard::admission {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kGuardBinary[] = "/usr/local/bin/allocguard";
+
+std::string MetadataString(const json& object, const char* key) {
+  if (!object.is_object()) return "";
+  auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object()) return "";
+  auto it = metadata->find(key);
+  return it != metadata->end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// metadata.<key> as a string map; entries whose values are not strings are dropped.
+std::map<std::string, std::string> MetadataMap(const json& object, const char* key) {
+  std::map<std::string, std::string> result;
+  if (!object.is_object()) return result;
+  auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object()) return result;
+  auto it = metadata->find(key);
+  if (it == metadata->end() || !it->is_object()) return result;
+  for (auto entry = it->begin(); entry != it->end(); ++entry) {
+    if (entry.value().is_string()) result[entry.key()] = entry.value().get<std::string>();
+  }
+  return result;
+}
+
+PodInjectionDecision Skip(std::string reason) {
+  PodInjectionDecision decision;
+  decision.reason = std::move(reason);
+  return decision;
+}
+
+json SidecarResources() {
+  return {{"requests", {{"cpu", "10m"}, {"memory", "32Mi"}}},
+          {"limits", {{"cpu", "200m"}, {"memory", "64Mi"}}}};
+}
+
+// Adds the guard: a native sidecar right after allocguard-init (or first), or
+// a regular container at the end, and a shared process namespace.
+void AddGuard(json& spec, const api::AllocatorPolicy& policy, const PodInjectionInput& input,
+              std::vector<std::string>& conflicts) {
+  if (spec.contains("shareProcessNamespace") && spec["shareProcessNamespace"] == false) {
+    conflicts.push_back(
+        "the pod sets shareProcessNamespace: false; the guard needs to see the workload's "
+        "processes, so allocguard did not add it");
+    return;
+  }
+  spec["shareProcessNamespace"] = true;
+  json guard = GuardContainer(policy, input.options, input.native_sidecars);
+  json& list = spec[input.native_sidecars ? "initContainers" : "containers"];
+  if (!list.is_array()) list = json::array();
+  size_t position = input.native_sidecars ? 0 : list.size();
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].value("name", "") == api::kGuardContainerName) {
+      list[i] = guard;
+      return;
+    }
+    if (input.native_sidecars && list[i].value("name", "") == api::kInitContainerName) {
+      position = i + 1;
+    }
+  }
+  list.insert(list.begin() + static_cast<std::ptrdiff_t>(position), guard);
+}
+
+}  // namespace
+
+std::string PodDisplayName(const json& pod) {
+  std::string name = MetadataString(pod, "name");
+  if (!name.empty()) return name;
+  std::string generate = MetadataString(pod, "generateName");
+  return generate.empty() ? "(unnamed pod)" : generate + "*";
+}
+
+json GuardContainer(const api::AllocatorPolicy& policy, const InjectionOptions& options,
+                    bool native_sidecar) {
+  json args = json::array();
+  if (policy.spec.guard.threshold_bytes) {
+    args.push_back("--threshold-bytes");
+    args.push_back(std::to_string(*policy.spec.guard.threshold_bytes));
+  }
+  args.push_back("--action");
+  args.push_back(api::GuardActionName(policy.spec.guard.action));
+  args.push_back("--interval");
+  args.push_back("2s");
+  json guard = {
+      {"name", api::kGuardContainerName},
+      {"image", options.image},
+      {"imagePullPolicy", "IfNotPresent"},
+      {"command", {kGuardBinary, "guard"}},
+      {"args", args},
+      {"env",
+       {{{"name", "POD_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}},
+        {{"name", "POD_NAMESPACE"},
+         {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.namespace"}}}}}}}},
+      {"resources", SidecarResources()},
+      {"securityContext", RestrictedSecurityContext()}};
+  if (native_sidecar) guard["restartPolicy"] = "Always";
+  return guard;
+}
+
+PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
+  const json& pod = input.pod;
+  const std::string pod_name = PodDisplayName(pod);
+  if (input.ns == "kube-system") return Skip("pods in kube-system are never injected");
+  if (!input.operator_namespace.empty() && input.ns == input.operator_namespace) {
+    return Skip("pods in allocguard's own namespace " + input.ns + " are never injected");
+  }
+  if (!pod.is_object() || !pod.contains("spec") || !pod["spec"].is_object()) {
+    return Skip("the admitted object is not a pod with a spec");
+  }
+  const auto annotations = MetadataMap(pod, "annotations");
+  if (auto it = annotations.find(api::kInjectAnnotation);
+      it != annotations.end() && it->second == "false") {
+    return Skip(std::string("pod ") + pod_name + " opted out (" + api::kInjectAnnotation +
+                ": \"false\")");
+  }
+  if (auto it = annotations.find(api::kInjectedAnnotation); it != annotations.end()) {
+    return Skip("pod " + pod_name + " is already injected (" + it->second + ")");
+  }
+  const auto labels = MetadataMap(pod, "labels");
+  if (labels.count(api::kCanaryLabel) != 0) {
+    return Skip("pod " + pod_name + " is a canary pod; its variant is injected by the canary");
+  }
+
+  std::vector<const api::AllocatorPolicy*> matching;
+  for (const api::AllocatorPolicy& policy : input.policies) {
+    if (api::SelectorMatches(policy.spec.selector, labels)) matching.push_back(&policy);
+  }
+  if (matching.empty())
+    return Skip("no AllocatorPolicy in " + input.ns + " selects pod " + pod_name);
+  if (matching.size() > 1) {
+    std::sort(matching.begin(), matching.end(),
+              [](const auto* a, const auto* b) { return a->name < b->name; });
+    std::string names;
+    for (const auto* policy : matching) names += (names.empty() ? "" : ", ") + policy->name;
+    PodInjectionDecision decision =
+        Skip("AllocatorPolicies " + names + " all select pod " + pod_name +
+             "; allocguard injects nothing until only one does");
+    decision.conflicts.push_back(decision.reason);
+    return decision;
+  }
+  const api::AllocatorPolicy& policy = *matching.front();
+
+  PodInjectionDecision decision;
+  decision.policy = policy;
+  json mutated = pod;
+  Status status = InjectAllocator(mutated["spec"], policy.spec.allocator, policy.spec.containers,
+                                  input.options, &decision.conflicts);
+  if (!status.ok()) {
+    decision.reason = "pod " + pod_name + " was not injected: " + status.message();
+    decision.conflicts.push_back(decision.reason);
+    return decision;
+  }
+  if (SelectContainerNames(mutated["spec"], policy.spec.containers).empty()) {
+    decision.reason = "AllocatorPolicy " + policy.name + " selects pod " + pod_name +
+                      " but none of its containers";
+    return decision;
+  }
+  if (policy.spec.guard.enabled) AddGuard(mutated["spec"], policy, input, decision.conflicts);
+
+  decision.annotations = {{api::kInjectedAnnotation, AllocatorLabel(policy.spec.allocator.name)},
+                          {api::kPolicyAnnotation, policy.name},
+                          {api::kPolicyGenerationAnnotation, std::to_string(policy.generation)}};
+  json& metadata = mutated["metadata"];
+  if (!metadata.is_object()) metadata = json::object();
+  json& written = metadata["annotations"];
+  if (!written.is_object()) written = json::object();
+  for (const auto& [key, value] : decision.annotations) written[key] = value;
+
+  decision.action = PodInjectionAction::kInject;
+  decision.patch = json::diff(pod, mutated);
+  decision.reason = "injected " + AllocatorLabel(policy.spec.allocator.name) + " into pod " +
+                    pod_name + " (AllocatorPolicy " + policy.name + ", generation " +
+                    std::to_string(policy.generation) + ")";
+  if (policy.spec.guard.enabled) decision.reason += " with the guard sidecar";
+  return decision;
+}
+
+}  // namespace allocguard::admission

@@ -1,0 +1,79 @@
+#pragma once
+
+// The Pod injection webhook's decision (mutating, Pod CREATE): which policy
+// governs a new Pod, and the JSON Patch that injects its allocator and guard.
+// Pure: the webhook shell parses the AdmissionReview, lists the namespace's
+// AllocatorPolicies, calls DecidePodInjection and writes the response.
+//
+// Rules, in order (the first that applies decides):
+//   1. Pods in kube-system or in the operator's own namespace: skipped.
+//   2. The annotation api::kInjectAnnotation == "false": skipped (opt-out).
+//   3. Pods already carrying api::kInjectedAnnotation: skipped with an empty
+//      patch. This makes reinvocation (and a re-admitted copy of an injected
+//      pod) a no-op, and keeps a canary pod's variant allocator intact.
+//   4. Canary pods (label api::kCanaryLabel): skipped; the canary controller
+//      injects each variant itself.
+//   5. No policy selects the pod's labels: skipped.
+//   6. More than one policy selects it: skipped, with a conflict naming them
+//      (the validating webhook refuses overlapping policies; this covers
+//      policies stored before it ran).
+//   7. Otherwise: InjectAllocator with the policy's allocator and containers,
+//      the guard sidecar when spec.guard.enabled, and the annotations
+//      kInjectedAnnotation (allocator), kPolicyAnnotation (policy name) and
+//      kPolicyGenerationAnnotation (metadata.generation).
+//
+// The webhook never refuses a Pod: every problem is a skip with a reason (the
+// webhook must not keep workloads from starting), and what was not applied is
+// listed in `conflicts` for a Warning event.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/admission/allocator_injection.h"
+#include "operator/api/types.h"
+
+namespace allocguard::admission {
+
+struct PodInjectionInput {
+  nlohmann::json pod;  // AdmissionRequest.object; metadata.name may be empty (generateName)
+  std::string ns;      // AdmissionRequest.namespace
+  std::vector<api::AllocatorPolicy> policies;  // the AllocatorPolicies of `ns`
+  std::string operator_namespace;
+  InjectionOptions options;
+  bool native_sidecars = false;  // the API server supports restartPolicy: Always init containers
+};
+
+enum class PodInjectionAction { kSkip, kInject };
+
+struct PodInjectionDecision {
+  PodInjectionAction action = PodInjectionAction::kSkip;
+  // Why the pod was skipped, or what was injected; one sentence for logs/events.
+  std::string reason;
+  // RFC 6902 JSON Patch against input.pod; an empty array when skipped.
+  nlohmann::json patch = nlohmann::json::array();
+  // The annotations the patch writes (empty when skipped).
+  std::map<std::string, std::string> annotations;
+  // What a user's explicit settings kept from being applied, and policy
+  // conflicts; each a sentence for a Warning event on the pod's owner.
+  std::vector<std::string> conflicts;
+  // The policy that governs the pod, when exactly one does.
+  std::optional<api::AllocatorPolicy> policy;
+};
+
+PodInjectionDecision DecidePodInjection(const PodInjectionInput& input);
+
+// The guard sidecar for `policy`: `allocguard guard --threshold-bytes N
+// --action A --interval 2s` (the threshold flag only when the policy sets one),
+// restricted security context. With native_sidecar it carries restartPolicy:
+// Always and belongs in initContainers.
+nlohmann::json GuardContainer(const api::AllocatorPolicy& policy, const InjectionOptions& options,
+                              bool native_sidecar);
+
+// "web-7d9f" or, for a pod named by generateName, "web-7d9f-*"; for messages.
+std::string PodDisplayName(const nlohmann::json& pod);
+
+}  // namespace allocguard::admission

@@ -1,0 +1,359 @@
+#include "operator/admission/pod_injection.h"
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "operator/api/names.h"
+
+namespace allocguard::admission {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+api::AllocatorPolicy Policy(std::string name, std::map<std::string, std::string> match_labels,
+                            api::Allocator allocator = api::Allocator::kJemalloc) {
+  api::AllocatorPolicy policy;
+  policy.ns = "shop";
+  policy.name = std::move(name);
+  policy.generation = 3;
+  policy.spec.selector.match_labels = std::move(match_labels);
+  policy.spec.allocator.name = allocator;
+  return policy;
+}
+
+json WebPod() {
+  return json::parse(R"({
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"generateName": "web-7d9f-", "namespace": "shop",
+                 "labels": {"app": "web"}},
+    "spec": {"containers": [{"name": "app", "image": "web:1"}]}
+  })");
+}
+
+PodInjectionInput Input(json pod = WebPod()) {
+  PodInjectionInput input;
+  input.pod = std::move(pod);
+  input.ns = "shop";
+  input.policies = {Policy("web-jemalloc", {{"app", "web"}}), Policy("db", {{"app", "db"}})};
+  input.operator_namespace = "allocguard-system";
+  input.options.image = "allocguard:0.1.0";
+  input.native_sidecars = true;
+  return input;
+}
+
+// Applies the decision's patch to the input pod; fails the test on a bad patch.
+json Apply(const PodInjectionInput& input, const PodInjectionDecision& decision) {
+  try {
+    return input.pod.patch(decision.patch);
+  } catch (const json::exception& e) {
+    ADD_FAILURE() << "patch does not apply: " << e.what() << "\n" << decision.patch.dump(2);
+    return input.pod;
+  }
+}
+
+const json* FindByName(const json& list, const std::string& name) {
+  if (!list.is_array()) return nullptr;
+  for (const json& e : list) {
+    if (e.value("name", "") == name) return &e;
+  }
+  return nullptr;
+}
+
+struct SkipCase {
+  std::string label;
+  std::function<void(PodInjectionInput&)> setup;
+  std::string reason_part;
+  bool conflict;
+};
+
+void PrintTo(const SkipCase& c, std::ostream* os) { *os << c.label; }
+
+class PodInjectionSkipTest : public ::testing::TestWithParam<SkipCase> {};
+
+TEST_P(PodInjectionSkipTest, SkipsWithAReasonAndAnEmptyPatch) {
+  const SkipCase& c = GetParam();
+  PodInjectionInput input = Input();
+  c.setup(input);
+  PodInjectionDecision decision = DecidePodInjection(input);
+  EXPECT_EQ(decision.action, PodInjectionAction::kSkip);
+  EXPECT_EQ(decision.patch, json::array());
+  EXPECT_THAT(decision.annotations, IsEmpty());
+  EXPECT_THAT(decision.reason, HasSubstr(c.reason_part));
+  EXPECT_EQ(!decision.conflicts.empty(), c.conflict) << decision.reason;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PodInjectionSkipTest,
+    ::testing::Values(
+        SkipCase{"kube_system", [](auto& in) { in.ns = "kube-system"; }, "kube-system", false},
+        SkipCase{"operator_namespace", [](auto& in) { in.ns = "allocguard-system"; },
+                 "allocguard-system", false},
+        SkipCase{
+            "opt_out",
+            [](auto& in) { in.pod["metadata"]["annotations"][api::kInjectAnnotation] = "false"; },
+            "opted out", false},
+        SkipCase{"already_injected",
+                 [](auto& in) {
+                   in.pod["metadata"]["annotations"][api::kInjectedAnnotation] = "mimalloc";
+                 },
+                 "already injected (mimalloc)", false},
+        SkipCase{"canary_pod",
+                 [](auto& in) { in.pod["metadata"]["labels"][api::kCanaryLabel] = "web-abc"; },
+                 "canary", false},
+        SkipCase{"no_policy", [](auto& in) { in.pod["metadata"]["labels"]["app"] = "api"; },
+                 "no AllocatorPolicy in shop selects pod web-7d9f-*", false},
+        SkipCase{"no_labels", [](auto& in) { in.pod["metadata"].erase("labels"); },
+                 "no AllocatorPolicy", false},
+        SkipCase{"two_policies",
+                 [](auto& in) {
+                   in.policies.push_back(Policy("all-web", {{"app", "web"}}));
+                 },
+                 "all-web, web-jemalloc all select", true},
+        SkipCase{"policy_containers_absent",
+                 [](auto& in) { in.policies[0].spec.containers = {"worker"}; },
+                 "none of its containers", true},
+        SkipCase{"no_spec", [](auto& in) { in.pod.erase("spec"); }, "not a pod", false},
+        SkipCase{"not_an_object", [](auto& in) { in.pod = json::array(); }, "not a pod", false},
+        SkipCase{"malformed_containers", [](auto& in) { in.pod["spec"]["containers"] = "app"; },
+                 "not injected", true}),
+    [](const auto& test_case) { return test_case.param.label; });
+
+TEST(PodInjectionTest, OptOutOtherThanFalseStillInjects) {
+  PodInjectionInput input = Input();
+  input.pod["metadata"]["annotations"][api::kInjectAnnotation] = "true";
+  EXPECT_EQ(DecidePodInjection(input).action, PodInjectionAction::kInject);
+}
+
+TEST(PodInjectionTest, GenerateNamePodIsInjectedAsSpecified) {
+  PodInjectionInput input = Input();
+  input.policies[0].spec.allocator.jemalloc_malloc_conf = "background_thread:true";
+  PodInjectionDecision decision = DecidePodInjection(input);
+  ASSERT_EQ(decision.action, PodInjectionAction::kInject) << decision.reason;
+  ASSERT_TRUE(decision.policy.has_value());
+  EXPECT_EQ(decision.policy->name, "web-jemalloc");
+  EXPECT_THAT(decision.conflicts, IsEmpty());
+  EXPECT_THAT(decision.reason, HasSubstr("web-7d9f-*"));
+
+  json expected = input.pod;
+  std::vector<std::string> ignored;
+  ASSERT_TRUE(InjectAllocator(expected["spec"], input.policies[0].spec.allocator, {}, input.options,
+                              &ignored)
+                  .ok());
+  expected["metadata"]["annotations"] = {{"allocguard.io/injected", "jemalloc"},
+                                         {"allocguard.io/policy", "web-jemalloc"},
+                                         {"allocguard.io/policy-generation", "3"}};
+  EXPECT_EQ(Apply(input, decision), expected) << decision.patch.dump(2);
+  EXPECT_EQ(decision.annotations.at(api::kInjectedAnnotation), "jemalloc");
+  EXPECT_EQ(decision.annotations.at(api::kPolicyGenerationAnnotation), "3");
+  // The pod gained exactly one init container and no other container.
+  const json mutated = Apply(input, decision);
+  EXPECT_THAT(mutated["spec"]["initContainers"], SizeIs(1));
+  EXPECT_THAT(mutated["spec"]["containers"], SizeIs(1));
+  EXPECT_FALSE(mutated["spec"].contains("shareProcessNamespace"));
+}
+
+TEST(PodInjectionTest, AnnotationKeysAreEscapedInPatchPointers) {
+  PodInjectionInput input = Input();
+  input.pod["metadata"]["annotations"] = {{"team", "shop"}};
+  PodInjectionDecision decision = DecidePodInjection(input);
+  ASSERT_EQ(decision.action, PodInjectionAction::kInject);
+  std::vector<std::string> paths;
+  for (const json& op : decision.patch) paths.push_back(op["path"]);
+  EXPECT_THAT(paths, ::testing::Contains("/metadata/annotations/allocguard.io~1injected"));
+  const json mutated = Apply(input, decision);
+  EXPECT_EQ(mutated["metadata"]["annotations"]["team"], "shop");
+  EXPECT_EQ(mutated["metadata"]["annotations"]["allocguard.io/policy"], "web-jemalloc");
+}
+
+TEST(PodInjectionTest, SecondAdmissionOfTheMutatedPodGivesAnEmptyPatch) {
+  for (bool guard : {false, true}) {
+    PodInjectionInput input = Input();
+    input.policies[0].spec.guard.enabled = guard;
+    input.pod["spec"]["containers"][0]["env"] = {{{"name", "LD_PRELOAD"}, {"value", "/x.so"}}};
+    PodInjectionDecision first = DecidePodInjection(input);
+    ASSERT_EQ(first.action, PodInjectionAction::kInject);
+    PodInjectionInput again = input;
+    again.pod = Apply(input, first);
+    PodInjectionDecision second = DecidePodInjection(again);
+    EXPECT_EQ(second.action, PodInjectionAction::kSkip);
+    EXPECT_EQ(second.patch, json::array());
+    // No duplicated containers, volumes or env after both admissions.
+    const json& spec = again.pod["spec"];
+    EXPECT_THAT(spec["volumes"], SizeIs(1));
+    EXPECT_THAT(spec["initContainers"], SizeIs(guard ? 2 : 1));
+    EXPECT_THAT(spec["containers"][0]["env"], SizeIs(1));
+  }
+}
+
+TEST(PodInjectionTest, ExistingLdPreloadIsMergedThroughThePatch) {
+  PodInjectionInput input = Input();
+  input.pod["spec"]["containers"][0]["env"] = {
+      {{"name", "LD_PRELOAD"}, {"value", "/usr/lib/libtrace.so"}}};
+  const json mutated = Apply(input, DecidePodInjection(input));
+  EXPECT_EQ(mutated["spec"]["containers"][0]["env"][0]["value"],
+            "/usr/lib/libtrace.so:/opt/allocguard/inject/libjemalloc.so.2");
+}
+
+TEST(PodInjectionTest, ValueFromLdPreloadIsAConflictNotClobbered) {
+  PodInjectionInput input = Input();
+  const json entry = json::parse(
+      R"({"name": "LD_PRELOAD", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}})");
+  input.pod["spec"]["containers"][0]["env"] = {entry};
+  PodInjectionDecision decision = DecidePodInjection(input);
+  EXPECT_EQ(decision.action, PodInjectionAction::kInject);
+  ASSERT_THAT(decision.conflicts, SizeIs(1));
+  EXPECT_THAT(decision.conflicts[0], HasSubstr("valueFrom"));
+  const json mutated = Apply(input, decision);
+  EXPECT_EQ(mutated["spec"]["containers"][0]["env"], json::array({entry}));
+}
+
+TEST(PodInjectionTest, PolicyContainersSubsetAndInitContainersUntouchedUnlessSelected) {
+  PodInjectionInput input = Input();
+  input.pod["spec"] = json::parse(R"({
+    "initContainers": [{"name": "migrate", "image": "web:1"}],
+    "containers": [{"name": "app", "image": "web:1"}, {"name": "proxy", "image": "envoy:1"}]
+  })");
+  input.policies[0].spec.containers = {"app"};
+  const json mutated = Apply(input, DecidePodInjection(input));
+  EXPECT_EQ(*FindByName(mutated["spec"]["initContainers"], "migrate"),
+            input.pod["spec"]["initContainers"][0]);
+  EXPECT_EQ(*FindByName(mutated["spec"]["containers"], "proxy"),
+            input.pod["spec"]["containers"][1]);
+  EXPECT_TRUE(FindByName(mutated["spec"]["containers"], "app")->contains("env"));
+
+  input.policies[0].spec.containers = {"app", "migrate"};
+  const json both = Apply(input, DecidePodInjection(input));
+  EXPECT_TRUE(FindByName(both["spec"]["initContainers"], "migrate")->contains("env"));
+}
+
+struct SidecarCase {
+  std::string label;
+  bool native;
+  const char* list;        // where the guard must be
+  const char* other_list;  // where it must not be
+};
+
+void PrintTo(const SidecarCase& c, std::ostream* os) { *os << c.label; }
+
+class GuardSidecarTest : public ::testing::TestWithParam<SidecarCase> {};
+
+TEST_P(GuardSidecarTest, GuardIsAddedAsNativeOrRegularSidecar) {
+  const SidecarCase& c = GetParam();
+  PodInjectionInput input = Input();
+  input.native_sidecars = c.native;
+  input.policies[0].spec.guard.enabled = true;
+  input.policies[0].spec.guard.threshold_bytes = 1536LL << 20;
+  input.policies[0].spec.guard.action = api::GuardAction::kBackpressure;
+  PodInjectionDecision decision = DecidePodInjection(input);
+  ASSERT_EQ(decision.action, PodInjectionAction::kInject);
+  const json mutated = Apply(input, decision);
+  const json& spec = mutated["spec"];
+  EXPECT_EQ(spec["shareProcessNamespace"], true);
+  const json* guard = FindByName(spec[c.list], api::kGuardContainerName);
+  ASSERT_NE(guard, nullptr) << spec.dump(2);
+  EXPECT_EQ(FindByName(spec.value(c.other_list, json::array()), api::kGuardContainerName), nullptr);
+  EXPECT_EQ((*guard)["command"], json({"/usr/local/bin/allocguard", "guard"}));
+  EXPECT_EQ((*guard)["args"], json({"--threshold-bytes", "1610612736", "--action", "Backpressure",
+                                    "--interval", "2s"}));
+  EXPECT_EQ(guard->contains("restartPolicy"), c.native);
+  if (c.native) {
+    EXPECT_EQ((*guard)["restartPolicy"], "Always");
+    // After the library copier, before nothing of the user's.
+    EXPECT_EQ(spec["initContainers"][0]["name"], api::kInitContainerName);
+    EXPECT_EQ(spec["initContainers"][1]["name"], api::kGuardContainerName);
+  } else {
+    EXPECT_EQ(spec["containers"].back()["name"], api::kGuardContainerName);
+  }
+  // The guard does not get the allocator preloaded.
+  EXPECT_EQ(FindByName((*guard)["env"], "LD_PRELOAD"), nullptr);
+  EXPECT_EQ((*guard)["securityContext"], RestrictedSecurityContext());
+  EXPECT_TRUE((*guard)["resources"]["limits"].contains("memory"));
+  EXPECT_THAT(decision.reason, HasSubstr("guard"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, GuardSidecarTest,
+    ::testing::Values(SidecarCase{"native", true, "initContainers", "containers"},
+                      SidecarCase{"regular", false, "containers", "initContainers"}),
+    [](const auto& test_case) { return test_case.param.label; });
+
+TEST(PodInjectionTest, GuardWithoutThresholdOmitsTheFlag) {
+  api::AllocatorPolicy policy = Policy("p", {});
+  policy.spec.guard.enabled = true;
+  const json guard = GuardContainer(policy, {"img", "/lib"}, false);
+  EXPECT_EQ(guard["args"], json({"--action", "None", "--interval", "2s"}));
+}
+
+TEST(PodInjectionTest, GlibcGuardPodIsNativeSidecarFirst) {
+  PodInjectionInput input = Input();
+  input.policies[0].spec.allocator.name = api::Allocator::kGlibc;
+  input.policies[0].spec.allocator.glibc_arena_max = 2;
+  input.policies[0].spec.guard.enabled = true;
+  input.pod["spec"]["initContainers"] = {{{"name", "migrate"}, {"image", "web:1"}}};
+  const json mutated = Apply(input, DecidePodInjection(input));
+  ASSERT_THAT(mutated["spec"]["initContainers"], SizeIs(2));
+  EXPECT_EQ(mutated["spec"]["initContainers"][0]["name"], api::kGuardContainerName);
+  EXPECT_FALSE(mutated["spec"].contains("volumes"));
+  EXPECT_EQ(mutated["metadata"]["annotations"][api::kInjectedAnnotation], "glibc");
+}
+
+TEST(PodInjectionTest, ShareProcessNamespaceFalseKeepsTheGuardOut) {
+  PodInjectionInput input = Input();
+  input.policies[0].spec.guard.enabled = true;
+  input.pod["spec"]["shareProcessNamespace"] = false;
+  PodInjectionDecision decision = DecidePodInjection(input);
+  ASSERT_EQ(decision.action, PodInjectionAction::kInject);
+  ASSERT_THAT(decision.conflicts, SizeIs(1));
+  EXPECT_THAT(decision.conflicts[0], HasSubstr("shareProcessNamespace"));
+  const json mutated = Apply(input, decision);
+  EXPECT_EQ(mutated["spec"]["shareProcessNamespace"], false);
+  EXPECT_EQ(FindByName(mutated["spec"]["initContainers"], api::kGuardContainerName), nullptr);
+}
+
+TEST(PodInjectionTest, EveryInjectedContainerIsRestricted) {
+  PodInjectionInput input = Input();
+  input.policies[0].spec.guard.enabled = true;
+  const json mutated = Apply(input, DecidePodInjection(input));
+  int injected = 0;
+  for (const char* list : {"initContainers", "containers"}) {
+    for (const json& c : mutated["spec"].value(list, json::array())) {
+      const std::string name = c["name"];
+      if (name.rfind("allocguard-", 0) != 0) continue;
+      ++injected;
+      const json& sc = c["securityContext"];
+      EXPECT_EQ(sc["runAsNonRoot"], true) << name;
+      EXPECT_EQ(sc["allowPrivilegeEscalation"], false) << name;
+      EXPECT_EQ(sc["capabilities"]["drop"], json({"ALL"})) << name;
+      EXPECT_EQ(sc["seccompProfile"]["type"], "RuntimeDefault") << name;
+      EXPECT_TRUE(c["resources"]["requests"].contains("memory")) << name;
+      EXPECT_TRUE(c["resources"]["limits"].contains("memory")) << name;
+    }
+  }
+  EXPECT_EQ(injected, 2);
+}
+
+TEST(PodInjectionTest, PolicySelectorWithExpressions) {
+  PodInjectionInput input = Input();
+  input.policies = {Policy("tiered", {})};
+  input.policies[0].spec.selector.match_expressions = {{"tier", "In", {"front", "edge"}}};
+  EXPECT_EQ(DecidePodInjection(input).action, PodInjectionAction::kSkip);
+  input.pod["metadata"]["labels"]["tier"] = "edge";
+  EXPECT_EQ(DecidePodInjection(input).action, PodInjectionAction::kInject);
+}
+
+TEST(PodInjectionTest, PodDisplayNames) {
+  EXPECT_EQ(PodDisplayName(json::parse(R"({"metadata": {"name": "a"}})")), "a");
+  EXPECT_EQ(PodDisplayName(json::parse(R"({"metadata": {"generateName": "a-"}})")), "a-*");
+  EXPECT_EQ(PodDisplayName(json::object()), "(unnamed pod)");
+}
+
+}  // namespace
+}  // namespace allocguard::admission

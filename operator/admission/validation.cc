@@ -1,0 +1,162 @@
+#include "operator/admission/validation.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "operator/api/names.h"
+
+namespace allocguard::admission {
+namespace {
+
+using nlohmann::json;
+
+const json& Field(const json& object, const char* key) {
+  static const json kNull;
+  if (!object.is_object()) return kNull;
+  auto it = object.find(key);
+  return it == object.end() ? kNull : *it;
+}
+
+const json& AnnotationValue(const json& object, const char* key) {
+  return Field(Field(Field(object, "metadata"), "annotations"), key);
+}
+
+std::string Annotation(const json& object, const char* key) {
+  const json& value = AnnotationValue(object, key);
+  return value.is_string() ? value.get<std::string>() : "";
+}
+
+bool Paused(const json& deployment) { return Field(Field(deployment, "spec"), "paused") == true; }
+
+ValidationDecision Refuse(std::string message) {
+  ValidationDecision decision;
+  decision.allowed = false;
+  decision.message = std::move(message);
+  return decision;
+}
+
+// Every requirement the two selectors place on one label key.
+struct KeyConstraints {
+  std::vector<std::set<std::string>> in;  // the value must be in each set
+  std::set<std::string> not_in;           // the value, if any, must be in none
+  bool exists = false;
+  bool does_not_exist = false;
+};
+
+void AddSelector(const api::LabelSelector& selector, std::map<std::string, KeyConstraints>& keys) {
+  for (const auto& [key, value] : selector.match_labels) keys[key].in.push_back({value});
+  for (const api::LabelSelectorRequirement& r : selector.match_expressions) {
+    KeyConstraints& k = keys[r.key];
+    if (r.op == "In") {
+      k.in.emplace_back(r.values.begin(), r.values.end());
+    } else if (r.op == "NotIn") {
+      k.not_in.insert(r.values.begin(), r.values.end());
+    } else if (r.op == "Exists") {
+      k.exists = true;
+    } else if (r.op == "DoesNotExist") {
+      k.does_not_exist = true;
+    }
+    // An unknown operator (refused by the parser) constrains nothing here, so
+    // the check errs toward reporting an overlap.
+  }
+}
+
+// A value of the key satisfying `k`, if one exists (the key then present).
+std::optional<std::string> SatisfyingValue(const KeyConstraints& k) {
+  if (k.does_not_exist) return std::nullopt;
+  if (!k.in.empty()) {
+    for (const std::string& v : k.in.front()) {
+      bool ok = k.not_in.count(v) == 0;
+      for (const auto& set : k.in) ok = ok && set.count(v) != 0;
+      if (ok) return v;
+    }
+    return std::nullopt;
+  }
+  std::string value = "x";
+  for (int i = 1; k.not_in.count(value) != 0; ++i) value = "x" + std::to_string(i);
+  return value;
+}
+
+}  // namespace
+
+bool SelectorsOverlap(const api::LabelSelector& a, const api::LabelSelector& b,
+                      std::string* example) {
+  std::map<std::string, KeyConstraints> keys;
+  AddSelector(a, keys);
+  AddSelector(b, keys);
+  std::string labels;
+  for (const auto& [key, k] : keys) {
+    const bool absent_ok = k.in.empty() && !k.exists;
+    if (absent_ok) continue;
+    std::optional<std::string> value = SatisfyingValue(k);
+    if (!value) return false;
+    labels += (labels.empty() ? "" : ",") + key + "=" + *value;
+  }
+  if (example != nullptr) *example = labels;
+  return true;
+}
+
+ValidationDecision ValidateDeploymentUpdate(const json& old_deployment, const json& new_deployment,
+                                            Requester requester) {
+  const std::string held = Annotation(old_deployment, api::kHeldCandidateAnnotation);
+  if (AnnotationValue(old_deployment, api::kHeldCandidateAnnotation).is_null() ||
+      !Paused(old_deployment)) {
+    return {};
+  }
+  const std::string override_reason = Annotation(new_deployment, api::kOverrideHoldAnnotation);
+  const bool still_marked =
+      !AnnotationValue(new_deployment, api::kHeldCandidateAnnotation).is_null();
+  const std::string how_to_override =
+      std::string("wait for its ReplayCanary to be Flat, or set the annotation ") +
+      api::kOverrideHoldAnnotation + " to your reason (recorded in an event)";
+  if (!override_reason.empty()) {
+    ValidationDecision decision;
+    if (!Paused(new_deployment) || !still_marked) {
+      decision.event_reason =
+          "hold of template " + held + " overridden by hand: " + override_reason;
+    }
+    return decision;
+  }
+  if (!Paused(new_deployment) && still_marked) {
+    return Refuse("spec.paused: this Deployment is held by allocguard until its pod template " +
+                  held + " has a Flat replay canary and cannot be unpaused by hand; " +
+                  how_to_override);
+  }
+  if (!still_marked && requester == Requester::kOther) {
+    return Refuse(std::string("metadata.annotations[") + api::kHeldCandidateAnnotation +
+                  "]: only allocguard releases the hold of template " + held + "; " +
+                  how_to_override);
+  }
+  return {};
+}
+
+ValidationDecision ValidatePolicy(const api::AllocatorPolicy& candidate,
+                                  const std::vector<api::AllocatorPolicy>& others_in_namespace) {
+  if (!SelectorsOverlap(candidate.spec.selector, api::LabelSelector{}, nullptr)) {
+    return Refuse(
+        "spec.selector: no pod can satisfy it (its requirements on one label contradict each "
+        "other)");
+  }
+  std::vector<const api::AllocatorPolicy*> others;
+  for (const api::AllocatorPolicy& other : others_in_namespace) {
+    if (other.name != candidate.name) others.push_back(&other);
+  }
+  std::sort(others.begin(), others.end(),
+            [](const auto* x, const auto* y) { return x->name < y->name; });
+  for (const api::AllocatorPolicy* other : others) {
+    std::string example;
+    if (!SelectorsOverlap(candidate.spec.selector, other->spec.selector, &example)) continue;
+    return Refuse("spec.selector overlaps AllocatorPolicy \"" + other->name +
+                  "\": both would select " +
+                  (example.empty() ? std::string("a pod without labels")
+                                   : "a pod labelled {" + example + "}") +
+                  ", and a pod selected by two policies gets neither; make the selectors "
+                  "exclusive (e.g. a label one requires and the other excludes)");
+  }
+  return {};
+}
+
+}  // namespace allocguard::admission

@@ -1,0 +1,192 @@
+#include "operator/admission/validation.h"
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "operator/api/names.h"
+
+namespace allocguard::admission {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+json Deployment(bool paused, const char* held, const char* override_reason = nullptr) {
+  json d = json::parse(R"({"metadata": {"name": "web", "annotations": {}},
+                           "spec": {"replicas": 2}})");
+  if (paused) d["spec"]["paused"] = true;
+  if (held != nullptr) d["metadata"]["annotations"][api::kHeldCandidateAnnotation] = held;
+  if (override_reason != nullptr) {
+    d["metadata"]["annotations"][api::kOverrideHoldAnnotation] = override_reason;
+  }
+  return d;
+}
+
+struct UnpauseCase {
+  std::string label;
+  json old_deployment;
+  json new_deployment;
+  Requester requester;
+  bool allowed;
+  std::string message_part;  // in the refusal
+  std::string event_part;    // in event_reason; empty: no event
+};
+
+void PrintTo(const UnpauseCase& c, std::ostream* os) { *os << c.label; }
+
+class ValidateDeploymentUpdateTest : public ::testing::TestWithParam<UnpauseCase> {};
+
+TEST_P(ValidateDeploymentUpdateTest, Decides) {
+  const UnpauseCase& c = GetParam();
+  ValidationDecision decision =
+      ValidateDeploymentUpdate(c.old_deployment, c.new_deployment, c.requester);
+  EXPECT_EQ(decision.allowed, c.allowed) << decision.message;
+  if (c.allowed) {
+    EXPECT_THAT(decision.message, IsEmpty());
+  } else {
+    EXPECT_THAT(decision.message, HasSubstr(c.message_part));
+    EXPECT_THAT(decision.message, HasSubstr(api::kOverrideHoldAnnotation));
+  }
+  if (c.event_part.empty()) {
+    EXPECT_THAT(decision.event_reason, IsEmpty());
+  } else {
+    EXPECT_THAT(decision.event_reason, HasSubstr(c.event_part));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ValidateDeploymentUpdateTest,
+    ::testing::Values(
+        UnpauseCase{"manual_unpause_refused", Deployment(true, "abc"), Deployment(false, "abc"),
+                    Requester::kOther, false, "spec.paused", ""},
+        UnpauseCase{"manual_unpause_refused_unknown_requester", Deployment(true, "abc"),
+                    Deployment(false, "abc"), Requester::kUnknown, false, "abc", ""},
+        UnpauseCase{"paused_field_removed_refused", Deployment(true, "abc"),
+                    [] {
+                      json d = Deployment(false, "abc");
+                      d["spec"].erase("paused");
+                      return d;
+                    }(),
+                    Requester::kOther, false, "spec.paused", ""},
+        UnpauseCase{"override_allowed_and_recorded", Deployment(true, "abc"),
+                    Deployment(false, "abc", "incident 42: need the fix now"), Requester::kOther,
+                    true, "", "incident 42: need the fix now"},
+        UnpauseCase{"empty_override_is_no_override", Deployment(true, "abc"),
+                    Deployment(false, "abc", ""), Requester::kOther, false, "spec.paused", ""},
+        UnpauseCase{"operator_release", Deployment(true, "abc"), Deployment(false, nullptr),
+                    Requester::kOperator, true, "", ""},
+        UnpauseCase{"release_unknown_requester", Deployment(true, "abc"),
+                    Deployment(false, nullptr), Requester::kUnknown, true, "", ""},
+        UnpauseCase{"annotation_removed_by_hand", Deployment(true, "abc"),
+                    Deployment(false, nullptr), Requester::kOther, false, "only allocguard", ""},
+        UnpauseCase{"still_held_other_edit", Deployment(true, "abc"), Deployment(true, "abc"),
+                    Requester::kOther, true, "", ""},
+        UnpauseCase{"new_candidate_while_held", Deployment(true, "abc"), Deployment(true, "def"),
+                    Requester::kOther, true, "", ""},
+        UnpauseCase{"not_held_user_pause", Deployment(true, nullptr), Deployment(false, nullptr),
+                    Requester::kOther, true, "", ""},
+        UnpauseCase{"annotation_without_pause_is_not_held", Deployment(false, "abc"),
+                    Deployment(false, "abc"), Requester::kOther, true, "", ""}),
+    [](const auto& test_case) { return test_case.param.label; });
+
+api::AllocatorPolicy Policy(std::string name, std::map<std::string, std::string> labels,
+                            std::vector<api::LabelSelectorRequirement> expressions = {}) {
+  api::AllocatorPolicy policy;
+  policy.ns = "shop";
+  policy.name = std::move(name);
+  policy.spec.selector.match_labels = std::move(labels);
+  policy.spec.selector.match_expressions = std::move(expressions);
+  return policy;
+}
+
+struct OverlapCase {
+  std::string label;
+  api::AllocatorPolicy candidate;
+  api::AllocatorPolicy other;
+  bool overlap;
+  std::string example;  // labels satisfying both, when they overlap
+};
+
+void PrintTo(const OverlapCase& c, std::ostream* os) { *os << c.label; }
+
+class PolicyOverlapTest : public ::testing::TestWithParam<OverlapCase> {};
+
+TEST_P(PolicyOverlapTest, RefusesOverlappingSelectors) {
+  const OverlapCase& c = GetParam();
+  ValidationDecision decision = ValidatePolicy(c.candidate, {c.other});
+  EXPECT_EQ(decision.allowed, !c.overlap) << decision.message;
+  std::string example;
+  EXPECT_EQ(SelectorsOverlap(c.candidate.spec.selector, c.other.spec.selector, &example),
+            c.overlap);
+  // Symmetric.
+  EXPECT_EQ(SelectorsOverlap(c.other.spec.selector, c.candidate.spec.selector, nullptr), c.overlap);
+  if (c.overlap) {
+    EXPECT_EQ(example, c.example);
+    EXPECT_THAT(decision.message, HasSubstr("spec.selector"));
+    EXPECT_THAT(decision.message, HasSubstr("\"" + c.other.name + "\""));
+  }
+}
+
+using R = api::LabelSelectorRequirement;
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PolicyOverlapTest,
+    ::testing::Values(
+        OverlapCase{"same_labels", Policy("a", {{"app", "web"}}), Policy("b", {{"app", "web"}}),
+                    true, "app=web"},
+        OverlapCase{"different_values", Policy("a", {{"app", "web"}}), Policy("b", {{"app", "db"}}),
+                    false, ""},
+        OverlapCase{"disjoint_keys_overlap", Policy("a", {{"app", "web"}}),
+                    Policy("b", {{"tier", "front"}}), true, "app=web,tier=front"},
+        OverlapCase{"empty_selector_overlaps_all", Policy("a", {{"app", "web"}}), Policy("b", {}),
+                    true, "app=web"},
+        OverlapCase{"in_sets_intersect", Policy("a", {}, {R{"app", "In", {"web", "api"}}}),
+                    Policy("b", {}, {R{"app", "In", {"api", "db"}}}), true, "app=api"},
+        OverlapCase{"in_sets_disjoint", Policy("a", {}, {R{"app", "In", {"web"}}}),
+                    Policy("b", {}, {R{"app", "In", {"db"}}}), false, ""},
+        OverlapCase{"label_vs_notin_same", Policy("a", {{"app", "web"}}),
+                    Policy("b", {}, {R{"app", "NotIn", {"web"}}}), false, ""},
+        OverlapCase{"label_vs_notin_other", Policy("a", {{"app", "web"}}),
+                    Policy("b", {}, {R{"app", "NotIn", {"db"}}}), true, "app=web"},
+        OverlapCase{"exists_vs_does_not_exist", Policy("a", {}, {R{"canary", "Exists", {}}}),
+                    Policy("b", {}, {R{"canary", "DoesNotExist", {}}}), false, ""},
+        OverlapCase{"label_vs_does_not_exist", Policy("a", {{"app", "web"}}),
+                    Policy("b", {}, {R{"app", "DoesNotExist", {}}}), false, ""},
+        OverlapCase{"notin_vs_does_not_exist", Policy("a", {}, {R{"app", "NotIn", {"web"}}}),
+                    Policy("b", {}, {R{"app", "DoesNotExist", {}}}), true, ""},
+        OverlapCase{"exists_vs_notin", Policy("a", {}, {R{"app", "Exists", {}}}),
+                    Policy("b", {}, {R{"app", "NotIn", {"x"}}}), true, "app=x1"},
+        OverlapCase{"exclusive_by_second_key", Policy("a", {{"app", "web"}, {"track", "stable"}}),
+                    Policy("b", {{"app", "web"}}, {R{"track", "NotIn", {"stable"}}}), false, ""}),
+    [](const auto& test_case) { return test_case.param.label; });
+
+TEST(ValidatePolicyTest, IgnoresItsOwnStoredVersionAndNamesTheFirstOverlap) {
+  api::AllocatorPolicy candidate = Policy("web", {{"app", "web"}});
+  EXPECT_TRUE(ValidatePolicy(candidate, {Policy("web", {{"app", "web"}})}).allowed);
+  ValidationDecision decision =
+      ValidatePolicy(candidate, {Policy("web", {{"app", "web"}}), Policy("z-all", {}),
+                                 Policy("db", {{"app", "db"}}), Policy("m-web", {{"app", "web"}})});
+  EXPECT_FALSE(decision.allowed);
+  EXPECT_THAT(decision.message, HasSubstr("\"m-web\""));
+  EXPECT_THAT(decision.message, HasSubstr("{app=web}"));
+}
+
+TEST(ValidatePolicyTest, RefusesASelectorThatMatchesNothing) {
+  ValidationDecision decision =
+      ValidatePolicy(Policy("p", {{"app", "web"}}, {R{"app", "NotIn", {"web"}}}), {});
+  EXPECT_FALSE(decision.allowed);
+  EXPECT_THAT(decision.message, HasSubstr("spec.selector"));
+  EXPECT_THAT(decision.message, HasSubstr("no pod"));
+}
+
+TEST(ValidatePolicyTest, NoOthersIsAllowed) {
+  EXPECT_TRUE(ValidatePolicy(Policy("p", {{"app", "web"}}), {}).allowed);
+}
+
+}  // namespace
+}  // namespace allocguard::admission
