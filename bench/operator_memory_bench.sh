@@ -2,7 +2,7 @@
 # The operator's memory idle and with N governed Deployments (default 10 000).
 #
 #   bench/operator_memory_bench.sh [--deployments N] [--batch 500] [--parallel 2]
-#                                  [--allocguard PATH] [--no-operator]
+#                                  [--allocguard PATH] [--no-operator] [--no-webhooks]
 #
 # Starts a control plane of its own (e2e/cluster/up.sh; no kubelet, no
 # controller-manager, so no ReplicaSets or Pods appear), applies crds/, an
@@ -10,7 +10,10 @@
 # `allocguard operator` against it, and prints the operator's VmRSS and
 # RssAnon idle and after the Deployments exist, the bytes per Deployment,
 # how long the creation took, and the apiserver's and etcd's RSS beside them.
-# --no-operator measures only the control plane and the creation.
+# The operator registers its admission webhooks by URL (as a local process
+# does), so every Deployment created passes its Deployment gate;
+# --no-webhooks leaves them unregistered. --no-operator measures only the
+# control plane and the creation.
 #
 # The operator binary defaults to build/release/operator/cli/allocguard,
 # built (Release, -j2) when missing. Everything it starts is stopped on exit.
@@ -21,8 +24,9 @@ deployments=10000
 batch=500
 parallel=2
 with_operator=1
+with_webhooks=1
 allocguard=$repo/build/release/operator/cli/allocguard
-governed_metric=${ALLOCGUARD_GOVERNED_METRIC:-allocguard_governed_deployments}
+governed_metric=${ALLOCGUARD_GOVERNED_METRIC:-allocguard_cached_deployments}
 while (($#)); do
   case $1 in
     --deployments) deployments=$2; shift 2 ;;
@@ -30,6 +34,7 @@ while (($#)); do
     --parallel) parallel=$2; shift 2 ;;
     --allocguard) allocguard=$2; shift 2 ;;
     --no-operator) with_operator=0; shift ;;
+    --no-webhooks) with_webhooks=0; shift ;;
     *) echo "operator_memory_bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -121,11 +126,17 @@ metrics_port=$(free_port)
 webhook_port=$(free_port)
 if ((with_operator)); then
   log "starting $allocguard operator"
-  "$allocguard" operator --kubeconfig "$KUBECONFIG" --leader-elect=false \
+  webhook_flags=()
+  if ((with_webhooks)); then
+    webhook_flags=(--webhook-url "https://127.0.0.1:$webhook_port" --webhook-extra-san 127.0.0.1)
+  fi
+  # No --leader-elect: one replica. Watches every namespace.
+  "$allocguard" operator --kubeconfig "$KUBECONFIG" \
+    --operator-namespace "$operator_ns" --image allocguard:bench \
     --health-probe-bind-address "127.0.0.1:$probe_port" \
     --metrics-bind-address "127.0.0.1:$metrics_port" \
     --webhook-bind-address "127.0.0.1:$webhook_port" \
-    --namespace "$operator_ns" >"$work/operator.log" 2>&1 &
+    "${webhook_flags[@]}" >"$work/operator.log" 2>&1 &
   operator_pid=$!
   for ((i = 0; ; i++)); do
     if curl -fs "http://127.0.0.1:$probe_port/readyz" >/dev/null 2>&1; then break; fi
@@ -191,41 +202,56 @@ log "created $created Deployments in ${create_seconds} s"
 object_bytes=$(kubectl get deployment -n "$bench_ns" bench-00000 -o json | wc -c)
 
 # --- operator, with the Deployments -----------------------------------------
-# Done when the operator's governed-count gauge reaches $deployments, or else
-# when its RSS has moved by less than 1 % (and 1 MiB) over 20 s.
+# Waits until the operator's Deployment-count gauge reaches $deployments (or
+# it is not exported), then until its RSS has moved by at most 1 % (or 1 MiB)
+# over 20 s, for at most 5 minutes.
 seen_by=
+settled=
 if ((with_operator)); then
   log "waiting for the operator to take in the Deployments"
   t2=$(now)
   samples=()
-  for ((i = 0; i < 300; i++)); do
+  for ((i = 0; i < 150; i++)); do
     sleep 2
     kill -0 "$operator_pid" 2>/dev/null || { echo "operator exited" >&2; tail -n 30 "$work/operator.log" >&2; exit 1; }
     governed=$(curl -fs "http://127.0.0.1:$metrics_port/metrics" 2>/dev/null |
       awk -v m="$governed_metric" '$1 == m || index($1, m "{") == 1 {s += $2} END {print s + 0}')
     read -r rss _ < <(mem_kib "$operator_pid")
     samples+=("$rss")
+    ((i % 5 == 4)) && log "operator VmRSS $(mib "$rss"), $governed_metric $governed"
     if ((governed >= deployments)) && [[ -z $seen_by ]]; then
       seen_by=$(awk -v a="$t2" -v b="$(now)" 'BEGIN {printf "%.0f", b - a}')
-      log "the operator reports $governed governed Deployments after ${seen_by} s; 20 s more to settle"
-      samples=("$rss")
+      log "the operator reports $governed Deployments after ${seen_by} s"
     fi
     if ((${#samples[@]} >= 11)); then
       window=("${samples[@]: -11}")
       if printf '%s\n' "${window[@]}" | awk '
           NR == 1 {lo = hi = $1} {if ($1 < lo) lo = $1; if ($1 > hi) hi = $1}
-          END {exit !((hi - lo) <= 1024 && (hi - lo) <= hi / 100)}'; then
+          END {exit !((hi - lo) <= 1024 || (hi - lo) <= hi / 100)}'; then
+        settled=$(awk -v a="$t2" -v b="$(now)" 'BEGIN {printf "%.0f", b - a}')
         break
       fi
     fi
   done
   read -r full_rss full_anon < <(mem_kib "$operator_pid")
+  peak_rss=$(awk '/^VmHWM:/ {print $2}' "/proc/$operator_pid/status")
 fi
 read -r api_rss_after _ < <(mem_kib "$apiserver_pid")
 read -r etcd_rss_after _ < <(mem_kib "$etcd_pid")
+# What the operator wrote, for reading the figures.
+policy_bytes=$(kubectl get allocatorpolicy -n "$bench_ns" bench-jemalloc -o json | wc -c)
+policy_governed=$(kubectl get allocatorpolicy -n "$bench_ns" bench-jemalloc \
+  -o jsonpath='{.status.governedCount} {range .status.governed[*]}x{end}' |
+  awk '{print $1 + 0, length($2)}')
+events=$(kubectl get events -n "$bench_ns" --no-headers 2>/dev/null | wc -l)
+canaries=$(kubectl get replaycanaries -A --no-headers 2>/dev/null | wc -l)
+jobs=$(kubectl get jobs -A --no-headers 2>/dev/null | wc -l)
 
 # --- report -------------------------------------------------------------------
-echo "operator memory benchmark: $created Deployments labelled app=bench, AllocatorPolicy in Audit mode"
+webhooks_note=", webhooks registered"
+((with_webhooks)) || webhooks_note=", webhooks not registered"
+((with_operator)) || webhooks_note=", no operator"
+echo "operator memory benchmark: $created Deployments labelled app=bench, AllocatorPolicy in Audit mode$webhooks_note"
 echo "  creation: $created Deployments in ${create_seconds} s ($parallel kubectl create of $batch each)," \
   "$object_bytes bytes of JSON each"
 if ((with_operator)); then
@@ -234,11 +260,21 @@ if ((with_operator)); then
   awk -v a="$idle_rss" -v b="$full_rss" -v c="$idle_anon" -v d="$full_anon" -v n="$created" \
     'BEGIN {printf "  per Deployment:            VmRSS %.0f bytes, RssAnon %.0f bytes\n",
             (b - a) * 1024 / n, (d - c) * 1024 / n}'
+  echo "  operator peak VmRSS (VmHWM): $(mib "$peak_rss")"
   if [[ -n $seen_by ]]; then
     echo "  the operator's $governed_metric reached $deployments ${seen_by} s after creation ended"
   else
-    echo "  ($governed_metric not reported; waited for the operator's RSS to settle)"
+    echo "  ($governed_metric did not reach $deployments)"
   fi
+  if [[ -n $settled ]]; then
+    echo "  its RSS settled (within 1 % over 20 s) ${settled} s after creation ended"
+  else
+    echo "  its RSS had not settled 300 s after creation ended; figures are the last sample"
+  fi
+  read -r count listed <<<"$policy_governed"
+  echo "  the policy: $policy_bytes bytes of JSON, status.governedCount $count," \
+    "$listed entries in status.governed"
+  echo "  in the cluster: $events events in $bench_ns, $canaries ReplayCanaries, $jobs Jobs"
 fi
 echo "  kube-apiserver VmRSS: $(mib "$api_rss_before") before, $(mib "$api_rss_after") after"
 echo "  etcd VmRSS:           $(mib "$etcd_rss_before") before, $(mib "$etcd_rss_after") after"
