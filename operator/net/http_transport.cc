@@ -617,6 +617,18 @@ Result<std::unique_ptr<HttpServer>> NewHttpsServer(const HttpsServerOptions& opt
   server->set_keep_alive_max_count(
       static_cast<size_t>(std::max(1, options.keep_alive_max_requests)));
   server->set_payload_max_length(options.max_request_body_bytes);
+  // cpp-httplib 0.11 enforces the payload cap on Content-Length bodies only:
+  // a chunked body of any size would be read into memory. Refuse chunked
+  // requests before their body is read (the API server always sends
+  // Content-Length), and close the connection since the body is left unread.
+  server->set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!req.has_header("Transfer-Encoding")) return httplib::Server::HandlerResponse::Unhandled;
+    res.status = 411;
+    res.set_header("Connection", "close");
+    res.set_content("request bodies must have a Content-Length (chunked bodies are refused)\n",
+                    "text/plain");
+    return httplib::Server::HandlerResponse::Handled;
+  });
   server->set_tcp_nodelay(true);
   return std::unique_ptr<HttpServer>(std::make_unique<HttplibServer>(
       std::move(server), options.host, options.port, options.worker_threads, std::move(selector)));

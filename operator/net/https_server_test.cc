@@ -217,6 +217,58 @@ Handshake RawHandshake(int port, int min_version, int max_version,
   return out;
 }
 
+// Sends a raw request over TLS (1.2 or later) and returns the response text
+// read until the server closes or 64 KB arrived.
+std::string RawTlsExchange(int port, const std::string& head, size_t chunked_body_bytes) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  SSL* ssl = SSL_new(ctx);
+  SSL_set_fd(ssl, fd);
+  std::string out;
+  if (SSL_connect(ssl) == 1) {
+    SSL_write(ssl, head.data(), static_cast<int>(head.size()));
+    const std::string chunk = "10000\r\n" + std::string(0x10000, 'x') + "\r\n";
+    for (size_t sent = 0; sent < chunked_body_bytes; sent += 0x10000) {
+      if (SSL_write(ssl, chunk.data(), static_cast<int>(chunk.size())) <= 0) break;
+    }
+    SSL_write(ssl, "0\r\n\r\n", 5);
+    char buf[4096];
+    int n;
+    while (out.size() < 65536 && (n = SSL_read(ssl, buf, sizeof buf)) > 0) {
+      out.append(buf, static_cast<size_t>(n));
+      if (out.find("\r\n\r\n") != std::string::npos) break;
+    }
+  }
+  ERR_clear_error();
+  SSL_free(ssl);
+  close(fd);
+  SSL_CTX_free(ctx);
+  return out;
+}
+
+TEST(HttpsServerTest, AChunkedBodyIsRefusedBeforeItIsRead) {
+  // cpp-httplib's payload cap does not apply to chunked bodies, so chunked
+  // requests are refused outright: a 4 MiB one must not reach the handler.
+  Authority a = NewAuthority("ca-a");
+  SwappablePair pair;
+  pair.Set(a.pair);
+  RunningServer server({.max_request_body_bytes = 1u << 20, .key_pair = pair.Provider()});
+  const std::string head =
+      "POST /echo HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n"
+      "Content-Type: a/b\r\n\r\n";
+  std::string big = RawTlsExchange(server.port(), head, 4u << 20);
+  EXPECT_EQ(big.rfind("HTTP/1.1 411", 0), 0u) << big;
+  EXPECT_EQ(big.find("4194304"), std::string::npos) << "the handler read the body: " << big;
+  std::string small = RawTlsExchange(server.port(), head, 0x10000);
+  EXPECT_EQ(small.rfind("HTTP/1.1 411", 0), 0u) << small;
+  EXPECT_TRUE(Get(server.url(), a.ca_pem).ok());
+}
+
 TEST(HttpsServerTest, RefusesTls11AndAcceptsTls12And13) {
   Authority a = NewAuthority("ca-a");
   SwappablePair pair;
