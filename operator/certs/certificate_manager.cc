@@ -1,7 +1,5 @@
 #include "operator/certs/certificate_manager.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <set>
 
@@ -12,15 +10,6 @@
 
 namespace allocguard::certs {
 namespace {
-
-std::string EncodeBase64(const std::string& data) {
-  std::string out(4 * ((data.size() + 2) / 3) + 1, '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(data.data()),
-                          static_cast<int>(data.size()));
-  out.resize(static_cast<size_t>(std::max(n, 0)));
-  return out;
-}
 
 std::string Concat(const std::vector<std::string>& pems) {
   std::string out;
@@ -98,7 +87,7 @@ RotationState CertificateManager::StateOf(const SecretView& view) {
 }
 
 Result<std::optional<WallTime>> CertificateManager::SyncCaBundle(const std::string& bundle_pem) {
-  const std::string encoded = EncodeBase64(bundle_pem);
+  const std::string encoded = kube::EncodeBase64(bundle_pem);
   Status first_error;
   bool all_hold = true;
   auto sync = [&](const kube::ResourceType& type, const std::string& name) {
@@ -210,10 +199,10 @@ Status CertificateManager::Apply(RotationAction action, const SecretView& view, 
   secret["metadata"]["namespace"] = options_.secret_namespace;
   secret["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "allocguard";
   secret["type"] = "kubernetes.io/tls";
-  secret["data"][kSecretCertKey] = EncodeBase64(cert);
-  secret["data"][kSecretKeyKey] = EncodeBase64(key);
-  secret["data"][kSecretCaKey] = EncodeBase64(Concat(bundle));
-  secret["data"][kSecretCaKeyKey] = EncodeBase64(ca_key);
+  secret["data"][kSecretCertKey] = kube::EncodeBase64(cert);
+  secret["data"][kSecretKeyKey] = kube::EncodeBase64(key);
+  secret["data"][kSecretCaKey] = kube::EncodeBase64(Concat(bundle));
+  secret["data"][kSecretCaKeyKey] = kube::EncodeBase64(ca_key);
   const std::string what = "Secret " + options_.secret_namespace + "/" + options_.secret_name;
   if (!view.exists) {
     auto created = client_->Create(kube::Secrets(), options_.secret_namespace, secret);
