@@ -12,5 +12,6 @@ void RegisterAnalyzeCommand(CLI::App& app, int* exit_code);
 void RegisterReportCommand(CLI::App& app, int* exit_code);
 
 void RegisterEvaluateCommand(CLI::App& app, int* exit_code);
+void RegisterOperatorCommand(CLI::App& app, int* exit_code);
 
 }  // namespace allocguard::cli

@@ -1,5 +1,6 @@
 #include "operator/memory/verdict.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace allocguard::memory {
@@ -122,6 +123,11 @@ int ExitCodeForVerdict(const std::string& v) {
   if (v == "Failed") return 7;
   if (v == "Inconclusive") return 8;
   return 1;
+}
+
+double RecommendedLimitBytes(double peak_bytes) {
+  const double step = 64.0 * 1024 * 1024;
+  return std::ceil(peak_bytes * 1.25 / step) * step;
 }
 
 }  // namespace allocguard::memory

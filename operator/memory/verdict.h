@@ -76,6 +76,11 @@ struct OverallVerdict {
 // The first entry is the candidate. REQUIRES: !variants.empty().
 OverallVerdict ClassifyVariants(const std::vector<NamedVerdict>& variants);
 
+// The memory limit to recommend for a workload whose peak was peak_bytes:
+// 25 % headroom, rounded up to a multiple of 64 MiB. Peaks are legitimate;
+// they size the limit, the floor's slope judges retention.
+double RecommendedLimitBytes(double peak_bytes);
+
 // Process exit codes of `allocguard replay` and `allocguard analyze`, one per
 // overall verdict, so scripts can branch on them (documented in docs/replay.md).
 int ExitCodeForVerdict(const std::string& overall_verdict);

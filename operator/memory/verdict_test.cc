@@ -118,3 +118,17 @@ TEST(ExitCodeTest, DistinctPerVerdict) {
 
 }  // namespace
 }  // namespace allocguard::memory
+
+namespace allocguard::memory {
+namespace {
+
+TEST(RecommendedLimitTest, QuarterHeadroomRoundedUpTo64MiB) {
+  const double mib = 1024.0 * 1024;
+  EXPECT_DOUBLE_EQ(RecommendedLimitBytes(1000 * mib), 1280 * mib);  // 1250 -> 1280
+  EXPECT_DOUBLE_EQ(RecommendedLimitBytes(1024 * mib), 1280 * mib);  // exactly 1280
+  EXPECT_DOUBLE_EQ(RecommendedLimitBytes(1 * mib), 64 * mib);
+  EXPECT_DOUBLE_EQ(RecommendedLimitBytes(0), 0);
+}
+
+}  // namespace
+}  // namespace allocguard::memory

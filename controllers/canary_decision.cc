@@ -1,0 +1,221 @@
+#include "controllers/canary_decision.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "operator/canary/job_builder.h"
+#include "operator/memory/verdict.h"
+
+namespace allocguard::controllers {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kCandidate[] = "candidate";
+constexpr double kBytesPerMiB = 1024.0 * 1024.0;
+
+memory::Verdict ParseVerdict(const std::string& name) {
+  static const std::map<std::string, memory::Verdict> kByName = {
+      {"Flat", memory::Verdict::kFlat},           {"Ratchet", memory::Verdict::kRatchet},
+      {"OOMKilled", memory::Verdict::kOOMKilled}, {"Errors", memory::Verdict::kErrors},
+      {"Failed", memory::Verdict::kFailed},       {"Inconclusive", memory::Verdict::kInconclusive},
+  };
+  auto it = kByName.find(name);
+  return it == kByName.end() ? memory::Verdict::kInconclusive : it->second;
+}
+
+const json* FindVariantStatus(const json& status, const std::string& name) {
+  if (!status.is_object() || !status.contains("variants") || !status["variants"].is_array()) {
+    return nullptr;
+  }
+  for (const json& v : status["variants"]) {
+    if (v.is_object() && v.value("name", "") == name) return &v;
+  }
+  return nullptr;
+}
+
+bool IsRecorded(const json* variant_status) {
+  if (variant_status == nullptr) return false;
+  const std::string phase = variant_status->value("phase", "");
+  return phase == "Completed" || phase == "Failed";
+}
+
+// The status entry for a variant whose run ended.
+json RecordedVariant(const std::string& name, const std::string& allocator,
+                     const VariantObservation& obs) {
+  json v = {{"name", name}, {"allocator", allocator}, {"job", obs.job_name}};
+  if (obs.result.has_value()) {
+    const replay::CanaryResult& r = *obs.result;
+    v["floorsMiB"] = r.floors_mib;
+    // NaN (too few floors to fit) is left out: status numbers must be finite.
+    auto set_finite = [&v](const char* key, double x) {
+      if (std::isfinite(x)) v[key] = x;
+    };
+    set_finite("floorSlopeGiBPerHour", r.slope_gib_per_hour);
+    set_finite("slopeLowGiBPerHour", r.slope_low);
+    set_finite("slopeHighGiBPerHour", r.slope_high);
+    set_finite("peakMiB", r.peak_mib);
+    v["recommendedLimitMiB"] =
+        memory::RecommendedLimitBytes(r.peak_mib * kBytesPerMiB) / kBytesPerMiB;
+    v["requests"] = r.requests;
+    v["errors"] = r.errors;
+    v["late"] = r.late;
+  }
+  std::string verdict;
+  std::string message;
+  if (obs.workload_oom_killed) {
+    verdict = "OOMKilled";
+    v["oomKilled"] = true;
+    if (obs.result.has_value() && obs.result->workload_exited) {
+      v["oomMinute"] = obs.result->exit_minute;
+      message = "the workload was OOM-killed in minute " + std::to_string(obs.result->exit_minute);
+    } else {
+      message = "the workload was OOM-killed";
+    }
+  } else if (obs.result.has_value()) {
+    verdict = obs.result->verdict;
+    message = obs.result->message;
+  } else if (obs.result_error.has_value()) {
+    verdict = "Failed";
+    message = "the replay driver's result could not be read: " + *obs.result_error;
+  } else {
+    verdict = "Failed";
+    message = obs.job_failure.value_or("the canary Job ended without a result");
+  }
+  v["verdict"] = verdict;
+  v["phase"] = verdict == "Failed" ? "Failed" : "Completed";
+  v["message"] = message;
+  return v;
+}
+
+void SetVariantStatus(json& status, const json& entry) {
+  if (!status.contains("variants") || !status["variants"].is_array()) {
+    status["variants"] = json::array();
+  }
+  for (json& v : status["variants"]) {
+    if (v.is_object() && v.value("name", "") == entry["name"].get<std::string>()) {
+      v = entry;
+      return;
+    }
+  }
+  status["variants"].push_back(entry);
+}
+
+const VariantObservation* FindObservation(const CanaryInput& input, const std::string& variant) {
+  for (const VariantObservation& o : input.observations) {
+    if (o.variant == variant) return &o;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<std::string> VariantOrder(const api::ReplayCanary& canary) {
+  std::vector<std::string> order = {kCandidate};
+  for (const api::VariantSpec& v : canary.spec.canary.variants) {
+    if (v.name != kCandidate) order.push_back(v.name);
+  }
+  return order;
+}
+
+api::AllocatorSpec VariantAllocator(const api::ReplayCanary& canary, const std::string& variant) {
+  for (const api::VariantSpec& v : canary.spec.canary.variants) {
+    if (v.name == variant) return canary::VariantAllocator(canary, v);
+  }
+  return canary.spec.candidate_allocator;
+}
+
+std::string FormatSlope(double gib_per_hour) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%+.2f GiB/h", gib_per_hour);
+  return buf;
+}
+
+CanaryActions DecideCanary(const CanaryInput& input) {
+  CanaryActions out;
+  json status = input.status.is_object() ? input.status : json::object();
+  const json before = status;
+  const api::ReplayCanary& canary = input.canary;
+
+  if (status.value("phase", "") == "Completed" || status.value("phase", "") == "Failed") {
+    // Finished: only clean up Jobs a crash may have left behind.
+    for (const VariantObservation& o : input.observations) {
+      if (o.job_exists) out.delete_jobs.push_back(o.job_name);
+    }
+    out.status = status;
+    out.finished = true;
+    return out;
+  }
+
+  if (!status.contains("startTime")) status["startTime"] = input.now_rfc3339;
+  status["observedGeneration"] = canary.generation;
+
+  const std::vector<std::string> order = VariantOrder(canary);
+  bool waiting = false;  // a variant is running: later ones wait
+  for (const std::string& name : order) {
+    const json* recorded = FindVariantStatus(status, name);
+    const VariantObservation* obs = FindObservation(input, name);
+    if (IsRecorded(recorded)) {
+      if (obs != nullptr && obs->job_exists) out.delete_jobs.push_back(obs->job_name);
+      continue;
+    }
+    if (waiting) break;
+    const std::string allocator = api::AllocatorName(VariantAllocator(canary, name).name);
+    const bool ended = obs != nullptr && obs->job_exists &&
+                       (obs->result.has_value() || obs->result_error.has_value() ||
+                        obs->job_failure.has_value() || obs->workload_oom_killed);
+    if (ended) {
+      json entry = RecordedVariant(name, allocator, *obs);
+      SetVariantStatus(status, entry);
+      out.delete_jobs.push_back(obs->job_name);
+      out.events.push_back({entry["verdict"] != "Flat", "VariantFinished",
+                            "variant " + name + " (" + allocator +
+                                "): " + entry["verdict"].get<std::string>() + " — " +
+                                entry["message"].get<std::string>()});
+      continue;
+    }
+    if (obs != nullptr && obs->job_exists) {
+      json entry = {
+          {"name", name}, {"allocator", allocator}, {"job", obs->job_name}, {"phase", "Running"}};
+      if (obs->pod_problem.has_value()) entry["message"] = *obs->pod_problem;
+      SetVariantStatus(status, entry);
+    } else {
+      SetVariantStatus(status, {{"name", name}, {"allocator", allocator}, {"phase", "Pending"}});
+      out.create_job_for_variant = name;
+      out.events.push_back({false, "VariantStarted",
+                            "running variant " + name + " (" + allocator + ") for " +
+                                std::to_string(canary.spec.canary.duration.count()) + "s"});
+    }
+    status["phase"] = "Running";
+    waiting = true;
+  }
+
+  if (!waiting) {
+    // Every variant has a result: classify them together.
+    std::vector<memory::NamedVerdict> verdicts;
+    for (const std::string& name : order) {
+      const json* v = FindVariantStatus(status, name);
+      verdicts.push_back({name, v->value("allocator", ""), ParseVerdict(v->value("verdict", ""))});
+    }
+    memory::OverallVerdict overall = memory::ClassifyVariants(verdicts);
+    const json* candidate = FindVariantStatus(status, kCandidate);
+    status["phase"] = "Completed";
+    status["verdict"] = overall.verdict;
+    status["explanation"] = overall.explanation;
+    if (candidate->contains("floorSlopeGiBPerHour")) {
+      status["floorSlope"] = FormatSlope((*candidate)["floorSlopeGiBPerHour"].get<double>());
+    }
+    if (!overall.flat_variants.empty()) status["flatVariant"] = overall.flat_variants.front();
+    status["completionTime"] = input.now_rfc3339;
+    out.finished = true;
+    out.events.push_back({overall.verdict != "Flat", "CanaryFinished",
+                          overall.verdict + ": " + overall.explanation});
+  }
+
+  out.status = status;
+  out.status_changed = status != before;
+  return out;
+}
+
+}  // namespace allocguard::controllers

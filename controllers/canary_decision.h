@@ -1,0 +1,77 @@
+#pragma once
+
+// What the canary reconciler does next for one ReplayCanary: a pure function
+// of the canary, its current status and what its Jobs' pods show.
+//
+// Variants run one at a time, in order: the candidate first, then the
+// policy's comparison variants (parallel variants on a small node slow each
+// other and blur the comparison). A variant's result is written into status
+// before its Job is deleted, and Job names are derived from the canary and
+// variant names, so a reconciler that restarts at any point neither loses a
+// result nor starts a second Job for the same variant.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/api/types.h"
+#include "operator/replay/canary_result.h"
+
+namespace allocguard::controllers {
+
+// One variant's Job as seen through the API.
+struct VariantObservation {
+  std::string variant;
+  bool job_exists = false;
+  std::string job_name;
+  // The Job failed (deadline exceeded, pod failed) — set from its conditions.
+  std::optional<std::string> job_failure;
+  // The driver's termination message, decoded.
+  std::optional<replay::CanaryResult> result;
+  // The driver terminated but its message did not decode.
+  std::optional<std::string> result_error;
+  // A workload container of the variant's pod was OOM-killed.
+  bool workload_oom_killed = false;
+  // A pod-level problem a person should see (unschedulable, image pull).
+  std::optional<std::string> pod_problem;
+};
+
+struct CanaryInput {
+  api::ReplayCanary canary;
+  nlohmann::json status;  // the object's current .status (may be null)
+  std::vector<VariantObservation> observations;
+  std::string now_rfc3339;
+};
+
+struct CanaryEvent {
+  bool warning = false;
+  std::string reason;
+  std::string note;
+};
+
+struct CanaryActions {
+  // Create the Job of this variant (none runs and it has no result yet).
+  std::optional<std::string> create_job_for_variant;
+  // Jobs whose results are recorded (or that failed): delete them after the
+  // status write succeeded.
+  std::vector<std::string> delete_jobs;
+  nlohmann::json status;  // the status to write
+  bool status_changed = false;
+  std::vector<CanaryEvent> events;
+  bool finished = false;  // a verdict is in status
+};
+
+// The variant names in run order: "candidate" first, then spec variants.
+std::vector<std::string> VariantOrder(const api::ReplayCanary& canary);
+
+// The allocator a variant runs ("candidate" resolves to the candidate's).
+api::AllocatorSpec VariantAllocator(const api::ReplayCanary& canary, const std::string& variant);
+
+CanaryActions DecideCanary(const CanaryInput& input);
+
+// Formats a slope for people and printer columns: "+0.12 GiB/h".
+std::string FormatSlope(double gib_per_hour);
+
+}  // namespace allocguard::controllers

@@ -1,0 +1,202 @@
+#include "controllers/canary_decision.h"
+
+#include <gtest/gtest.h>
+
+namespace allocguard::controllers {
+namespace {
+
+using nlohmann::json;
+
+api::ReplayCanary TwoVariantCanary() {
+  api::ReplayCanary c;
+  c.ns = "shop";
+  c.name = "web-abc";
+  c.generation = 1;
+  c.spec.candidate_allocator.name = api::Allocator::kGlibc;
+  api::VariantSpec jemalloc;
+  jemalloc.name = "jemalloc";
+  jemalloc.allocator.name = api::Allocator::kJemalloc;
+  c.spec.canary.variants = {jemalloc};
+  c.spec.canary.duration = std::chrono::seconds(900);
+  return c;
+}
+
+replay::CanaryResult Result(const std::string& verdict, double slope) {
+  replay::CanaryResult r;
+  r.verdict = verdict;
+  r.floors_mib = {300, 310, 320};
+  r.slope_gib_per_hour = slope;
+  r.slope_low = slope - 0.1;
+  r.slope_high = slope + 0.1;
+  r.peak_mib = 1000;
+  r.requests = 1234;
+  r.minutes = 15;
+  r.message = verdict + " for the test";
+  return r;
+}
+
+VariantObservation Running(const std::string& variant) {
+  VariantObservation o;
+  o.variant = variant;
+  o.job_exists = true;
+  o.job_name = "web-abc-" + variant;
+  return o;
+}
+
+VariantObservation Finished(const std::string& variant, const std::string& verdict, double slope) {
+  VariantObservation o = Running(variant);
+  o.result = Result(verdict, slope);
+  return o;
+}
+
+const json* Variant(const json& status, const std::string& name) {
+  for (const json& v : status["variants"]) {
+    if (v["name"] == name) return &v;
+  }
+  return nullptr;
+}
+
+TEST(DecideCanaryTest, NewCanaryStartsOnlyTheCandidate) {
+  CanaryInput in{TwoVariantCanary(), nullptr, {}, "2026-11-29T10:00:00Z"};
+  CanaryActions a = DecideCanary(in);
+  ASSERT_TRUE(a.create_job_for_variant.has_value());
+  EXPECT_EQ(*a.create_job_for_variant, "candidate");
+  EXPECT_EQ(a.status["phase"], "Running");
+  EXPECT_EQ(a.status["startTime"], "2026-11-29T10:00:00Z");
+  EXPECT_TRUE(a.status_changed);
+  EXPECT_FALSE(a.finished);
+  EXPECT_EQ(Variant(a.status, "jemalloc"), nullptr) << "the second variant waits its turn";
+}
+
+TEST(DecideCanaryTest, RunningJobIsNotCreatedAgain) {
+  CanaryInput in{TwoVariantCanary(), nullptr, {Running("candidate")}, "t"};
+  CanaryActions a = DecideCanary(in);
+  EXPECT_FALSE(a.create_job_for_variant.has_value());
+  EXPECT_TRUE(a.delete_jobs.empty());
+  EXPECT_EQ((*Variant(a.status, "candidate"))["phase"], "Running");
+}
+
+TEST(DecideCanaryTest, FinishedCandidateIsRecordedDeletedAndNextVariantStarts) {
+  CanaryInput in{TwoVariantCanary(), nullptr, {Finished("candidate", "Ratchet", 2.4)}, "t"};
+  CanaryActions a = DecideCanary(in);
+  const json* c = Variant(a.status, "candidate");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ((*c)["verdict"], "Ratchet");
+  EXPECT_EQ((*c)["phase"], "Completed");
+  EXPECT_DOUBLE_EQ((*c)["floorSlopeGiBPerHour"].get<double>(), 2.4);
+  EXPECT_EQ((*c)["floorsMiB"].size(), 3u);
+  EXPECT_EQ((*c)["requests"], 1234);
+  EXPECT_EQ(a.delete_jobs, std::vector<std::string>{"web-abc-candidate"});
+  ASSERT_TRUE(a.create_job_for_variant.has_value());
+  EXPECT_EQ(*a.create_job_for_variant, "jemalloc");
+  EXPECT_FALSE(a.finished);
+}
+
+TEST(DecideCanaryTest, RecordedResultSurvivesTheJobsDeletionAndARestart) {
+  // First pass records the candidate; the Job is gone afterwards. A second
+  // pass (e.g. after an operator restart) sees no Job for the candidate and
+  // must neither re-run it nor lose its result.
+  CanaryInput first{TwoVariantCanary(), nullptr, {Finished("candidate", "Ratchet", 2.4)}, "t"};
+  CanaryActions a = DecideCanary(first);
+  CanaryInput second{TwoVariantCanary(), a.status, {Running("jemalloc")}, "t2"};
+  CanaryActions b = DecideCanary(second);
+  EXPECT_FALSE(b.create_job_for_variant.has_value());
+  EXPECT_EQ((*Variant(b.status, "candidate"))["verdict"], "Ratchet");
+  EXPECT_EQ((*Variant(b.status, "jemalloc"))["phase"], "Running");
+  CanaryInput third{TwoVariantCanary(), b.status, {Running("jemalloc")}, "t3"};
+  EXPECT_FALSE(DecideCanary(third).status_changed) << "nothing new happened";
+}
+
+TEST(DecideCanaryTest, RatchetingCandidateWithFlatJemallocIsAllocatorRetention) {
+  CanaryInput first{TwoVariantCanary(), nullptr, {Finished("candidate", "Ratchet", 2.4)}, "t"};
+  CanaryActions a = DecideCanary(first);
+  CanaryInput second{
+      TwoVariantCanary(), a.status, {Finished("jemalloc", "Flat", 0.05)}, "2026-11-29T10:30:00Z"};
+  CanaryActions b = DecideCanary(second);
+  EXPECT_TRUE(b.finished);
+  EXPECT_EQ(b.status["phase"], "Completed");
+  EXPECT_EQ(b.status["verdict"], "AllocatorRetention");
+  EXPECT_EQ(b.status["flatVariant"], "jemalloc");
+  EXPECT_EQ(b.status["floorSlope"], "+2.40 GiB/h");
+  EXPECT_EQ(b.status["completionTime"], "2026-11-29T10:30:00Z");
+  EXPECT_EQ(b.delete_jobs, std::vector<std::string>{"web-abc-jemalloc"});
+  ASSERT_FALSE(b.events.empty());
+  EXPECT_TRUE(b.events.back().warning);
+}
+
+TEST(DecideCanaryTest, FlatEverywhereIsFlat) {
+  CanaryInput first{TwoVariantCanary(), nullptr, {Finished("candidate", "Flat", 0.1)}, "t"};
+  CanaryActions a = DecideCanary(first);
+  CanaryInput second{TwoVariantCanary(), a.status, {Finished("jemalloc", "Flat", 0.0)}, "t"};
+  CanaryActions b = DecideCanary(second);
+  EXPECT_EQ(b.status["verdict"], "Flat");
+  EXPECT_FALSE(b.events.back().warning);
+}
+
+TEST(DecideCanaryTest, OutcomesWithoutAResultAreNamed) {
+  struct Case {
+    const char* name;
+    VariantObservation obs;
+    const char* verdict;
+    const char* message_part;
+  };
+  VariantObservation oom = Finished("candidate", "Inconclusive", 0);
+  oom.workload_oom_killed = true;
+  oom.result->workload_exited = true;
+  oom.result->exit_minute = 7;
+  VariantObservation job_failed = Running("candidate");
+  job_failed.job_failure = "the canary Job failed: DeadlineExceeded";
+  VariantObservation garbage = Running("candidate");
+  garbage.result_error = "not JSON";
+  const std::vector<Case> cases = {
+      {"oom", oom, "OOMKilled", "minute 7"},
+      {"job failed", job_failed, "Failed", "DeadlineExceeded"},
+      {"unreadable result", garbage, "Failed", "not JSON"},
+  };
+  for (const Case& c : cases) {
+    CanaryInput in{TwoVariantCanary(), nullptr, {c.obs}, "t"};
+    CanaryActions a = DecideCanary(in);
+    const json* v = Variant(a.status, "candidate");
+    ASSERT_NE(v, nullptr) << c.name;
+    EXPECT_EQ((*v)["verdict"], c.verdict) << c.name;
+    EXPECT_NE((*v)["message"].get<std::string>().find(c.message_part), std::string::npos)
+        << c.name << ": " << (*v)["message"];
+    EXPECT_EQ(a.delete_jobs.size(), 1u) << c.name;
+  }
+}
+
+TEST(DecideCanaryTest, NaNSlopeIsLeftOutOfStatus) {
+  VariantObservation o = Finished("candidate", "Inconclusive", 0);
+  o.result->slope_gib_per_hour = std::nan("");
+  CanaryInput in{TwoVariantCanary(), nullptr, {o}, "t"};
+  CanaryActions a = DecideCanary(in);
+  EXPECT_FALSE(Variant(a.status, "candidate")->contains("floorSlopeGiBPerHour"));
+}
+
+TEST(DecideCanaryTest, FinishedCanaryOnlyCleansUpLeftoverJobs) {
+  json status = {{"phase", "Completed"}, {"verdict", "Flat"}};
+  CanaryInput in{TwoVariantCanary(), status, {Running("jemalloc")}, "t"};
+  CanaryActions a = DecideCanary(in);
+  EXPECT_TRUE(a.finished);
+  EXPECT_FALSE(a.create_job_for_variant.has_value());
+  EXPECT_EQ(a.delete_jobs, std::vector<std::string>{"web-abc-jemalloc"});
+  EXPECT_FALSE(a.status_changed);
+}
+
+TEST(VariantOrderTest, CandidateFirstThenSpecOrder) {
+  api::ReplayCanary c = TwoVariantCanary();
+  api::VariantSpec tc;
+  tc.name = "tcmalloc";
+  c.spec.canary.variants.push_back(tc);
+  EXPECT_EQ(VariantOrder(c), (std::vector<std::string>{"candidate", "jemalloc", "tcmalloc"}));
+  EXPECT_EQ(VariantAllocator(c, "candidate").name, api::Allocator::kGlibc);
+  EXPECT_EQ(VariantAllocator(c, "jemalloc").name, api::Allocator::kJemalloc);
+}
+
+TEST(FormatSlopeTest, SignAndTwoDecimals) {
+  EXPECT_EQ(FormatSlope(0.123), "+0.12 GiB/h");
+  EXPECT_EQ(FormatSlope(-1.5), "-1.50 GiB/h");
+}
+
+}  // namespace
+}  // namespace allocguard::controllers

@@ -1,0 +1,230 @@
+#include "controllers/policy_decision.h"
+
+#include <algorithm>
+#include <map>
+
+#include "controllers/rollout_decision.h"
+#include "operator/api/names.h"
+#include "operator/api/policy.h"
+
+namespace allocguard::controllers {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxListed = 50;  // governed workloads, verdicts, drifted pods in status
+
+const json& Field(const json& object, const char* key) {
+  static const json kNull;
+  if (!object.is_object() || !object.contains(key)) return kNull;
+  return object[key];
+}
+
+std::string Str(const json& object, const char* key) {
+  const json& v = Field(object, key);
+  return v.is_string() ? v.get<std::string>() : "";
+}
+
+std::map<std::string, std::string> StringMap(const json& object) {
+  std::map<std::string, std::string> out;
+  if (!object.is_object()) return out;
+  for (auto it = object.begin(); it != object.end(); ++it) {
+    if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
+  }
+  return out;
+}
+
+std::string Join(const std::vector<std::string>& items, size_t max_items) {
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < max_items; ++i) {
+    if (i > 0) out += ", ";
+    out += items[i];
+  }
+  if (items.size() > max_items) out += " and " + std::to_string(items.size() - max_items) + " more";
+  return out;
+}
+
+// A verdict entry for status from a finished canary.
+json VerdictEntry(const json& canary) {
+  const json& spec = Field(canary, "spec");
+  const json& status = Field(canary, "status");
+  return {{"workload", Str(Field(spec, "target"), "name")},
+          {"templateHash", Str(spec, "templateHash")},
+          {"canary", Str(Field(canary, "metadata"), "name")},
+          {"verdict", Str(status, "verdict")},
+          {"floorSlope", Str(status, "floorSlope")},
+          {"flatVariant", Str(status, "flatVariant")},
+          {"explanation", Str(status, "explanation")},
+          {"time", Str(status, "completionTime")}};
+}
+
+}  // namespace
+
+void SetCondition(json& conditions, const std::string& type, const std::string& status,
+                  const std::string& reason, const std::string& message, int64_t generation,
+                  const std::string& now_rfc3339) {
+  if (!conditions.is_array()) conditions = json::array();
+  json updated = {{"type", type},
+                  {"status", status},
+                  {"reason", reason},
+                  {"message", message},
+                  {"observedGeneration", generation},
+                  {"lastTransitionTime", now_rfc3339}};
+  for (json& c : conditions) {
+    if (Str(c, "type") != type) continue;
+    if (Str(c, "status") == status && c.contains("lastTransitionTime")) {
+      updated["lastTransitionTime"] = c["lastTransitionTime"];
+    }
+    c = updated;
+    return;
+  }
+  conditions.push_back(updated);
+}
+
+std::vector<DriftedPod> FindInjectionDrift(const api::AllocatorPolicy& policy,
+                                           const std::vector<json>& pods,
+                                           const std::string& operator_namespace) {
+  std::vector<DriftedPod> drift;
+  for (const json& pod : pods) {
+    const json& meta = Field(pod, "metadata");
+    const std::string ns = Str(meta, "namespace");
+    if (ns == "kube-system" || ns == operator_namespace) continue;
+    if (!Field(meta, "deletionTimestamp").is_null()) continue;
+    const std::string phase = Str(Field(pod, "status"), "phase");
+    if (phase == "Succeeded" || phase == "Failed") continue;
+    const auto labels = StringMap(Field(meta, "labels"));
+    if (labels.count(api::kCanaryLabel) > 0) continue;  // canary pods carry their own injection
+    if (!api::SelectorMatches(policy.spec.selector, labels)) continue;
+    const auto annotations = StringMap(Field(meta, "annotations"));
+    auto opt = annotations.find(api::kInjectAnnotation);
+    if (opt != annotations.end() && opt->second == "false") continue;
+    if (annotations.count(api::kInjectedAnnotation) > 0) continue;
+    drift.push_back({Str(meta, "name"),
+                     "runs without allocguard's injection (created while the webhook was "
+                     "unavailable, or before policy " +
+                         policy.name +
+                         " existed); delete the Pod so that its controller recreates it "
+                         "injected"});
+  }
+  return drift;
+}
+
+PolicyActions DecidePolicyStatus(const PolicyInput& input) {
+  PolicyActions out;
+  const api::AllocatorPolicy& policy = input.policy;
+  json status = input.status.is_object() ? input.status : json::object();
+  const json before = status;
+  const int64_t gen = policy.generation;
+  status["observedGeneration"] = gen;
+
+  // Governed Deployments: their pod template's labels match the selector.
+  std::vector<std::string> governed_names;
+  json governed = json::array();
+  std::vector<std::string> held_blocked;
+  std::vector<std::string> held_waiting;
+  std::map<std::string, const json*> canary_by_name;
+  for (const json& c : input.canaries) canary_by_name[Str(Field(c, "metadata"), "name")] = &c;
+  for (const json& d : input.deployments) {
+    const json& tmpl_meta = Field(Field(Field(d, "spec"), "template"), "metadata");
+    if (!api::SelectorMatches(policy.spec.selector, StringMap(Field(tmpl_meta, "labels")))) {
+      continue;
+    }
+    const json& meta = Field(d, "metadata");
+    const std::string name = Str(meta, "name");
+    governed_names.push_back(name);
+    if (governed.size() < kMaxListed) {
+      governed.push_back({{"kind", "Deployment"}, {"name", name}, {"namespace", policy.ns}});
+    }
+    const std::string held = Str(Field(meta, "annotations"), api::kHeldCandidateAnnotation);
+    if (held.empty()) continue;
+    auto it = canary_by_name.find(CanaryName(name, held));
+    const std::string phase =
+        it == canary_by_name.end() ? "" : Str(Field(*it->second, "status"), "phase");
+    if (phase == "Completed" || phase == "Failed") {
+      const json& cs = Field(*it->second, "status");
+      std::string why = name + " (template " + held + "): " + Str(cs, "verdict");
+      if (!Str(cs, "floorSlope").empty()) why += " at " + Str(cs, "floorSlope");
+      if (!Str(cs, "flatVariant").empty()) {
+        why += "; variant " + Str(cs, "flatVariant") + " was flat instead";
+      }
+      held_blocked.push_back(why);
+    } else {
+      held_waiting.push_back(name);
+    }
+  }
+  status["governedCount"] = static_cast<int64_t>(governed_names.size());
+  status["governed"] = governed;
+
+  // Verdicts of finished canaries, newest first.
+  std::vector<json> verdicts;
+  for (const json& c : input.canaries) {
+    const std::string phase = Str(Field(c, "status"), "phase");
+    if (phase == "Completed" || phase == "Failed") verdicts.push_back(VerdictEntry(c));
+  }
+  std::sort(verdicts.begin(), verdicts.end(), [](const json& a, const json& b) {
+    return Str(a, "time") > Str(b, "time") ||
+           (Str(a, "time") == Str(b, "time") && Str(a, "canary") < Str(b, "canary"));
+  });
+  if (verdicts.size() > kMaxListed) verdicts.resize(kMaxListed);
+  status["verdicts"] = verdicts;
+  if (verdicts.empty()) {
+    status.erase("lastVerdict");
+  } else {
+    status["lastVerdict"] = verdicts.front();
+  }
+
+  out.drift = FindInjectionDrift(policy, input.pods, input.operator_namespace);
+  json drift = json::array();
+  std::vector<std::string> drifted_names;
+  for (const DriftedPod& d : out.drift) {
+    drifted_names.push_back(d.pod);
+    if (drift.size() < kMaxListed) drift.push_back({{"pod", d.pod}, {"reason", d.reason}});
+  }
+  status["injectionDrift"] = drift;
+
+  json& conditions = status["conditions"];
+  SetCondition(conditions, "Ready", "True", "Accepted",
+               "governs " + std::to_string(governed_names.size()) + " Deployment(s) with " +
+                   api::AllocatorName(policy.spec.allocator.name) + "; rollout mode " +
+                   api::RolloutModeName(policy.spec.rollout.mode),
+               gen, input.now_rfc3339);
+  if (verdicts.empty()) {
+    SetCondition(conditions, "CanaryPassed", "Unknown", "NoCanaryYet",
+                 "no replay canary has finished for a governed workload yet", gen,
+                 input.now_rfc3339);
+  } else {
+    const json& last = verdicts.front();
+    const bool flat = Str(last, "verdict") == "Flat";
+    SetCondition(conditions, "CanaryPassed", flat ? "True" : "False",
+                 Str(last, "verdict").empty() ? "NoVerdict" : Str(last, "verdict"),
+                 "canary " + Str(last, "canary") + " of " + Str(last, "workload") + ": " +
+                     Str(last, "explanation"),
+                 gen, input.now_rfc3339);
+  }
+  if (!held_blocked.empty()) {
+    SetCondition(conditions, "RolloutBlocked", "True", "CanaryNotFlat",
+                 "held: " + Join(held_blocked, 5), gen, input.now_rfc3339);
+  } else if (!held_waiting.empty()) {
+    SetCondition(conditions, "RolloutBlocked", "False", "CanaryRunning",
+                 "waiting for canaries of " + Join(held_waiting, 5), gen, input.now_rfc3339);
+  } else {
+    SetCondition(conditions, "RolloutBlocked", "False", "NothingHeld",
+                 "no governed rollout is held", gen, input.now_rfc3339);
+  }
+  if (!drifted_names.empty()) {
+    SetCondition(conditions, "InjectionDrift", "True", "PodsNotInjected",
+                 std::to_string(drifted_names.size()) +
+                     " governed Pod(s) run without the allocator injection: " +
+                     Join(drifted_names, 5) + "; delete them to have them recreated injected",
+                 gen, input.now_rfc3339);
+  } else {
+    SetCondition(conditions, "InjectionDrift", "False", "AllInjected",
+                 "every governed Pod runs with the injection", gen, input.now_rfc3339);
+  }
+
+  out.status = status;
+  out.status_changed = status != before;
+  return out;
+}
+
+}  // namespace allocguard::controllers

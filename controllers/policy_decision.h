@@ -1,0 +1,58 @@
+#pragma once
+
+// The status of an AllocatorPolicy, computed from what it governs: a pure
+// function, so the policy reconciler only lists objects and writes the result.
+//
+// Conditions (each with observedGeneration; lastTransitionTime changes only
+// when the condition's status does):
+//   Ready           True once the policy is accepted, with what it governs.
+//   CanaryPassed    the latest finished canary: True when Flat.
+//   RolloutBlocked  True while a governed Deployment is held by a finished,
+//                   non-Flat canary; the message names the flat variant.
+//   InjectionDrift  True while governed Pods run without the injection
+//                   (created while the webhook was down, or before the policy).
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/api/types.h"
+
+namespace allocguard::controllers {
+
+struct PolicyInput {
+  api::AllocatorPolicy policy;
+  nlohmann::json status;                    // current .status (may be null)
+  std::vector<nlohmann::json> deployments;  // in the policy's namespace
+  std::vector<nlohmann::json> pods;         // in the policy's namespace
+  std::vector<nlohmann::json> canaries;     // labelled with the policy's name
+  std::string operator_namespace;
+  std::string now_rfc3339;
+};
+
+struct DriftedPod {
+  std::string pod;
+  std::string reason;
+};
+
+struct PolicyActions {
+  nlohmann::json status;
+  bool status_changed = false;
+  std::vector<DriftedPod> drift;  // for events on the pods
+};
+
+// Governed Pods that run without allocguard's injection.
+std::vector<DriftedPod> FindInjectionDrift(const api::AllocatorPolicy& policy,
+                                           const std::vector<nlohmann::json>& pods,
+                                           const std::string& operator_namespace);
+
+PolicyActions DecidePolicyStatus(const PolicyInput& input);
+
+// Sets or updates one condition in a conditions array (metav1.Condition
+// shape), keeping lastTransitionTime when the status is unchanged.
+void SetCondition(nlohmann::json& conditions, const std::string& type, const std::string& status,
+                  const std::string& reason, const std::string& message, int64_t generation,
+                  const std::string& now_rfc3339);
+
+}  // namespace allocguard::controllers

@@ -1,0 +1,386 @@
+#include "controllers/reconcilers.h"
+
+#include <ctime>
+
+#include <spdlog/spdlog.h>
+
+#include "controllers/canary_decision.h"
+#include "controllers/policy_decision.h"
+#include "controllers/rollout_decision.h"
+#include "operator/admission/deployment_gate.h"
+#include "operator/api/names.h"
+#include "operator/api/policy.h"
+#include "operator/replay/canary_result.h"
+
+namespace allocguard::controllers {
+namespace {
+
+using nlohmann::json;
+
+const json& Field(const json& object, const char* key) {
+  static const json kNull;
+  if (!object.is_object() || !object.contains(key)) return kNull;
+  return object[key];
+}
+
+std::string Str(const json& object, const char* key) {
+  const json& v = Field(object, key);
+  return v.is_string() ? v.get<std::string>() : "";
+}
+
+std::map<std::string, std::string> StringMap(const json& object) {
+  std::map<std::string, std::string> out;
+  if (!object.is_object()) return out;
+  for (auto it = object.begin(); it != object.end(); ++it) {
+    if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
+  }
+  return out;
+}
+
+std::pair<std::string, std::string> SplitKey(const std::string& key) {
+  auto slash = key.find('/');
+  if (slash == std::string::npos) return {"", key};
+  return {key.substr(0, slash), key.substr(slash + 1)};
+}
+
+Status ApiStatus(const kube::ApiError& error, const std::string& what) {
+  return Status(error.ToStatus().code(), what + ": " + error.ToStatus().message());
+}
+
+void RecordEvent(const ControllerContext& ctx, const json& regarding, bool warning,
+                 const std::string& reason, const std::string& note) {
+  if (ctx.events == nullptr || reason.empty()) return;
+  Status s =
+      ctx.events->Record(regarding, warning ? kube::EventType::kWarning : kube::EventType::kNormal,
+                         reason, reason, note);
+  if (!s.ok()) spdlog::warn("event {} on {}: {}", reason, kube::ObjectKey(regarding), s.message());
+}
+
+// Writes status when it changed, with the resourceVersion read from the
+// store so a concurrent writer makes this a conflict (retried), never a
+// lost update.
+Status WriteStatus(const ControllerContext& ctx, const kube::ResourceType& type, json object,
+                   const json& status) {
+  object["status"] = status;
+  auto updated = ctx.client->UpdateStatus(type, object);
+  if (!updated.ok())
+    return ApiStatus(updated.error(), "writing status of " + kube::ObjectKey(object));
+  return Status::Ok();
+}
+
+// What a canary variant's Job and pod show.
+VariantObservation Observe(const ControllerContext& ctx, const std::string& ns,
+                           const std::string& variant, const std::string& job_name) {
+  VariantObservation obs;
+  obs.variant = variant;
+  obs.job_name = job_name;
+  std::optional<json> job = ctx.jobs->Get(ns + "/" + job_name);
+  if (!job.has_value()) return obs;
+  obs.job_exists = true;
+  const json& conditions = Field(Field(*job, "status"), "conditions");
+  if (conditions.is_array()) {
+    for (const json& c : conditions) {
+      if (Str(c, "type") == "Failed" && Str(c, "status") == "True") {
+        obs.job_failure = "the canary Job failed: " + Str(c, "reason") + " " + Str(c, "message");
+      }
+    }
+  }
+  for (const json& pod : ctx.pods->ByIndex(kCanaryIndex, ns + "/" + job_name)) {
+    const json& status = Field(pod, "status");
+    const json& statuses = Field(status, "containerStatuses");
+    if (statuses.is_array()) {
+      for (const json& cs : statuses) {
+        const json& terminated = Field(Field(cs, "state"), "terminated");
+        const json& last_terminated = Field(Field(cs, "lastState"), "terminated");
+        if (Str(cs, "name") == api::kDriverContainerName) {
+          if (terminated.is_object()) {
+            auto decoded = replay::DecodeCanaryResult(Str(terminated, "message"));
+            if (decoded.ok()) {
+              obs.result = decoded.value();
+            } else {
+              obs.result_error = decoded.status().message();
+            }
+          }
+          continue;
+        }
+        if (Str(terminated, "reason") == "OOMKilled" ||
+            Str(last_terminated, "reason") == "OOMKilled") {
+          obs.workload_oom_killed = true;
+        }
+        const json& waiting = Field(Field(cs, "state"), "waiting");
+        const std::string wreason = Str(waiting, "reason");
+        if (wreason == "ImagePullBackOff" || wreason == "ErrImagePull" ||
+            wreason == "CreateContainerConfigError" || wreason == "CrashLoopBackOff") {
+          obs.pod_problem = Str(cs, "name") + ": " + wreason + " " + Str(waiting, "message");
+        }
+      }
+    }
+    const json& pod_conditions = Field(status, "conditions");
+    if (pod_conditions.is_array()) {
+      for (const json& c : pod_conditions) {
+        if (Str(c, "type") == "PodScheduled" && Str(c, "status") == "False") {
+          obs.pod_problem = "not scheduled: " + Str(c, "message");
+        }
+      }
+    }
+    if (Str(status, "phase") == "Failed" && !obs.result.has_value() && !obs.workload_oom_killed) {
+      obs.job_failure =
+          "the canary pod failed: " + Str(status, "reason") + " " + Str(status, "message");
+    }
+  }
+  return obs;
+}
+
+json ArenaStatus(const canary::ArenaLimit& limit, std::optional<int> production_cpus) {
+  json out = {{"source", canary::ArenaLimitSourceName(limit.source)}};
+  if (production_cpus.has_value()) out["productionCPUs"] = *production_cpus;
+  if (limit.source == canary::ArenaLimitSource::kArenaMaxEnv) {
+    try {
+      out["value"] = std::stoi(limit.value);
+    } catch (const std::exception&) {
+      // Not a number: leave the value out rather than guess.
+    }
+  } else if (limit.source == canary::ArenaLimitSource::kNodeSelector &&
+             production_cpus.has_value()) {
+    out["value"] = 8 * *production_cpus;  // glibc's default on such a node
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Rfc3339(std::chrono::system_clock::time_point wall_time) {
+  std::time_t t = std::chrono::system_clock::to_time_t(wall_time);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void AddNamespaceIndex(kube::Store& store) {
+  store.AddIndex(kNamespaceIndex, [](const json& object) {
+    return std::vector<std::string>{Str(Field(object, "metadata"), "namespace")};
+  });
+}
+
+void AddCanaryJobIndex(kube::Store& pods) {
+  pods.AddIndex(kCanaryIndex, [](const json& object) {
+    const json& meta = Field(object, "metadata");
+    const auto labels = StringMap(Field(meta, "labels"));
+    if (labels.count(api::kCanaryLabel) == 0) return std::vector<std::string>{};
+    auto job = labels.find("batch.kubernetes.io/job-name");
+    if (job == labels.end()) job = labels.find("job-name");
+    if (job == labels.end()) return std::vector<std::string>{};
+    return std::vector<std::string>{Str(meta, "namespace") + "/" + job->second};
+  });
+}
+
+std::vector<api::AllocatorPolicy> PoliciesInNamespace(const kube::Store& policies,
+                                                      const std::string& ns) {
+  std::vector<api::AllocatorPolicy> out;
+  for (const json& object : policies.ByIndex(kNamespaceIndex, ns)) {
+    auto parsed = api::ParseAllocatorPolicy(object);
+    if (parsed.ok()) out.push_back(std::move(parsed).value());
+  }
+  return out;
+}
+
+std::optional<api::AllocatorPolicy> GoverningPolicy(
+    const std::vector<api::AllocatorPolicy>& policies,
+    const std::map<std::string, std::string>& labels) {
+  std::optional<api::AllocatorPolicy> found;
+  for (const api::AllocatorPolicy& p : policies) {
+    if (!api::SelectorMatches(p.spec.selector, labels)) continue;
+    if (found.has_value()) return std::nullopt;  // ambiguous
+    found = p;
+  }
+  return found;
+}
+
+// ---------------------------------------------------------------------------
+
+Result<ReconcileResult> PolicyReconciler::Reconcile(const std::string& key) {
+  std::optional<json> object = ctx_.policies->Get(key);
+  if (!object.has_value()) return ReconcileResult{};
+  const std::string now = Rfc3339(ctx_.clock->WallNow());
+  auto parsed = api::ParseAllocatorPolicy(*object);
+  if (!parsed.ok()) {
+    // Stored before the schema refused it, or written around it: say so.
+    json status = Field(*object, "status").is_object() ? (*object)["status"] : json::object();
+    const json before = status;
+    status["observedGeneration"] = Field(Field(*object, "metadata"), "generation");
+    SetCondition(status["conditions"], "Ready", "False", "InvalidSpec", parsed.status().message(),
+                 Field(Field(*object, "metadata"), "generation").is_number_integer()
+                     ? (*object)["metadata"]["generation"].get<int64_t>()
+                     : 0,
+                 now);
+    if (status != before) {
+      AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::AllocatorPolicies(), *object, status));
+    }
+    return ReconcileResult{};
+  }
+  const api::AllocatorPolicy& policy = parsed.value();
+  PolicyInput input;
+  input.policy = policy;
+  input.status = Field(*object, "status");
+  input.deployments = ctx_.deployments->ByIndex(kNamespaceIndex, policy.ns);
+  input.pods = ctx_.pods->ByIndex(kNamespaceIndex, policy.ns);
+  for (json& c : ctx_.canaries->ByIndex(kNamespaceIndex, policy.ns)) {
+    if (Str(Field(Field(c, "metadata"), "labels"), kPolicyLabel) == policy.name) {
+      input.canaries.push_back(std::move(c));
+    }
+  }
+  input.operator_namespace = ctx_.operator_namespace;
+  input.now_rfc3339 = now;
+  PolicyActions actions = DecidePolicyStatus(input);
+  if (actions.status_changed) {
+    AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::AllocatorPolicies(), *object, actions.status));
+  }
+  return ReconcileResult{};
+}
+
+// ---------------------------------------------------------------------------
+
+Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
+  std::optional<json> object = ctx_.canaries->Get(key);
+  if (!object.has_value()) return ReconcileResult{};
+  const std::string now = Rfc3339(ctx_.clock->WallNow());
+  auto parsed = api::ParseReplayCanary(*object);
+  if (!parsed.ok()) {
+    json status = Field(*object, "status").is_object() ? (*object)["status"] : json::object();
+    if (status.value("phase", "") == "Failed") return ReconcileResult{};
+    status["phase"] = "Failed";
+    status["verdict"] = "Failed";
+    status["explanation"] = "invalid ReplayCanary: " + parsed.status().message();
+    status["completionTime"] = now;
+    AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::ReplayCanaries(), *object, status));
+    RecordEvent(ctx_, *object, true, "InvalidCanary", parsed.status().message());
+    return ReconcileResult{};
+  }
+  const api::ReplayCanary& canary = parsed.value();
+
+  CanaryInput input;
+  input.canary = canary;
+  input.status = Field(*object, "status");
+  input.now_rfc3339 = now;
+  std::map<std::string, std::string> job_names;
+  for (const std::string& variant : VariantOrder(canary)) {
+    const std::string job_name = canary::CanaryJobName(canary.name, variant);
+    job_names[variant] = job_name;
+    input.observations.push_back(Observe(ctx_, canary.ns, variant, job_name));
+  }
+  CanaryActions actions = DecideCanary(input);
+
+  json status = actions.status;
+  std::optional<json> job_to_create;
+  if (actions.create_job_for_variant.has_value()) {
+    const std::string& variant = *actions.create_job_for_variant;
+    api::VariantSpec spec{variant, VariantAllocator(canary, variant)};
+    canary::CanaryJobInfo info;
+    auto built = canary::BuildCanaryJob(canary, spec, ctx_.job_options, &info);
+    if (!built.ok()) {
+      // A template the operator cannot turn into a Job: the variant fails.
+      for (json& v : status["variants"]) {
+        if (v.value("name", "") != variant) continue;
+        v["phase"] = "Failed";
+        v["verdict"] = "Failed";
+        v["message"] = "cannot build the canary Job: " + built.status().message();
+      }
+      actions.status_changed = true;
+      RecordEvent(ctx_, *object, true, "CanaryJobInvalid", built.status().message());
+    } else {
+      job_to_create = built.value();
+      for (const std::string& conflict : info.conflicts) {
+        RecordEvent(ctx_, *object, true, "InjectionConflict", conflict);
+      }
+      // How production's glibc arena limit was reproduced; a variant that
+      // reproduced it (node selector or MALLOC_ARENA_MAX) wins over one that
+      // ran on whatever node it got.
+      json arena = ArenaStatus(info.arena_limit, canary.spec.canary.production_cpus);
+      const json& current = Field(status, "arenaLimit");
+      if (current.is_null() || (Str(current, "source") == "CanaryNode" &&
+                                info.arena_limit.source != canary::ArenaLimitSource::kCanaryNode)) {
+        status["arenaLimit"] = arena;
+        actions.status_changed = true;
+      }
+    }
+  }
+  // Results first: a variant's result is in status before its Job goes.
+  if (actions.status_changed) {
+    AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::ReplayCanaries(), *object, status));
+  }
+  for (const CanaryEvent& e : actions.events)
+    RecordEvent(ctx_, *object, e.warning, e.reason, e.note);
+  for (const std::string& job : actions.delete_jobs) {
+    kube::DeleteOptions options;
+    options.propagation = kube::Propagation::kBackground;
+    auto deleted = ctx_.client->Delete(kube::Jobs(), canary.ns, job, options);
+    if (!deleted.ok() && !deleted.error().IsNotFound()) {
+      return ApiStatus(deleted.error(), "deleting canary Job " + canary.ns + "/" + job);
+    }
+  }
+  if (job_to_create.has_value()) {
+    auto created = ctx_.client->Create(kube::Jobs(), canary.ns, *job_to_create);
+    if (!created.ok() && !created.error().IsAlreadyExists()) {
+      return ApiStatus(created.error(),
+                       "creating canary Job " + Str(Field(*job_to_create, "metadata"), "name"));
+    }
+  }
+  ReconcileResult result;
+  if (!actions.finished) result.requeue_after = std::chrono::seconds(30);
+  return result;
+}
+
+// ---------------------------------------------------------------------------
+
+Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
+  std::optional<json> deployment = ctx_.deployments->Get(key);
+  if (!deployment.has_value()) return ReconcileResult{};
+  auto [ns, name] = SplitKey(key);
+  const json& tmpl = Field(Field(*deployment, "spec"), "template");
+  RolloutInput input;
+  input.deployment = *deployment;
+  input.policy = GoverningPolicy(PoliciesInNamespace(*ctx_.policies, ns),
+                                 StringMap(Field(Field(tmpl, "metadata"), "labels")));
+  if (!input.policy.has_value()) return ReconcileResult{};
+  input.template_hash = admission::TemplateHash(tmpl);
+  input.canary = ctx_.canaries->Get(ns + "/" + CanaryName(name, input.template_hash));
+  RolloutActions actions = DecideRollout(input);
+  if (actions.create_canary.has_value()) {
+    auto created = ctx_.client->Create(kube::ReplayCanaries(), ns, *actions.create_canary);
+    if (!created.ok() && !created.error().IsAlreadyExists()) {
+      return ApiStatus(created.error(), "creating ReplayCanary for " + key);
+    }
+    if (created.ok()) {
+      RecordEvent(ctx_, *deployment, false, actions.event_reason, actions.event_note);
+    }
+    return ReconcileResult{};
+  }
+  if (actions.deployment_patch.has_value()) {
+    auto patched = ctx_.client->Patch(kube::Deployments(), ns, name, kube::PatchType::kMerge,
+                                      *actions.deployment_patch);
+    if (!patched.ok()) return ApiStatus(patched.error(), "releasing " + key);
+  }
+  RecordEvent(ctx_, *deployment, actions.event_warning, actions.event_reason, actions.event_note);
+  return ReconcileResult{};
+}
+
+// ---------------------------------------------------------------------------
+
+Result<ReconcileResult> DriftReconciler::Reconcile(const std::string& key) {
+  std::optional<json> pod = ctx_.pods->Get(key);
+  if (!pod.has_value()) return ReconcileResult{};
+  auto [ns, name] = SplitKey(key);
+  auto policy = GoverningPolicy(PoliciesInNamespace(*ctx_.policies, ns),
+                                StringMap(Field(Field(*pod, "metadata"), "labels")));
+  if (!policy.has_value()) return ReconcileResult{};
+  for (const DriftedPod& d : FindInjectionDrift(*policy, {*pod}, ctx_.operator_namespace)) {
+    RecordEvent(
+        ctx_, *pod, true, "InjectionMissing",
+        "Pod " + d.pod + " is governed by AllocatorPolicy " + policy->name + " but " + d.reason);
+  }
+  return ReconcileResult{};
+}
+
+}  // namespace allocguard::controllers

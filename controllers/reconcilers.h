@@ -1,0 +1,123 @@
+#pragma once
+
+// The operator's reconcilers, one per concern. Each fetches what it needs
+// from the informer stores, calls its pure Decide function and applies the
+// result through the API. Reconcile() returns an error to be retried with
+// backoff, or OK with an optional delay after which to look again.
+//
+//   PolicyReconciler   AllocatorPolicy status: governed workloads, verdicts,
+//                      conditions (policy_decision.h)
+//   CanaryReconciler   ReplayCanary: one Job per variant, results read from
+//                      the driver's termination message (canary_decision.h)
+//   RolloutReconciler  governed Deployments: canary per template, hold
+//                      released when Flat (rollout_decision.h)
+//   DriftReconciler    governed Pods without the injection: Warning event
+//                      on the Pod (the policy's condition comes from
+//                      PolicyReconciler)
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "operator/canary/job_builder.h"
+#include "operator/common/clock.h"
+#include "operator/common/status.h"
+#include "operator/kube/client.h"
+#include "operator/kube/event_recorder.h"
+#include "operator/kube/informer.h"
+#include "operator/metrics/registry.h"
+
+namespace allocguard::controllers {
+
+// Indexes the reconcilers use; add them before the stores fill.
+inline constexpr char kNamespaceIndex[] = "namespace";
+inline constexpr char kCanaryIndex[] = "canary-job";  // canary pods by "ns/job-name"
+void AddNamespaceIndex(kube::Store& store);
+void AddCanaryJobIndex(kube::Store& pods);
+
+// Objects in the stores carry apiVersion and kind (list items do not; the
+// manager's informer transform sets them), so they can be written back and
+// named in events as they are.
+
+struct ControllerContext {
+  kube::Client* client = nullptr;
+  kube::Store* policies = nullptr;
+  kube::Store* canaries = nullptr;
+  kube::Store* deployments = nullptr;
+  kube::Store* pods = nullptr;
+  kube::Store* jobs = nullptr;
+  kube::EventRecorder* events = nullptr;
+  Clock* clock = nullptr;
+  metrics::Registry* metrics = nullptr;  // may be null
+  std::string operator_namespace;
+  canary::CanaryJobOptions job_options;
+};
+
+struct ReconcileResult {
+  std::optional<Clock::Duration> requeue_after;
+};
+
+class Reconciler {
+ public:
+  virtual ~Reconciler() = default;
+  virtual const char* name() const = 0;
+  // key: "namespace/name" of the object the reconciler is keyed by.
+  virtual Result<ReconcileResult> Reconcile(const std::string& key) = 0;
+};
+
+class PolicyReconciler : public Reconciler {
+ public:
+  explicit PolicyReconciler(ControllerContext ctx) : ctx_(std::move(ctx)) {}
+  const char* name() const override { return "policy"; }
+  Result<ReconcileResult> Reconcile(const std::string& key) override;
+
+ private:
+  ControllerContext ctx_;
+};
+
+class CanaryReconciler : public Reconciler {
+ public:
+  explicit CanaryReconciler(ControllerContext ctx) : ctx_(std::move(ctx)) {}
+  const char* name() const override { return "canary"; }
+  Result<ReconcileResult> Reconcile(const std::string& key) override;
+
+ private:
+  ControllerContext ctx_;
+};
+
+class RolloutReconciler : public Reconciler {
+ public:
+  explicit RolloutReconciler(ControllerContext ctx) : ctx_(std::move(ctx)) {}
+  const char* name() const override { return "rollout"; }
+  Result<ReconcileResult> Reconcile(const std::string& key) override;
+
+ private:
+  ControllerContext ctx_;
+};
+
+class DriftReconciler : public Reconciler {
+ public:
+  explicit DriftReconciler(ControllerContext ctx) : ctx_(std::move(ctx)) {}
+  const char* name() const override { return "drift"; }
+  Result<ReconcileResult> Reconcile(const std::string& key) override;
+
+ private:
+  ControllerContext ctx_;
+};
+
+// The policies of a namespace, parsed; unparsable ones are left out.
+std::vector<api::AllocatorPolicy> PoliciesInNamespace(const kube::Store& policies,
+                                                      const std::string& ns);
+
+// The one policy whose selector matches labels; nullopt when none or when
+// several match (an ambiguity the validating webhook refuses to create).
+std::optional<api::AllocatorPolicy> GoverningPolicy(
+    const std::vector<api::AllocatorPolicy>& policies,
+    const std::map<std::string, std::string>& labels);
+
+// RFC 3339 UTC with seconds, as Kubernetes writes times.
+std::string Rfc3339(std::chrono::system_clock::time_point wall_time);
+
+}  // namespace allocguard::controllers

@@ -1,0 +1,160 @@
+#include "controllers/rollout_decision.h"
+
+#include "operator/api/names.h"
+#include "operator/api/policy.h"
+
+namespace allocguard::controllers {
+namespace {
+
+using nlohmann::json;
+
+std::string Annotation(const json& object, const char* key) {
+  const json* annotations = nullptr;
+  if (object.is_object() && object.contains("metadata") && object["metadata"].is_object() &&
+      object["metadata"].contains("annotations") && object["metadata"]["annotations"].is_object()) {
+    annotations = &object["metadata"]["annotations"];
+  }
+  if (annotations == nullptr || !annotations->contains(key) || !(*annotations)[key].is_string()) {
+    return "";
+  }
+  return (*annotations)[key].get<std::string>();
+}
+
+std::string CanaryPhase(const json& canary) {
+  if (!canary.contains("status") || !canary["status"].is_object()) return "";
+  return canary["status"].value("phase", "");
+}
+
+std::string CanaryStatusString(const json& canary, const char* key) {
+  if (!canary.contains("status") || !canary["status"].is_object()) return "";
+  const json& s = canary["status"];
+  return s.contains(key) && s[key].is_string() ? s[key].get<std::string>() : "";
+}
+
+std::string ObjectName(const json& object) {
+  if (!object.is_object() || !object.contains("metadata") || !object["metadata"].is_object()) {
+    return "";
+  }
+  return object["metadata"].value("name", "");
+}
+
+}  // namespace
+
+std::string CanaryName(const std::string& deployment, const std::string& template_hash) {
+  // Deployment names are DNS subdomains (≤ 253); keep room for the hash and
+  // for Job names derived from this one (which the job builder shortens).
+  std::string base = deployment.substr(0, 200);
+  return base + "-" + template_hash.substr(0, 10);
+}
+
+json BuildReplayCanary(const json& deployment, const api::AllocatorPolicy& policy,
+                       const std::string& template_hash) {
+  const json& meta = deployment["metadata"];
+  const std::string name = meta.value("name", "");
+  api::ReplayCanarySpec spec;
+  spec.policy = policy.name;
+  spec.target_kind = "Deployment";
+  spec.target_name = name;
+  spec.template_hash = template_hash;
+  spec.candidate_allocator = policy.spec.allocator;
+  spec.canary = policy.spec.canary;
+  spec.limits = policy.spec.limits;
+  json spec_json = api::ReplayCanarySpecToJson(spec);
+  spec_json["template"] = deployment["spec"]["template"];
+  json owner = {
+      {"apiVersion", "apps/v1"},      {"kind", "Deployment"}, {"name", name},
+      {"uid", meta.value("uid", "")}, {"controller", false},  {"blockOwnerDeletion", false}};
+  return {{"apiVersion", api::kApiVersion},
+          {"kind", "ReplayCanary"},
+          {"metadata",
+           {{"name", CanaryName(name, template_hash)},
+            {"namespace", meta.value("namespace", "")},
+            {"labels",
+             {{kPolicyLabel, policy.name},
+              {kWorkloadLabel, name.substr(0, 63)},
+              {api::kManagedByLabel, api::kManagedByValue}}},
+            {"ownerReferences", json::array({owner})}}},
+          {"spec", spec_json}};
+}
+
+RolloutActions DecideRollout(const RolloutInput& input) {
+  RolloutActions out;
+  if (!input.policy.has_value()) {
+    out.skip_reason = "no policy governs it";
+    return out;
+  }
+  const api::AllocatorPolicy& policy = *input.policy;
+  if (policy.spec.rollout.mode == api::RolloutMode::kOff) {
+    out.skip_reason = "policy " + policy.name + " has rollout mode Off";
+    return out;
+  }
+  if (Annotation(input.deployment, api::kInjectAnnotation) == "false") {
+    out.skip_reason = "opted out with " + std::string(api::kInjectAnnotation) + "=false";
+    return out;
+  }
+  const std::string& hash = input.template_hash;
+  const std::string held = Annotation(input.deployment, api::kHeldCandidateAnnotation);
+  const std::string released = Annotation(input.deployment, api::kReleasedCandidateAnnotation);
+  const bool holding = !held.empty();
+  if (!holding && released == hash) {
+    out.skip_reason = "template " + hash + " already released";
+    return out;
+  }
+  if (!input.canary.has_value()) {
+    out.create_canary = BuildReplayCanary(input.deployment, policy, hash);
+    out.event_reason = "CanaryStarted";
+    out.event_note =
+        "replay canary " + CanaryName(ObjectName(input.deployment), hash) +
+        " started for template " + hash +
+        (holding ? "; the rollout is held until it is flat" : " (audit: the rollout is not held)");
+    return out;
+  }
+  const json& canary = *input.canary;
+  const std::string phase = CanaryPhase(canary);
+  if (phase != "Completed" && phase != "Failed") {
+    out.skip_reason = "canary " + CanaryName(ObjectName(input.deployment), hash) + " is running";
+    return out;
+  }
+  const std::string verdict = CanaryStatusString(canary, "verdict");
+  const std::string explanation = CanaryStatusString(canary, "explanation");
+  const std::string flat_variant = CanaryStatusString(canary, "flatVariant");
+  const std::string slope = CanaryStatusString(canary, "floorSlope");
+  const std::string canary_name = ObjectName(canary);
+  const bool flat = verdict == "Flat";
+
+  if (holding && !flat) {
+    // Stay held; say why and what would fix it.
+    out.event_warning = true;
+    out.event_reason = "RolloutHeld";
+    out.event_note = "template " + hash + " is held: canary " + canary_name + " found " +
+                     (verdict.empty() ? std::string("no verdict") : verdict) +
+                     (slope.empty() ? "" : " (floor slope " + slope + ")") + ": " + explanation +
+                     (flat_variant.empty()
+                          ? ""
+                          : "; variant " + flat_variant +
+                                " stayed flat on the same load: switch the policy's allocator") +
+                     ". To roll out anyway, annotate the Deployment with " +
+                     api::kOverrideHoldAnnotation + "=<reason> and unpause it.";
+    return out;
+  }
+  json annotations = {{api::kReleasedCandidateAnnotation, hash}};
+  json patch = {{"metadata", {{"annotations", annotations}}}};
+  if (holding) {
+    patch["metadata"]["annotations"][api::kHeldCandidateAnnotation] = nullptr;
+    patch["spec"] = {{"paused", false}};
+    out.event_reason = "RolloutReleased";
+    out.event_note = "canary " + canary_name + " is Flat" +
+                     (slope.empty() ? "" : " (floor slope " + slope + ")") +
+                     ": the rollout of template " + hash + " proceeds";
+  } else {
+    out.event_warning = !flat;
+    out.event_reason = flat ? "CanaryPassed" : "CanaryFailedAudit";
+    out.event_note = "audit: canary " + canary_name + " found " + verdict +
+                     (slope.empty() ? "" : " (floor slope " + slope + ")") + ": " + explanation +
+                     " (the rollout was not held: the policy's mode is Audit)";
+  }
+  out.deployment_patch = patch;
+  return out;
+}
+
+}  // namespace allocguard::controllers

@@ -1,0 +1,61 @@
+#pragma once
+
+// What the rollout reconciler does for one governed Deployment: a pure
+// function of the Deployment, the policy that governs it and the
+// ReplayCanary of its current pod template.
+//
+// Enforce: the admission webhook paused the Deployment and recorded the
+// candidate's template hash (api::kHeldCandidateAnnotation). The reconciler
+// makes sure a canary runs for that hash, and when it finishes either
+// releases the hold (Flat) or leaves it with a Warning that names the flat
+// variant, if any. Audit: a canary runs for every new template hash and its
+// verdict is reported; nothing is held. Off: nothing.
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/api/types.h"
+
+namespace allocguard::controllers {
+
+struct RolloutInput {
+  nlohmann::json deployment;
+  std::optional<api::AllocatorPolicy> policy;  // the governing policy, if any
+  // The ReplayCanary for (deployment, current template hash), if it exists.
+  std::optional<nlohmann::json> canary;
+  std::string template_hash;  // of the deployment's current template
+};
+
+struct RolloutActions {
+  // Create this ReplayCanary (a complete object).
+  std::optional<nlohmann::json> create_canary;
+  // Merge patch for the Deployment: release the hold and/or record the
+  // template hash that was let through.
+  std::optional<nlohmann::json> deployment_patch;
+  // An event on the Deployment.
+  bool event_warning = false;
+  std::string event_reason;
+  std::string event_note;
+  std::string skip_reason;  // why nothing happens, for logs
+};
+
+// The canary's name for a Deployment and template hash: stable, so a
+// restarted operator finds the canary it created before.
+std::string CanaryName(const std::string& deployment, const std::string& template_hash);
+
+RolloutActions DecideRollout(const RolloutInput& input);
+
+// The ReplayCanary object for a Deployment's current template: a snapshot of
+// the template and of the policy's allocator, canary and limits, owned by the
+// Deployment (deleted with it) and labelled with the policy's name.
+nlohmann::json BuildReplayCanary(const nlohmann::json& deployment,
+                                 const api::AllocatorPolicy& policy,
+                                 const std::string& template_hash);
+
+// Labels on operator-created canaries.
+inline constexpr char kPolicyLabel[] = "allocguard.io/policy";
+inline constexpr char kWorkloadLabel[] = "allocguard.io/workload";
+
+}  // namespace allocguard::controllers

@@ -1,0 +1,137 @@
+#include "controllers/rollout_decision.h"
+
+#include <gtest/gtest.h>
+
+#include "operator/api/names.h"
+
+namespace allocguard::controllers {
+namespace {
+
+using nlohmann::json;
+
+api::AllocatorPolicy Policy(api::RolloutMode mode) {
+  api::AllocatorPolicy p;
+  p.ns = "shop";
+  p.name = "web-policy";
+  p.generation = 3;
+  p.spec.selector.match_labels = {{"app", "web"}};
+  p.spec.allocator.name = api::Allocator::kJemalloc;
+  p.spec.rollout.mode = mode;
+  return p;
+}
+
+json Deployment(json annotations = json::object(), bool paused = false) {
+  json containers = json::array({{{"name", "server"}, {"image", "web:2"}}});
+  json tmpl = {{"metadata", {{"labels", {{"app", "web"}}}}},
+               {"spec", {{"containers", containers}}}};
+  json d = {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}};
+  d["metadata"] = {
+      {"name", "web"}, {"namespace", "shop"}, {"uid", "u-1"}, {"annotations", annotations}};
+  d["spec"] = {{"paused", paused}, {"template", tmpl}};
+  return d;
+}
+
+json Canary(const std::string& phase, const std::string& verdict,
+            const std::string& flat_variant = "") {
+  json status = {{"phase", phase},
+                 {"verdict", verdict},
+                 {"explanation", "test explanation"},
+                 {"floorSlope", "+2.40 GiB/h"}};
+  if (!flat_variant.empty()) status["flatVariant"] = flat_variant;
+  return {{"metadata", {{"name", CanaryName("web", "hash1")}}}, {"status", status}};
+}
+
+TEST(DecideRolloutTest, Table) {
+  const json held = {{api::kHeldCandidateAnnotation, "hash1"}};
+  const json released = {{api::kReleasedCandidateAnnotation, "hash1"}};
+  struct Case {
+    const char* name;
+    std::optional<api::AllocatorPolicy> policy;
+    json deployment;
+    std::optional<json> canary;
+    bool creates_canary;
+    bool patches;
+    bool unpauses;
+    bool warning;
+    const char* event_reason;
+  };
+  const std::vector<Case> cases = {
+      {"ungoverned", std::nullopt, Deployment(held, true), std::nullopt, false, false, false, false,
+       ""},
+      {"mode Off", Policy(api::RolloutMode::kOff), Deployment(held, true), std::nullopt, false,
+       false, false, false, ""},
+      {"held, no canary yet", Policy(api::RolloutMode::kEnforce), Deployment(held, true),
+       std::nullopt, true, false, false, false, "CanaryStarted"},
+      {"held, canary running", Policy(api::RolloutMode::kEnforce), Deployment(held, true),
+       Canary("Running", ""), false, false, false, false, ""},
+      {"held, Flat", Policy(api::RolloutMode::kEnforce), Deployment(held, true),
+       Canary("Completed", "Flat"), false, true, true, false, "RolloutReleased"},
+      {"held, Ratchet", Policy(api::RolloutMode::kEnforce), Deployment(held, true),
+       Canary("Completed", "AllocatorRetention", "jemalloc"), false, false, false, true,
+       "RolloutHeld"},
+      {"held, canary Failed", Policy(api::RolloutMode::kEnforce), Deployment(held, true),
+       Canary("Failed", "Failed"), false, false, false, true, "RolloutHeld"},
+      {"audit, new template", Policy(api::RolloutMode::kAudit), Deployment(), std::nullopt, true,
+       false, false, false, "CanaryStarted"},
+      {"audit, Ratchet reported, recorded, not paused", Policy(api::RolloutMode::kAudit),
+       Deployment(), Canary("Completed", "Ratchet"), false, true, false, true, "CanaryFailedAudit"},
+      {"audit, already released", Policy(api::RolloutMode::kAudit), Deployment(released),
+       std::nullopt, false, false, false, false, ""},
+      {"enforce, released, not held (rollout restart)", Policy(api::RolloutMode::kEnforce),
+       Deployment(released), std::nullopt, false, false, false, false, ""},
+      {"opted out", Policy(api::RolloutMode::kEnforce),
+       Deployment({{api::kInjectAnnotation, "false"}, {api::kHeldCandidateAnnotation, "hash1"}},
+                  true),
+       std::nullopt, false, false, false, false, ""},
+  };
+  for (const Case& c : cases) {
+    RolloutInput in{c.deployment, c.policy, c.canary, "hash1"};
+    RolloutActions a = DecideRollout(in);
+    EXPECT_EQ(a.create_canary.has_value(), c.creates_canary) << c.name;
+    EXPECT_EQ(a.deployment_patch.has_value(), c.patches) << c.name;
+    EXPECT_EQ(a.event_warning, c.warning) << c.name;
+    EXPECT_EQ(a.event_reason, c.event_reason) << c.name;
+    if (a.deployment_patch.has_value()) {
+      const json& p = *a.deployment_patch;
+      EXPECT_EQ(p["metadata"]["annotations"][api::kReleasedCandidateAnnotation], "hash1") << c.name;
+      EXPECT_EQ(p.contains("spec") && p["spec"]["paused"] == false, c.unpauses) << c.name;
+      if (c.unpauses) {
+        EXPECT_TRUE(p["metadata"]["annotations"][api::kHeldCandidateAnnotation].is_null())
+            << c.name << ": the hold annotation goes with the pause";
+      }
+    }
+  }
+}
+
+TEST(DecideRolloutTest, HeldWarningNamesTheFlatVariantAndTheOverride) {
+  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, "hash1"}}, true),
+                  Policy(api::RolloutMode::kEnforce),
+                  Canary("Completed", "AllocatorRetention", "jemalloc"), "hash1"};
+  RolloutActions a = DecideRollout(in);
+  EXPECT_NE(a.event_note.find("variant jemalloc stayed flat"), std::string::npos) << a.event_note;
+  EXPECT_NE(a.event_note.find(api::kOverrideHoldAnnotation), std::string::npos) << a.event_note;
+  EXPECT_NE(a.event_note.find("+2.40 GiB/h"), std::string::npos) << a.event_note;
+}
+
+TEST(BuildReplayCanaryTest, SnapshotsTemplateAndPolicy) {
+  api::AllocatorPolicy p = Policy(api::RolloutMode::kEnforce);
+  p.spec.canary.duration = std::chrono::seconds(600);
+  json c = BuildReplayCanary(Deployment(), p, "0123456789abcdef");
+  EXPECT_EQ(c["kind"], "ReplayCanary");
+  EXPECT_EQ(c["metadata"]["name"], "web-0123456789");
+  EXPECT_EQ(c["metadata"]["namespace"], "shop");
+  EXPECT_EQ(c["metadata"]["labels"][kPolicyLabel], "web-policy");
+  EXPECT_EQ(c["metadata"]["ownerReferences"][0]["uid"], "u-1");
+  EXPECT_EQ(c["spec"]["templateHash"], "0123456789abcdef");
+  EXPECT_EQ(c["spec"]["target"]["name"], "web");
+  EXPECT_EQ(c["spec"]["template"]["spec"]["containers"][0]["image"], "web:2");
+  EXPECT_EQ(c["spec"]["candidate"]["allocator"]["name"], "jemalloc");
+}
+
+TEST(CanaryNameTest, StableAndBounded) {
+  EXPECT_EQ(CanaryName("web", "0123456789abcdef"), "web-0123456789");
+  EXPECT_LE(CanaryName(std::string(253, 'a'), "0123456789abcdef").size(), 253u);
+}
+
+}  // namespace
+}  // namespace allocguard::controllers

@@ -1,0 +1,110 @@
+// allocguard operator: the in-cluster operator (see operator/manager/manager.h
+// and docs/operator.md). Flags are named as kubebuilder operators name them.
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "operator/cli/cli_util.h"
+#include "operator/cli/commands.h"
+#include "operator/kube/cancel.h"
+#include "operator/manager/manager.h"
+
+namespace allocguard::cli {
+
+namespace {
+
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+int RunOperator(manager::ManagerOptions options) {
+  // SIGTERM (the kubelet stopping the pod) and SIGINT end the operator
+  // cleanly: the lease is released so a follower takes over at once.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  kube::Canceller cancel;
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig != 0) spdlog::info("signal {}: shutting down", sig);
+    cancel.Cancel();
+  });
+  Status status = manager::RunManager(options, &cancel);
+  if (!cancel.cancelled()) {
+    // Wake the signal thread so it can be joined.
+    pthread_kill(waiter.native_handle(), SIGTERM);
+  }
+  waiter.join();
+  if (!status.ok()) return Fail(status);
+  return 0;
+}
+
+}  // namespace
+
+void RegisterOperatorCommand(CLI::App& app, int* exit_code) {
+  auto options = std::make_shared<manager::ManagerOptions>();
+  options->pod_name = EnvOr("POD_NAME", "");
+  options->operator_namespace = EnvOr("POD_NAMESPACE", options->operator_namespace);
+  options->image = EnvOr("ALLOCGUARD_IMAGE", options->image);
+  CLI::App* cmd = app.add_subcommand(
+      "operator",
+      "Run the operator: admission webhooks, replay canaries, rollout gate, drift reports");
+  cmd->add_option("--kubeconfig", options->kubeconfig,
+                  "kubeconfig file (default: in-cluster, or $KUBECONFIG)");
+  cmd->add_option("--context", options->context, "kubeconfig context");
+  cmd->add_option("--namespace", options->watch_namespace,
+                  "watch only this namespace (default: all)");
+  cmd->add_option("--operator-namespace", options->operator_namespace,
+                  "the operator's own namespace: lease, certificate Secret, never injected "
+                  "(default: $POD_NAMESPACE or allocguard-system)");
+  cmd->add_flag("--leader-elect", options->leader_elect,
+                "elect a leader among replicas; only the leader reconciles");
+  cmd->add_option("--leader-election-id", options->leader_election_id, "name of the Lease");
+  cmd->add_option("--health-probe-bind-address", options->health_probe_bind_address,
+                  "address of /healthz and /readyz")
+      ->capture_default_str();
+  cmd->add_option("--metrics-bind-address", options->metrics_bind_address, "address of /metrics")
+      ->capture_default_str();
+  cmd->add_option("--webhook-bind-address", options->webhook_bind_address,
+                  "address of the TLS admission webhooks")
+      ->capture_default_str();
+  cmd->add_option("--bound-addresses-file", options->bound_addresses_file,
+                  "write the bound ports here (useful with port 0)");
+  cmd->add_option("--webhook-cert-dir", options->webhook_cert_dir,
+                  "serve tls.crt/tls.key from this directory (cert-manager) instead of a "
+                  "self-managed certificate");
+  cmd->add_option("--webhook-secret-name", options->webhook_secret_name,
+                  "Secret holding the self-managed CA and serving certificate")
+      ->capture_default_str();
+  cmd->add_option("--webhook-service-name", options->webhook_service_name,
+                  "Service in front of the webhooks (certificate names)")
+      ->capture_default_str();
+  cmd->add_option("--webhook-extra-san", options->webhook_extra_sans,
+                  "extra DNS name or IP in the serving certificate (repeatable)");
+  cmd->add_option("--mutating-webhook-configuration", options->mutating_webhook_config)
+      ->capture_default_str();
+  cmd->add_option("--validating-webhook-configuration", options->validating_webhook_config)
+      ->capture_default_str();
+  cmd->add_option("--webhook-url", options->webhook_url,
+                  "register the webhooks by URL (https://host:port) instead of through a "
+                  "Service; for an operator running outside the cluster");
+  cmd->add_option("--image", options->image,
+                  "image of the injected init container, guard and replay driver "
+                  "(default: $ALLOCGUARD_IMAGE)")
+      ->capture_default_str();
+  cmd->add_option("--workers", options->workers, "workers per reconciler")
+      ->check(CLI::Range(1, 32))
+      ->capture_default_str();
+  cmd->callback([options, exit_code] { *exit_code = RunOperator(*options); });
+}
+
+}  // namespace allocguard::cli

@@ -1,0 +1,49 @@
+#pragma once
+
+// Runs one reconciler: a work queue of object keys and worker threads that
+// take a key, reconcile it, and requeue it on error (with the queue's
+// per-key exponential backoff) or after the delay the reconciler asked for.
+// A key is never reconciled by two workers at once (the queue guarantees it).
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controllers/reconcilers.h"
+#include "operator/kube/workqueue.h"
+#include "operator/metrics/registry.h"
+
+namespace allocguard::manager {
+
+class ControllerRunner {
+ public:
+  // metrics may be null.
+  ControllerRunner(std::unique_ptr<controllers::Reconciler> reconciler, Clock* clock,
+                   metrics::Registry* metrics);
+  ~ControllerRunner();  // stops
+
+  void Enqueue(const std::string& key) { queue_.Add(key); }
+  // Starts `workers` threads. REQUIRES: called once.
+  void Start(int workers);
+  // Shuts the queue down and joins the workers (a reconcile in flight ends
+  // first).
+  void Stop();
+
+  const char* name() const { return reconciler_->name(); }
+  size_t queue_length() { return queue_.Len(); }
+
+ private:
+  void Work();
+
+  std::unique_ptr<controllers::Reconciler> reconciler_;
+  Clock* clock_;
+  kube::WorkQueue queue_;
+  std::vector<std::thread> workers_;
+  std::atomic<bool> stopped_{false};
+  metrics::Counter* reconciles_ = nullptr;
+  metrics::Histogram* durations_ = nullptr;
+};
+
+}  // namespace allocguard::manager

@@ -1,0 +1,702 @@
+// The operator end to end against a real etcd + kube-apiserver: the real
+// `allocguard operator` binary runs as a local process, registers its
+// webhooks by URL (TLS, self-managed CA) and is driven through the API and
+// the real kubectl. No kubelet or Job controller runs here, so the test
+// plays their part for canary Jobs: it creates each Job's pod and writes the
+// replay driver's termination message into the pod's status, as the kubelet
+// would.
+//
+// Reads ALLOCGUARD_TEST_KUBECONFIG and ALLOCGUARD_TEST_KUBECTL (see
+// e2e/cluster/up.sh); skipped without them.
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "operator/admission/deployment_gate.h"
+#include "operator/api/names.h"
+#include "operator/kube/client.h"
+#include "operator/kube/config.h"
+#include "operator/replay/canary_result.h"
+
+extern char** environ;
+
+namespace allocguard {
+namespace {
+
+using kube::Object;
+using nlohmann::json;
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+std::string RandomSuffix() {
+  static std::mt19937 rng(std::random_device{}());
+  std::string s;
+  for (int i = 0; i < 6; ++i) s.push_back("abcdefghijklmnopqrstuvwxyz0123456789"[rng() % 36]);
+  return s;
+}
+
+// Polls cond; the limit is a safety net against a hang, not a timing claim.
+template <typename F>
+bool Eventually(F cond, std::chrono::seconds limit = std::chrono::seconds(60)) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return cond();
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+// Runs a command through the shell, feeding `input` on stdin.
+CommandResult RunCommand(const std::string& command, const std::string& input = "") {
+  const std::string dir = std::filesystem::temp_directory_path() / ("ag-e2e-" + RandomSuffix());
+  std::filesystem::create_directories(dir);
+  const std::string in = dir + "/in", out = dir + "/out";
+  std::ofstream(in) << input;
+  CommandResult r;
+  int status = std::system((command + " <" + in + " >" + out + " 2>&1").c_str());
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream f(out);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  r.output = ss.str();
+  std::filesystem::remove_all(dir);
+  return r;
+}
+
+int FreePort() {
+  // Bind port 0 through python-free means: ask the kernel via a socket.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+const json& Field(const json& o, const char* key) {
+  static const json kNull;
+  return o.is_object() && o.contains(key) ? o[key] : kNull;
+}
+
+std::string Annotation(const json& o, const char* key) {
+  const json& a = Field(Field(o, "metadata"), "annotations");
+  return a.is_object() && a.contains(key) && a[key].is_string() ? a[key].get<std::string>() : "";
+}
+
+const json* Condition(const json& object, const std::string& type) {
+  const json& conditions = Field(Field(object, "status"), "conditions");
+  if (!conditions.is_array()) return nullptr;
+  for (const json& c : conditions) {
+    if (c.value("type", "") == type) return &c;
+  }
+  return nullptr;
+}
+
+// The shared fixture: one operator process for the suite.
+class OperatorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    kubeconfig_ = Env("ALLOCGUARD_TEST_KUBECONFIG");
+    kubectl_ = Env("ALLOCGUARD_TEST_KUBECTL");
+    if (kubeconfig_.empty() || kubectl_.empty()) return;
+    auto config = kube::LoadKubeconfig({kubeconfig_, "", "", ""});
+    if (!config.ok()) return;
+    auto client = kube::Client::Create(*config);
+    if (!client.ok()) return;
+    client_ = std::move(*client).release();
+    suffix_ = RandomSuffix();
+    ns_ = "e2e-" + suffix_;
+    operator_ns_ = "allocguard-" + suffix_;
+    for (const std::string& n : {ns_, operator_ns_}) {
+      (void)client_->Create(kube::Namespaces(), "", {{"metadata", {{"name", n}}}});
+    }
+    // Pods need their namespace's default ServiceAccount, which the
+    // controller-manager (not running here) would create.
+    const kube::ResourceType service_accounts{"", "v1", "serviceaccounts", "ServiceAccount", true};
+    for (const std::string& n : {ns_, std::string("kube-system")}) {
+      (void)client_->Create(service_accounts, n,
+                            {{"metadata", {{"name", "default"}, {"namespace", n}}}});
+    }
+    CommandResult crds = Kubectl("apply -f " + std::string(ALLOCGUARD_SOURCE_DIR) + "/crds/");
+    if (crds.exit_code != 0) {
+      setup_error_ = "applying crds/: " + crds.output;
+      return;
+    }
+    Kubectl(
+        "wait --for condition=Established --timeout=60s crd/allocatorpolicies.allocguard.io "
+        "crd/replaycanaries.allocguard.io");
+    webhook_port_ = FreePort();
+    StartOperator();
+    if (!WaitReady()) setup_error_ = "the operator did not become ready: " + OperatorLog();
+  }
+
+  static void TearDownTestSuite() {
+    StopOperator();
+    if (client_ == nullptr) return;
+    (void)client_->Delete(kube::MutatingWebhookConfigurations(), "", WebhookConfigName());
+    (void)client_->Delete(kube::ValidatingWebhookConfigurations(), "", WebhookConfigName());
+    (void)client_->Delete(kube::Namespaces(), "", ns_);
+    (void)client_->Delete(kube::Namespaces(), "", operator_ns_);
+    delete client_;
+    client_ = nullptr;
+  }
+
+  void SetUp() override {
+    if (kubeconfig_.empty() || kubectl_.empty()) {
+      GTEST_SKIP() << "no control plane: ALLOCGUARD_TEST_KUBECONFIG/KUBECTL unset";
+    }
+    ASSERT_NE(client_, nullptr);
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+  }
+
+  static std::string WebhookConfigName() { return "allocguard-" + suffix_; }
+
+  static CommandResult Kubectl(const std::string& args, const std::string& input = "") {
+    return RunCommand(kubectl_ + " --kubeconfig " + kubeconfig_ + " " + args, input);
+  }
+
+  static void StartOperator() {
+    log_path_ =
+        std::filesystem::temp_directory_path() / ("allocguard-operator-" + suffix_ + ".log");
+    ports_path_ = log_path_ + ".ports";
+    std::filesystem::remove(ports_path_);
+    const std::string port = std::to_string(webhook_port_);
+    std::vector<std::string> args = {ALLOCGUARD_BINARY,
+                                     "operator",
+                                     "--kubeconfig",
+                                     kubeconfig_,
+                                     "--operator-namespace",
+                                     operator_ns_,
+                                     "--leader-elect",
+                                     "--health-probe-bind-address",
+                                     "127.0.0.1:0",
+                                     "--metrics-bind-address",
+                                     "127.0.0.1:0",
+                                     "--webhook-bind-address",
+                                     "127.0.0.1:" + port,
+                                     "--webhook-url",
+                                     "https://127.0.0.1:" + port,
+                                     "--webhook-extra-san",
+                                     "127.0.0.1",
+                                     "--mutating-webhook-configuration",
+                                     WebhookConfigName(),
+                                     "--validating-webhook-configuration",
+                                     WebhookConfigName(),
+                                     "--image",
+                                     "allocguard:e2e",
+                                     "--bound-addresses-file",
+                                     ports_path_};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                     0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    pid_t pid = 0;
+    int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    operator_pid_ = rc == 0 ? pid : 0;
+  }
+
+  // kill -9 when hard: the restart tests must survive a crash, not only a
+  // clean shutdown.
+  static void StopOperator(bool hard = false) {
+    if (operator_pid_ <= 0) return;
+    kill(operator_pid_, hard ? SIGKILL : SIGTERM);
+    int status = 0;
+    waitpid(operator_pid_, &status, 0);
+    operator_pid_ = 0;
+  }
+
+  static std::string OperatorLog() {
+    std::ifstream f(log_path_);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::string s = ss.str();
+    return s.size() > 4000 ? s.substr(s.size() - 4000) : s;
+  }
+
+  static bool WaitReady() {
+    return Eventually(
+        [] {
+          std::ifstream f(ports_path_);
+          std::string line;
+          int health = 0;
+          while (std::getline(f, line)) {
+            if (line.rfind("health=", 0) == 0) health = std::stoi(line.substr(7));
+          }
+          if (health == 0) return false;
+          CommandResult r =
+              RunCommand("curl -fs http://127.0.0.1:" + std::to_string(health) + "/readyz");
+          return r.exit_code == 0;
+        },
+        std::chrono::seconds(90));
+  }
+
+  static Object Policy(const std::string& name, const std::string& app, const std::string& mode) {
+    return {{"apiVersion", "allocguard.io/v1alpha1"},
+            {"kind", "AllocatorPolicy"},
+            {"metadata", {{"name", name}, {"namespace", ns_}}},
+            {"spec",
+             {{"selector", {{"matchLabels", {{"app", app}}}}},
+              {"allocator", {{"name", "jemalloc"}, {"jemalloc", {{"mallocConf", "narenas:2"}}}}},
+              {"rollout", {{"mode", mode}}},
+              {"canary",
+               {{"duration", "10m"},
+                {"load",
+                 {{"port", 8080},
+                  {"rate", 20},
+                  {"requests", {{{"name", "get"}, {"path", "/item?id={key}"}}}}}},
+                {"variants", {{{"name", "glibc"}, {"allocator", {{"name", "glibc"}}}}}}}}}}};
+  }
+
+  static Object Deployment(const std::string& name, const std::string& app,
+                           const std::string& image) {
+    return {{"apiVersion", "apps/v1"},
+            {"kind", "Deployment"},
+            {"metadata", {{"name", name}, {"namespace", ns_}}},
+            {"spec",
+             {{"replicas", 1},
+              {"selector", {{"matchLabels", {{"app", app}}}}},
+              {"template",
+               {{"metadata", {{"labels", {{"app", app}}}}},
+                {"spec",
+                 {{"containers",
+                   {{{"name", "server"},
+                     {"image", image},
+                     {"ports", {{{"containerPort", 8080}}}}}}}}}}}}}};
+  }
+
+  static Object Pod(const std::string& name, const std::string& ns, const std::string& app,
+                    json annotations = json::object(), json env = json::array()) {
+    return {{"apiVersion", "v1"},
+            {"kind", "Pod"},
+            {"metadata",
+             {{"name", name},
+              {"namespace", ns},
+              {"labels", {{"app", app}}},
+              {"annotations", annotations}}},
+            {"spec", {{"containers", {{{"name", "server"}, {"image", "web:1"}, {"env", env}}}}}}};
+  }
+
+  // Waits for the policy's Ready condition at its current generation.
+  static bool PolicyReady(const std::string& name) {
+    return Eventually([&] {
+      auto p = client_->Get(kube::AllocatorPolicies(), ns_, name);
+      if (!p.ok()) return false;
+      const json* ready = Condition(*p, "Ready");
+      return ready != nullptr && (*ready)["status"] == "True" &&
+             Field(Field(*p, "status"), "observedGeneration") == (*p)["metadata"]["generation"];
+    });
+  }
+
+  // Plays the Job controller and the kubelet for one canary Job: creates
+  // its pod and writes the driver's termination message into the status.
+  static void FinishCanaryJob(const json& job, const replay::CanaryResult& result,
+                              bool oom_killed = false) {
+    const std::string job_name = job["metadata"]["name"];
+    json pod = {{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata",
+                 {{"name", job_name + "-pod"},
+                  {"namespace", ns_},
+                  {"labels", job["spec"]["template"]["metadata"]["labels"]},
+                  {"annotations", job["spec"]["template"]["metadata"]["annotations"]}}},
+                {"spec", job["spec"]["template"]["spec"]}};
+    pod["metadata"]["labels"]["batch.kubernetes.io/job-name"] = job_name;
+    auto created = client_->Create(kube::Pods(), ns_, pod);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    json status_pod = *created;
+    json statuses = json::array();
+    for (const json& c : status_pod["spec"]["containers"]) {
+      const std::string name = c["name"];
+      json terminated = {{"exitCode", 0}, {"reason", "Completed"}};
+      if (name == api::kDriverContainerName) {
+        terminated["message"] = replay::EncodeCanaryResult(result);
+      } else if (oom_killed) {
+        terminated = {{"exitCode", 137}, {"reason", "OOMKilled"}};
+      }
+      statuses.push_back({{"name", name},
+                          {"image", c["image"]},
+                          {"imageID", ""},
+                          {"ready", false},
+                          {"restartCount", 0},
+                          {"state", {{"terminated", terminated}}}});
+    }
+    status_pod["status"] = {{"phase", "Running"}, {"containerStatuses", statuses}};
+    auto updated = client_->UpdateStatus(kube::Pods(), status_pod);
+    ASSERT_TRUE(updated.ok()) << updated.status().ToString();
+  }
+
+  static replay::CanaryResult Result(const std::string& variant, const std::string& verdict,
+                                     double slope) {
+    replay::CanaryResult r;
+    r.variant = variant;
+    r.verdict = verdict;
+    r.floors_mib = {300, 300 + slope * 17, 300 + slope * 34, 300 + slope * 51};
+    r.slope_gib_per_hour = slope;
+    r.slope_low = slope - 0.2;
+    r.slope_high = slope + 0.2;
+    r.peak_mib = 900;
+    r.requests = 12000;
+    r.minutes = 10;
+    r.message = "floor slope as measured by the test";
+    return r;
+  }
+
+  // The Jobs of a canary, by variant label.
+  static std::map<std::string, json> CanaryJobs(const std::string& canary) {
+    kube::ListOptions lo;
+    lo.label_selector = std::string(api::kCanaryLabel) + "=" + canary;
+    std::map<std::string, json> out;
+    auto jobs = client_->List(kube::Jobs(), ns_, lo);
+    if (!jobs.ok()) return out;
+    for (const json& j : jobs->items) {
+      if (Field(j["metadata"], "deletionTimestamp").is_null()) {
+        out[j["metadata"]["labels"][api::kVariantLabel]] = j;
+      }
+    }
+    return out;
+  }
+
+  // Waits for the Job of `variant` and finishes it with `result`.
+  static void RunVariant(const std::string& canary, const std::string& variant,
+                         const replay::CanaryResult& result) {
+    json job;
+    ASSERT_TRUE(Eventually([&] {
+      auto jobs = CanaryJobs(canary);
+      if (jobs.count(variant) == 0) return false;
+      job = jobs[variant];
+      return true;
+    })) << "no Job for variant "
+        << variant << " of " << canary << "\n"
+        << OperatorLog();
+    FinishCanaryJob(job, result);
+  }
+
+  static std::string HeldHash(const std::string& deployment) {
+    auto d = client_->Get(kube::Deployments(), ns_, deployment);
+    return d.ok() ? Annotation(*d, api::kHeldCandidateAnnotation) : "";
+  }
+
+  static std::string CanaryFor(const std::string& deployment, const std::string& hash) {
+    return deployment + "-" + hash.substr(0, 10);
+  }
+
+  static inline kube::Client* client_ = nullptr;
+  static inline std::string kubeconfig_, kubectl_, suffix_, ns_, operator_ns_, setup_error_;
+  static inline std::string log_path_, ports_path_;
+  static inline int webhook_port_ = 0;
+  static inline pid_t operator_pid_ = 0;
+};
+
+TEST_F(OperatorTest, PolicyAppliesShowsColumnsAndBecomesReady) {
+  CommandResult applied = Kubectl("apply -f -", Policy("columns", "columns", "Audit").dump());
+  ASSERT_EQ(applied.exit_code, 0) << applied.output;
+  ASSERT_TRUE(PolicyReady("columns")) << OperatorLog();
+  CommandResult got = Kubectl("get agp columns -n " + ns_);
+  ASSERT_EQ(got.exit_code, 0) << got.output;
+  for (const char* column : {"ALLOCATOR", "MODE", "VERDICT", "jemalloc", "Audit"}) {
+    EXPECT_NE(got.output.find(column), std::string::npos) << column << " in\n" << got.output;
+  }
+}
+
+TEST_F(OperatorTest, OverlappingPolicyIsRefusedNamingTheOtherPolicy) {
+  ASSERT_EQ(Kubectl("apply -f -", Policy("first", "overlap", "Audit").dump()).exit_code, 0);
+  ASSERT_TRUE(PolicyReady("first"));
+  CommandResult second = Kubectl("apply -f -", Policy("second", "overlap", "Audit").dump());
+  EXPECT_NE(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("spec.selector"), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("first"), std::string::npos) << second.output;
+}
+
+TEST_F(OperatorTest, PodsAreInjectedMergedSkippedAndNeverDuplicated) {
+  ASSERT_EQ(client_->Create(kube::AllocatorPolicies(), ns_, Policy("inject", "inject", "Audit"))
+                .status()
+                .ok(),
+            true);
+  ASSERT_TRUE(PolicyReady("inject"));
+
+  auto pod = client_->Create(kube::Pods(), ns_,
+                             Pod("merged", ns_, "inject", json::object(),
+                                 {{{"name", "LD_PRELOAD"}, {"value", "/usr/lib/libtrace.so"}}}));
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  EXPECT_EQ(Annotation(*pod, api::kInjectedAnnotation), "jemalloc");
+  EXPECT_EQ(Annotation(*pod, api::kPolicyAnnotation), "inject");
+  EXPECT_FALSE(Annotation(*pod, api::kPolicyGenerationAnnotation).empty());
+  ASSERT_EQ((*pod)["spec"]["initContainers"].size(), 1u) << (*pod)["spec"].dump(2);
+  EXPECT_EQ((*pod)["spec"]["initContainers"][0]["name"], api::kInitContainerName);
+  EXPECT_EQ((*pod)["spec"]["initContainers"][0]["image"], "allocguard:e2e");
+  std::string preload, malloc_conf;
+  for (const json& e : (*pod)["spec"]["containers"][0]["env"]) {
+    if (e["name"] == "LD_PRELOAD") preload = e.value("value", "");
+    if (e["name"] == "MALLOC_CONF") malloc_conf = e.value("value", "");
+  }
+  EXPECT_EQ(preload.rfind("/usr/lib/libtrace.so:", 0), 0u) << "kept first: " << preload;
+  EXPECT_NE(preload.find("libjemalloc.so.2"), std::string::npos) << preload;
+  EXPECT_EQ(malloc_conf, "narenas:2");
+
+  // The injected Pod admitted again (same spec, new name): nothing doubles.
+  json again = *pod;
+  again["metadata"] = {{"name", "merged-again"},
+                       {"namespace", ns_},
+                       {"labels", (*pod)["metadata"]["labels"]},
+                       {"annotations", (*pod)["metadata"]["annotations"]}};
+  again.erase("status");
+  auto second = client_->Create(kube::Pods(), ns_, again);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ((*second)["spec"]["initContainers"].size(), 1u);
+  EXPECT_EQ((*second)["spec"]["volumes"].size(), (*pod)["spec"]["volumes"].size());
+  int preloads = 0;
+  for (const json& e : (*second)["spec"]["containers"][0]["env"]) {
+    if (e["name"] == "LD_PRELOAD") {
+      ++preloads;
+      EXPECT_EQ(e["value"], preload);
+    }
+  }
+  EXPECT_EQ(preloads, 1);
+
+  auto opted_out = client_->Create(
+      kube::Pods(), ns_, Pod("opted-out", ns_, "inject", {{api::kInjectAnnotation, "false"}}));
+  ASSERT_TRUE(opted_out.ok()) << opted_out.status().ToString();
+  EXPECT_FALSE((*opted_out)["spec"].contains("initContainers"));
+  EXPECT_TRUE(Annotation(*opted_out, api::kInjectedAnnotation).empty());
+
+  auto system_pod =
+      client_->Create(kube::Pods(), "kube-system", Pod("sys-" + suffix_, "kube-system", "inject"));
+  ASSERT_TRUE(system_pod.ok()) << system_pod.status().ToString();
+  EXPECT_FALSE((*system_pod)["spec"].contains("initContainers"));
+  (void)client_->Delete(kube::Pods(), "kube-system", "sys-" + suffix_);
+}
+
+TEST_F(OperatorTest, FlatCanaryReleasesTheHeldRollout) {
+  ASSERT_TRUE(
+      client_->Create(kube::AllocatorPolicies(), ns_, Policy("flat", "flat", "Enforce")).ok());
+  ASSERT_TRUE(PolicyReady("flat"));
+  auto created = client_->Create(kube::Deployments(), ns_, Deployment("flat", "flat", "web:1"));
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+
+  // Release whatever the creation held, then change the image.
+  const std::string first_hash = HeldHash("flat");
+  if (!first_hash.empty()) {
+    RunVariant(CanaryFor("flat", first_hash), "candidate", Result("candidate", "Flat", 0.02));
+    RunVariant(CanaryFor("flat", first_hash), "glibc", Result("glibc", "Flat", 0.01));
+    ASSERT_TRUE(Eventually([&] { return HeldHash("flat").empty(); })) << OperatorLog();
+  }
+  auto patched = client_->Patch(
+      kube::Deployments(), ns_, "flat", kube::PatchType::kStrategicMerge,
+      {{"spec",
+        {{"template", {{"spec", {{"containers", {{{"name", "server"}, {"image", "web:2"}}}}}}}}}}});
+  ASSERT_TRUE(patched.ok()) << patched.status().ToString();
+  EXPECT_EQ((*patched)["spec"]["paused"], true) << "paused in the same request";
+  const std::string hash = Annotation(*patched, api::kHeldCandidateAnnotation);
+  ASSERT_FALSE(hash.empty());
+  EXPECT_EQ(hash, admission::TemplateHash((*patched)["spec"]["template"]));
+
+  const std::string canary = CanaryFor("flat", hash);
+  json job;
+  ASSERT_TRUE(Eventually([&] {
+    auto jobs = CanaryJobs(canary);
+    if (jobs.count("candidate") == 0) return false;
+    job = jobs["candidate"];
+    return true;
+  })) << OperatorLog();
+  // The Job's pod: the candidate's containers, labels replaced, the replay
+  // driver beside them, the candidate's allocator injected.
+  const json& tmpl = job["spec"]["template"];
+  EXPECT_EQ(Field(tmpl["metadata"]["labels"], "app"), json()) << "no Service may select it";
+  EXPECT_EQ(tmpl["metadata"]["labels"][api::kCanaryLabel], canary);
+  EXPECT_EQ(tmpl["spec"]["shareProcessNamespace"], true);
+  bool has_driver = false, has_server = false;
+  for (const json& c : tmpl["spec"]["containers"]) {
+    if (c["name"] == api::kDriverContainerName) has_driver = true;
+    if (c["name"] == "server") {
+      has_server = c["image"] == "web:2";
+    }
+  }
+  EXPECT_TRUE(has_driver);
+  EXPECT_TRUE(has_server) << "the candidate's image";
+  EXPECT_EQ(CanaryJobs(canary).size(), 1u) << "variants run one at a time";
+
+  FinishCanaryJob(job, Result("candidate", "Flat", 0.03));
+  RunVariant(canary, "glibc", Result("glibc", "Flat", 0.01));
+  ASSERT_TRUE(Eventually([&] {
+    auto d = client_->Get(kube::Deployments(), ns_, "flat");
+    return d.ok() && Field((*d)["spec"], "paused") != true &&
+           Annotation(*d, api::kReleasedCandidateAnnotation) == hash;
+  })) << OperatorLog();
+  auto c = client_->Get(kube::ReplayCanaries(), ns_, canary);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ((*c)["status"]["verdict"], "Flat");
+  EXPECT_EQ((*c)["status"]["variants"].size(), 2u);
+  EXPECT_TRUE(Eventually([&] { return CanaryJobs(canary).empty(); })) << "Jobs deleted afterwards";
+}
+
+TEST_F(OperatorTest, RatchetKeepsTheRolloutHeldAndAManualUnpauseIsRefused) {
+  ASSERT_TRUE(
+      client_->Create(kube::AllocatorPolicies(), ns_, Policy("ratchet", "ratchet", "Enforce"))
+          .ok());
+  ASSERT_TRUE(PolicyReady("ratchet"));
+  auto created =
+      client_->Create(kube::Deployments(), ns_, Deployment("ratchet", "ratchet", "web:1"));
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  ASSERT_EQ((*created)["spec"]["paused"], true) << "a new governed Deployment is held";
+  const std::string hash = HeldHash("ratchet");
+  ASSERT_FALSE(hash.empty());
+  const std::string canary = CanaryFor("ratchet", hash);
+  RunVariant(canary, "candidate", Result("candidate", "Ratchet", 2.6));
+  RunVariant(canary, "glibc", Result("glibc", "Flat", 0.04));
+
+  ASSERT_TRUE(Eventually([&] {
+    auto c = client_->Get(kube::ReplayCanaries(), ns_, canary);
+    return c.ok() && Field(Field(*c, "status"), "phase") == "Completed";
+  })) << OperatorLog();
+  auto c = client_->Get(kube::ReplayCanaries(), ns_, canary);
+  EXPECT_EQ((*c)["status"]["verdict"], "AllocatorRetention");
+  EXPECT_EQ((*c)["status"]["flatVariant"], "glibc");
+
+  // Still held, with a Warning event on the Deployment and a condition on
+  // the policy that names the flat variant.
+  ASSERT_TRUE(Eventually([&] {
+    CommandResult events = Kubectl("events -n " + ns_ + " --for deployment/ratchet");
+    return events.output.find("RolloutHeld") != std::string::npos;
+  })) << OperatorLog();
+  auto d = client_->Get(kube::Deployments(), ns_, "ratchet");
+  EXPECT_EQ((*d)["spec"]["paused"], true);
+  ASSERT_TRUE(Eventually([&] {
+    auto p = client_->Get(kube::AllocatorPolicies(), ns_, "ratchet");
+    const json* blocked = p.ok() ? Condition(*p, "RolloutBlocked") : nullptr;
+    return blocked != nullptr && (*blocked)["status"] == "True" &&
+           (*blocked)["message"].get<std::string>().find("glibc") != std::string::npos;
+  })) << OperatorLog();
+
+  CommandResult unpause = Kubectl("patch deployment ratchet -n " + ns_ +
+                                  " --type merge -p '{\"spec\":{\"paused\":false}}'");
+  EXPECT_NE(unpause.exit_code, 0) << unpause.output;
+  EXPECT_NE(unpause.output.find(api::kOverrideHoldAnnotation), std::string::npos) << unpause.output;
+
+  CommandResult overridden =
+      Kubectl("patch deployment ratchet -n " + ns_ +
+              " --type merge -p '{\"metadata\":{\"annotations\":{\"" +
+              api::kOverrideHoldAnnotation + "\":\"incident 42\"}},\"spec\":{\"paused\":false}}'");
+  EXPECT_EQ(overridden.exit_code, 0) << overridden.output;
+}
+
+TEST_F(OperatorTest, AuditRunsTheCanaryButNeverPauses) {
+  ASSERT_TRUE(
+      client_->Create(kube::AllocatorPolicies(), ns_, Policy("audit", "audit", "Audit")).ok());
+  ASSERT_TRUE(PolicyReady("audit"));
+  auto created = client_->Create(kube::Deployments(), ns_, Deployment("audit", "audit", "web:1"));
+  ASSERT_TRUE(created.ok());
+  EXPECT_NE(Field((*created)["spec"], "paused"), true);
+  const std::string hash = admission::TemplateHash((*created)["spec"]["template"]);
+  const std::string canary = CanaryFor("audit", hash);
+  RunVariant(canary, "candidate", Result("candidate", "Ratchet", 3.0));
+  RunVariant(canary, "glibc", Result("glibc", "Ratchet", 2.0));
+  ASSERT_TRUE(Eventually([&] {
+    auto d = client_->Get(kube::Deployments(), ns_, "audit");
+    return d.ok() && Annotation(*d, api::kReleasedCandidateAnnotation) == hash;
+  })) << OperatorLog();
+  auto d = client_->Get(kube::Deployments(), ns_, "audit");
+  EXPECT_NE(Field((*d)["spec"], "paused"), true);
+  auto c = client_->Get(kube::ReplayCanaries(), ns_, canary);
+  EXPECT_EQ((*c)["status"]["verdict"], "Leak");
+}
+
+TEST_F(OperatorTest, OperatorKilledDuringACanaryRestartsWithoutDuplicates) {
+  ASSERT_TRUE(
+      client_->Create(kube::AllocatorPolicies(), ns_, Policy("restart", "restart", "Enforce"))
+          .ok());
+  ASSERT_TRUE(PolicyReady("restart"));
+  ASSERT_TRUE(
+      client_->Create(kube::Deployments(), ns_, Deployment("restart", "restart", "web:1")).ok());
+  const std::string hash = HeldHash("restart");
+  ASSERT_FALSE(hash.empty());
+  const std::string canary = CanaryFor("restart", hash);
+  ASSERT_TRUE(Eventually([&] { return CanaryJobs(canary).count("candidate") == 1; }))
+      << OperatorLog();
+
+  StopOperator(/*hard=*/true);
+  StartOperator();
+  ASSERT_TRUE(WaitReady()) << OperatorLog();
+  // Give the restarted operator time to look at everything again, then count.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  EXPECT_EQ(CanaryJobs(canary).size(), 1u);
+  kube::ListOptions lo;
+  lo.label_selector = std::string(api::kCanaryLabel) + "=" + canary;
+  auto all = client_->List(kube::Jobs(), ns_, lo);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->items.size(), 1u) << "no duplicate Job after the restart";
+
+  RunVariant(canary, "candidate", Result("candidate", "Flat", 0.0));
+  StopOperator(/*hard=*/true);  // killed between the variants
+  StartOperator();
+  ASSERT_TRUE(WaitReady()) << OperatorLog();
+  RunVariant(canary, "glibc", Result("glibc", "Flat", 0.0));
+  ASSERT_TRUE(Eventually([&] { return HeldHash("restart").empty(); })) << OperatorLog();
+  auto c = client_->Get(kube::ReplayCanaries(), ns_, canary);
+  EXPECT_EQ((*c)["status"]["verdict"], "Flat");
+  EXPECT_EQ((*c)["status"]["variants"].size(), 2u) << "the candidate's result survived";
+}
+
+TEST_F(OperatorTest, WebhookDownPodsStillStartAndDriftIsReported) {
+  ASSERT_TRUE(
+      client_->Create(kube::AllocatorPolicies(), ns_, Policy("drift", "drift", "Audit")).ok());
+  ASSERT_TRUE(PolicyReady("drift"));
+  StopOperator();
+  auto pod = client_->Create(kube::Pods(), ns_, Pod("uninjected", ns_, "drift"));
+  ASSERT_TRUE(pod.ok()) << "fails open: " << pod.status().ToString();
+  EXPECT_TRUE(Annotation(*pod, api::kInjectedAnnotation).empty());
+
+  StartOperator();
+  ASSERT_TRUE(WaitReady()) << OperatorLog();
+  const auto restarted = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto p = client_->Get(kube::AllocatorPolicies(), ns_, "drift");
+        const json* drift = p.ok() ? Condition(*p, "InjectionDrift") : nullptr;
+        return drift != nullptr && (*drift)["status"] == "True" &&
+               (*drift)["message"].get<std::string>().find("uninjected") != std::string::npos;
+      },
+      std::chrono::seconds(30)))
+      << OperatorLog();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - restarted).count();
+  std::printf("drift reported %.1f s after the operator was ready again\n", seconds);
+  EXPECT_TRUE(Eventually([&] {
+    CommandResult events = Kubectl("events -n " + ns_ + " --for pod/uninjected");
+    return events.output.find("InjectionMissing") != std::string::npos;
+  }));
+}
+
+}  // namespace
+}  // namespace allocguard

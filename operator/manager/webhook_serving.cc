@@ -1,0 +1,364 @@
+#include "operator/manager/webhook_serving.h"
+
+#include <arpa/inet.h>
+
+#include <atomic>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "controllers/reconcilers.h"
+#include "controllers/rollout_decision.h"
+#include "operator/admission/deployment_gate.h"
+#include "operator/admission/pod_injection.h"
+#include "operator/admission/validation.h"
+#include "operator/api/names.h"
+#include "operator/api/policy.h"
+#include "operator/certs/certificate_manager.h"
+#include "operator/certs/file_certificate_source.h"
+#include "operator/kube/config.h"
+#include "operator/webhook/admission_server.h"
+
+namespace allocguard::manager {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kFieldManager[] = "allocguard-operator";
+
+const json& Field(const json& object, const char* key) {
+  static const json kNull;
+  if (!object.is_object() || !object.contains(key)) return kNull;
+  return object[key];
+}
+
+std::string Str(const json& object, const char* key) {
+  const json& v = Field(object, key);
+  return v.is_string() ? v.get<std::string>() : "";
+}
+
+std::map<std::string, std::string> StringMap(const json& object) {
+  std::map<std::string, std::string> out;
+  if (!object.is_object()) return out;
+  for (auto it = object.begin(); it != object.end(); ++it) {
+    if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
+  }
+  return out;
+}
+
+bool IsIpAddress(const std::string& s) {
+  unsigned char buf[16];
+  return inet_pton(AF_INET, s.c_str(), buf) == 1 || inet_pton(AF_INET6, s.c_str(), buf) == 1;
+}
+
+// The namespaces no webhook is ever called for.
+json NamespaceSelector(const std::string& operator_namespace) {
+  return {{"matchExpressions",
+           {{{"key", "kubernetes.io/metadata.name"},
+             {"operator", "NotIn"},
+             {"values", {"kube-system", operator_namespace}}}}}};
+}
+
+json Webhook(const std::string& name, const std::string& url, const std::string& ca_bundle_b64,
+             json rules, const std::string& operator_namespace) {
+  json client_config = {{"url", url}};
+  if (!ca_bundle_b64.empty()) client_config["caBundle"] = ca_bundle_b64;
+  return {{"name", name},
+          {"clientConfig", client_config},
+          {"rules", std::move(rules)},
+          // Fail open: an operator outage must never stop Pods or rollouts;
+          // what was admitted meanwhile shows up as drift.
+          {"failurePolicy", "Ignore"},
+          {"sideEffects", "NoneOnDryRun"},
+          {"admissionReviewVersions", {"v1"}},
+          {"timeoutSeconds", 5},
+          {"matchPolicy", "Equivalent"},
+          {"namespaceSelector", NamespaceSelector(operator_namespace)}};
+}
+
+json Rule(std::vector<std::string> operations, const std::string& group, const std::string& version,
+          const std::string& resource) {
+  return {{"operations", operations},
+          {"apiGroups", {group}},
+          {"apiVersions", {version}},
+          {"resources", {resource}},
+          {"scope", "Namespaced"}};
+}
+
+class WebhookServingImpl final : public WebhookServing {
+ public:
+  WebhookServingImpl(const ManagerOptions& options, const WebhookServingDeps& deps)
+      : options_(options), deps_(deps) {}
+  ~WebhookServingImpl() override { Stop(); }
+
+  Status Init() {
+    // --- certificate ---
+    if (!options_.webhook_cert_dir.empty()) {
+      certs::FileCertificateSourceOptions fo;
+      fo.cert_file = options_.webhook_cert_dir + "/tls.crt";
+      fo.key_file = options_.webhook_cert_dir + "/tls.key";
+      fo.ca_file = options_.webhook_cert_dir + "/ca.crt";
+      fo.clock = deps_.clock;
+      AG_ASSIGN_OR_RETURN(auto files, certs::FileCertificateSource::Create(fo));
+      source_ = std::shared_ptr<certs::CertificateSource>(std::move(files));
+    } else {
+      certs::CertificateManagerOptions co;
+      co.secret_namespace = options_.operator_namespace;
+      co.secret_name = options_.webhook_secret_name;
+      co.dns_names =
+          certs::ServiceDnsNames(options_.webhook_service_name, options_.operator_namespace);
+      for (const std::string& san : options_.webhook_extra_sans) {
+        (IsIpAddress(san) ? co.ip_addresses : co.dns_names).push_back(san);
+      }
+      co.mutating_webhook_configurations = {options_.mutating_webhook_config};
+      co.validating_webhook_configurations = {options_.validating_webhook_config};
+      co.clock = deps_.clock;
+      manager_ = std::make_shared<certs::CertificateManager>(deps_.client, co);
+      source_ = manager_;
+      // The first round creates (or adopts) the Secret; retry briefly, as
+      // the API server may still be coming up with the operator.
+      Status first = manager_->Tick();
+      for (int i = 0; i < 10 && source_->Current() == nullptr; ++i) {
+        spdlog::warn("webhook certificate: {} (retrying)", first.message());
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        first = manager_->Tick();
+      }
+      if (source_->Current() == nullptr) {
+        return Unavailable("no webhook certificate: " + first.message());
+      }
+    }
+
+    // --- TLS server and routes ---
+    AG_ASSIGN_OR_RETURN(auto hp, ParseBindAddress(options_.webhook_bind_address));
+    net::HttpsServerOptions so;
+    so.host = hp.first;
+    so.port = hp.second;
+    so.worker_threads = 4;
+    so.key_pair = certs::TlsKeyPairProviderOf(source_);
+    AG_ASSIGN_OR_RETURN(server_, net::NewHttpsServer(so));
+    admission_ = std::make_unique<webhook::AdmissionServer>(server_.get(), deps_.clock);
+    admission_->Handle(kPodMutationPath,
+                       [this](const webhook::AdmissionRequest& r) { return MutatePod(r); });
+    admission_->Handle(kDeploymentMutationPath,
+                       [this](const webhook::AdmissionRequest& r) { return MutateDeployment(r); });
+    admission_->Handle(kDeploymentValidationPath, [this](const webhook::AdmissionRequest& r) {
+      return ValidateDeployment(r);
+    });
+    admission_->Handle(kPolicyValidationPath,
+                       [this](const webhook::AdmissionRequest& r) { return ValidatePolicy(r); });
+    AG_RETURN_IF_ERROR(server_->Bind());
+    thread_ = std::thread([this] { server_->Serve(); });
+    serving_ = true;
+    if (deps_.metrics != nullptr) RegisterMetrics(*deps_.metrics);
+    // URL mode: register the webhooks only once they can be answered.
+    if (!options_.webhook_url.empty()) AG_RETURN_IF_ERROR(ApplyConfigurations());
+    return Status::Ok();
+  }
+
+  void Tick() override {
+    if (manager_ != nullptr) {
+      Status s = manager_->Tick();
+      if (!s.ok()) spdlog::warn("webhook certificate upkeep: {}", s.message());
+    }
+    if (!options_.webhook_url.empty()) {
+      Status s = ApplyConfigurations();
+      if (!s.ok()) spdlog::warn("webhook configurations: {}", s.message());
+    }
+  }
+
+  bool Ready(std::string* why) const override {
+    if (!serving_) {
+      *why = "the TLS server is not serving";
+      return false;
+    }
+    if (source_->Current() == nullptr) {
+      *why = "no certificate";
+      return false;
+    }
+    return true;
+  }
+
+  int port() const override { return server_ == nullptr ? 0 : server_->port(); }
+
+  void Stop() override {
+    if (server_ != nullptr) server_->Stop();
+    if (thread_.joinable()) thread_.join();
+    serving_ = false;
+  }
+
+ private:
+  // Writes both webhook configurations (server-side apply), with the current
+  // CA bundle, so that a restart or a rotation leaves them correct.
+  Status ApplyConfigurations() {
+    std::shared_ptr<const certs::KeyPair> pair = source_->Current();
+    const std::string ca = pair == nullptr ? "" : kube::EncodeBase64(pair->ca_bundle_pem);
+    const std::string& base = options_.webhook_url;
+    const std::string& opns = options_.operator_namespace;
+    json pods_rule = json::array({Rule({"CREATE"}, "", "v1", "pods")});
+    json deploy_rules = json::array({Rule({"CREATE", "UPDATE"}, "apps", "v1", "deployments")});
+    json pod_hook = Webhook("pods.allocguard.io", base + kPodMutationPath, ca, pods_rule, opns);
+    pod_hook["reinvocationPolicy"] = "IfNeeded";
+    json mutating = {{"apiVersion", "admissionregistration.k8s.io/v1"},
+                     {"kind", "MutatingWebhookConfiguration"},
+                     {"metadata", {{"name", options_.mutating_webhook_config}}},
+                     {"webhooks",
+                      {pod_hook, Webhook("deployments.allocguard.io",
+                                         base + kDeploymentMutationPath, ca, deploy_rules, opns)}}};
+    json validating = {
+        {"apiVersion", "admissionregistration.k8s.io/v1"},
+        {"kind", "ValidatingWebhookConfiguration"},
+        {"metadata", {{"name", options_.validating_webhook_config}}},
+        {"webhooks",
+         {Webhook("deployments.validate.allocguard.io", base + kDeploymentValidationPath, ca,
+                  json::array({Rule({"UPDATE"}, "apps", "v1", "deployments")}), opns),
+          Webhook("allocatorpolicies.validate.allocguard.io", base + kPolicyValidationPath, ca,
+                  json::array({Rule({"CREATE", "UPDATE"}, api::kGroup, api::kVersion,
+                                    "allocatorpolicies")}),
+                  opns)}}};
+    auto m = deps_.client->Apply(kube::MutatingWebhookConfigurations(), mutating, kFieldManager);
+    if (!m.ok()) return m.status().WithContext("MutatingWebhookConfiguration");
+    auto v =
+        deps_.client->Apply(kube::ValidatingWebhookConfigurations(), validating, kFieldManager);
+    if (!v.ok()) return v.status().WithContext("ValidatingWebhookConfiguration");
+    return Status::Ok();
+  }
+
+  std::vector<api::AllocatorPolicy> Policies(const std::string& ns) const {
+    return controllers::PoliciesInNamespace(*deps_.policies, ns);
+  }
+
+  void Event(const json& regarding, bool warning, const std::string& reason,
+             const std::string& note) const {
+    if (deps_.events == nullptr) return;
+    Status s = deps_.events->Record(regarding,
+                                    warning ? kube::EventType::kWarning : kube::EventType::kNormal,
+                                    reason, reason, note);
+    if (!s.ok()) spdlog::warn("event {}: {}", reason, s.message());
+  }
+
+  webhook::AdmissionResponse MutatePod(const webhook::AdmissionRequest& request) const {
+    admission::PodInjectionInput in;
+    in.pod = request.object;
+    in.ns = request.namespace_;
+    in.policies = Policies(request.namespace_);
+    in.operator_namespace = options_.operator_namespace;
+    in.options.image = options_.image;
+    in.native_sidecars = true;  // Kubernetes >= 1.29 (beta, on by default); GA in 1.33
+    admission::PodInjectionDecision d = admission::DecidePodInjection(in);
+    webhook::AdmissionResponse response;
+    if (d.action == admission::PodInjectionAction::kInject) response.patch = d.patch;
+    for (const std::string& c : d.conflicts) response.warnings.push_back("allocguard: " + c);
+    if (!d.conflicts.empty() && d.policy.has_value() && !request.dry_run) {
+      if (auto policy = deps_.policies->Get(d.policy->ns + "/" + d.policy->name)) {
+        std::string note = "Pod " + admission::PodDisplayName(request.object) + ": ";
+        for (const std::string& c : d.conflicts) note += c + " ";
+        Event(*policy, true, "InjectionConflict", note);
+      }
+    }
+    return response;
+  }
+
+  webhook::AdmissionResponse MutateDeployment(const webhook::AdmissionRequest& request) const {
+    if (request.operation != "CREATE" && request.operation != "UPDATE") {
+      return webhook::AdmissionResponse::Allow();
+    }
+    const json& tmpl = Field(Field(request.object, "spec"), "template");
+    admission::GateInput in;
+    in.operation = request.operation == "CREATE" ? admission::AdmissionOperation::kCreate
+                                                 : admission::AdmissionOperation::kUpdate;
+    in.old_deployment = request.old_object;
+    in.new_deployment = request.object;
+    in.policy = controllers::GoverningPolicy(Policies(request.namespace_),
+                                             StringMap(Field(Field(tmpl, "metadata"), "labels")));
+    in.operator_namespace = options_.operator_namespace;
+    const std::string ns = request.namespace_;
+    const std::string name = request.name;
+    in.has_flat_verdict = [this, ns, name](const std::string& hash) {
+      auto canary = deps_.canaries->Get(ns + "/" + controllers::CanaryName(name, hash));
+      return canary.has_value() && Str(Field(*canary, "status"), "verdict") == "Flat" &&
+             Str(Field(*canary, "spec"), "templateHash") == hash;
+    };
+    admission::GateDecision d = admission::DecideDeploymentGate(in);
+    webhook::AdmissionResponse response;
+    response.patch = d.patch;
+    if (d.action == admission::GateAction::kHold) {
+      response.warnings.push_back("allocguard: " + d.reason);
+    }
+    return response;
+  }
+
+  webhook::AdmissionResponse ValidateDeployment(const webhook::AdmissionRequest& request) const {
+    if (request.operation != "UPDATE") return webhook::AdmissionResponse::Allow();
+    admission::ValidationDecision d =
+        admission::ValidateDeploymentUpdate(request.old_object, request.object);
+    if (!d.allowed) return webhook::AdmissionResponse::Deny(d.message);
+    if (!d.event_reason.empty() && !request.dry_run) {
+      json regarding = request.object;
+      regarding["apiVersion"] = "apps/v1";
+      regarding["kind"] = "Deployment";
+      Event(regarding, true, "HoldOverridden", d.event_reason);
+    }
+    return webhook::AdmissionResponse::Allow();
+  }
+
+  webhook::AdmissionResponse ValidatePolicy(const webhook::AdmissionRequest& request) const {
+    auto candidate = api::ParseAllocatorPolicy(request.object);
+    if (!candidate.ok()) {
+      // The schema's own validation answers for malformed specs.
+      return webhook::AdmissionResponse::Allow();
+    }
+    std::vector<api::AllocatorPolicy> others;
+    for (api::AllocatorPolicy& p : Policies(request.namespace_)) {
+      if (p.name != candidate->name) others.push_back(std::move(p));
+    }
+    admission::ValidationDecision d = admission::ValidatePolicy(*candidate, others);
+    if (!d.allowed) return webhook::AdmissionResponse::Deny(d.message);
+    return webhook::AdmissionResponse::Allow();
+  }
+
+  void RegisterMetrics(metrics::Registry& registry) {
+    registry.AddCollector([this] {
+      metrics::CollectedFamily requests{
+          "allocguard_webhook_requests_total",
+          "Admission requests by webhook path and outcome (allowed, denied, malformed, "
+          "handler_error).",
+          metrics::MetricType::kCounter,
+          {}};
+      metrics::CollectedFamily seconds{"allocguard_webhook_latency_seconds_sum",
+                                       "Total time spent answering admission requests.",
+                                       metrics::MetricType::kCounter,
+                                       {}};
+      for (const auto& [path, m] : admission_->Metrics().paths) {
+        for (auto [outcome, n] : {std::pair{"allowed", m.allowed},
+                                  {"denied", m.denied},
+                                  {"malformed", m.malformed},
+                                  {"handler_error", m.handler_errors}}) {
+          requests.samples.push_back(
+              {{{"path", path}, {"outcome", outcome}}, static_cast<double>(n)});
+        }
+        seconds.samples.push_back({{{"path", path}}, m.latency_seconds_sum});
+      }
+      return std::vector<metrics::CollectedFamily>{requests, seconds};
+    });
+  }
+
+  ManagerOptions options_;
+  WebhookServingDeps deps_;
+  std::shared_ptr<certs::CertificateSource> source_;
+  std::shared_ptr<certs::CertificateManager> manager_;
+  std::unique_ptr<net::HttpServer> server_;
+  std::unique_ptr<webhook::AdmissionServer> admission_;
+  std::thread thread_;
+  std::atomic<bool> serving_{false};
+};
+
+}  // namespace
+
+Result<std::unique_ptr<WebhookServing>> WebhookServing::Start(const ManagerOptions& options,
+                                                              const WebhookServingDeps& deps) {
+  auto serving = std::make_unique<WebhookServingImpl>(options, deps);
+  AG_RETURN_IF_ERROR(serving->Init());
+  return std::unique_ptr<WebhookServing>(std::move(serving));
+}
+
+}  // namespace allocguard::manager
