@@ -277,8 +277,17 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
   if (actions.create_job_for_variant.has_value()) {
     const std::string& variant = *actions.create_job_for_variant;
     api::VariantSpec spec{variant, VariantAllocator(canary, variant)};
+    // The policy's container list (not part of the canary's snapshot) says
+    // which containers get the allocator and are measured.
+    canary::CanaryJobOptions job_options = ctx_.job_options;
+    if (!canary.spec.policy.empty()) {
+      if (auto p = ctx_.policies->Get(canary.ns + "/" + canary.spec.policy)) {
+        auto policy = api::ParseAllocatorPolicy(*p);
+        if (policy.ok()) job_options.containers = policy->spec.containers;
+      }
+    }
     canary::CanaryJobInfo info;
-    auto built = canary::BuildCanaryJob(canary, spec, ctx_.job_options, &info);
+    auto built = canary::BuildCanaryJob(canary, spec, job_options, &info);
     if (!built.ok()) {
       // A template the operator cannot turn into a Job: the variant fails.
       for (json& v : status["variants"]) {
