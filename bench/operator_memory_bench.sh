@@ -2,11 +2,14 @@
 # The operator's memory idle and with N governed Deployments (default 10 000).
 #
 #   bench/operator_memory_bench.sh [--deployments N] [--batch 500] [--parallel 2]
-#                                  [--allocguard PATH] [--no-operator] [--no-webhooks]
+#                                  [--mode Audit|Enforce|Off] [--allocguard PATH]
+#                                  [--no-operator] [--no-webhooks]
 #
 # Starts a control plane of its own (e2e/cluster/up.sh; no kubelet, no
 # controller-manager, so no ReplicaSets or Pods appear), applies crds/, an
-# AllocatorPolicy in Audit mode selecting app=bench, starts
+# AllocatorPolicy selecting app=bench (rollout mode Audit unless --mode says
+# otherwise; in Audit each new Deployment gets a ReplayCanary and its Jobs,
+# in Off only the informers and the policy's status see them), starts
 # `allocguard operator` against it, and prints the operator's VmRSS and
 # RssAnon idle and after the Deployments exist, the bytes per Deployment,
 # how long the creation took, and the apiserver's and etcd's RSS beside them.
@@ -25,6 +28,7 @@ batch=500
 parallel=2
 with_operator=1
 with_webhooks=1
+mode=Audit
 allocguard=$repo/build/release/operator/cli/allocguard
 governed_metric=${ALLOCGUARD_GOVERNED_METRIC:-allocguard_cached_deployments}
 while (($#)); do
@@ -35,6 +39,7 @@ while (($#)); do
     --allocguard) allocguard=$2; shift 2 ;;
     --no-operator) with_operator=0; shift ;;
     --no-webhooks) with_webhooks=0; shift ;;
+    --mode) mode=$2; shift 2 ;;
     *) echo "operator_memory_bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -111,7 +116,7 @@ spec:
   allocator:
     name: jemalloc
   rollout:
-    mode: Audit
+    mode: "$mode"
   canary:
     load:
       port: 8080
@@ -251,7 +256,7 @@ jobs=$(kubectl get jobs -A --no-headers 2>/dev/null | wc -l)
 webhooks_note=", webhooks registered"
 ((with_webhooks)) || webhooks_note=", webhooks not registered"
 ((with_operator)) || webhooks_note=", no operator"
-echo "operator memory benchmark: $created Deployments labelled app=bench, AllocatorPolicy in Audit mode$webhooks_note"
+echo "operator memory benchmark: $created Deployments labelled app=bench, AllocatorPolicy in $mode mode$webhooks_note"
 echo "  creation: $created Deployments in ${create_seconds} s ($parallel kubectl create of $batch each)," \
   "$object_bytes bytes of JSON each"
 if ((with_operator)); then
