@@ -158,6 +158,44 @@ std::string Rfc3339(std::chrono::system_clock::time_point wall_time) {
   return buf;
 }
 
+bool CanarySlots::TryAcquire(const std::string& key, const kube::Store& canaries, int limit,
+                             int* running) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<std::string> busy;
+  for (const json& c : canaries.List()) {
+    if (Str(Field(c, "status"), "phase") == "Running") busy.insert(kube::ObjectKey(c));
+  }
+  for (auto it = started_.begin(); it != started_.end();) {
+    std::optional<json> c = canaries.Get(*it);
+    const std::string phase = c.has_value() ? Str(Field(*c, "status"), "phase") : "";
+    if (!c.has_value() || phase == "Completed" || phase == "Failed") {
+      it = started_.erase(it);
+    } else {
+      busy.insert(*it);
+      ++it;
+    }
+  }
+  busy.erase(key);
+  *running = static_cast<int>(busy.size());
+  if (limit > 0 && *running >= limit) return false;
+  started_.insert(key);
+  return true;
+}
+
+void SlimDeployment(json& deployment) {
+  if (!deployment.contains("spec") || !deployment["spec"].is_object()) return;
+  json& spec = deployment["spec"];
+  const json& tmpl = Field(spec, "template");
+  json tmpl_meta = json::object();
+  const json& meta = Field(tmpl, "metadata");
+  if (meta.contains("labels")) tmpl_meta["labels"] = meta["labels"];
+  if (meta.contains("annotations")) tmpl_meta["annotations"] = meta["annotations"];
+  json slim = {{"template", {{"metadata", tmpl_meta}}}};
+  if (spec.contains("paused")) slim["paused"] = spec["paused"];
+  deployment[kCachedTemplateHashField] = admission::TemplateHash(tmpl);
+  spec = std::move(slim);
+}
+
 void AddNamespaceIndex(kube::Store& store) {
   store.AddIndex(kNamespaceIndex, [](const json& object) {
     return std::vector<std::string>{Str(Field(object, "metadata"), "namespace")};
@@ -272,7 +310,30 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
   }
   CanaryActions actions = DecideCanary(input);
 
+  // A canary that has no Job running yet waits while the cluster-wide limit
+  // of running canaries is reached.
+  const bool starting = Str(Field(*object, "status"), "phase") != "Running";
+  int running = 0;
+  if (actions.create_job_for_variant.has_value() && starting &&
+      !ctx_.canary_slots->TryAcquire(key, *ctx_.canaries, ctx_.max_concurrent_canaries, &running)) {
+    json status = Field(*object, "status").is_object() ? (*object)["status"] : json::object();
+    const std::string why =
+        "queued: " + std::to_string(running) + " canaries are running, the limit is " +
+        std::to_string(ctx_.max_concurrent_canaries) + " (--max-concurrent-canaries)";
+    if (Str(status, "phase") != "Pending" || Str(status, "explanation") != why) {
+      status["phase"] = "Pending";
+      status["explanation"] = why;
+      AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::ReplayCanaries(), *object, status));
+    }
+    return ReconcileResult{std::chrono::seconds(15)};
+  }
+
   json status = actions.status;
+  if (Str(status, "phase") == "Running" && status.contains("explanation") &&
+      !status.contains("verdict")) {
+    status.erase("explanation");  // the "queued" note of a canary that now runs
+    actions.status_changed = true;
+  }
   std::optional<json> job_to_create;
   if (actions.create_job_for_variant.has_value()) {
     const std::string& variant = *actions.create_job_for_variant;
@@ -353,9 +414,24 @@ Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
   input.policy = GoverningPolicy(PoliciesInNamespace(*ctx_.policies, ns),
                                  StringMap(Field(Field(tmpl, "metadata"), "labels")));
   if (!input.policy.has_value()) return ReconcileResult{};
-  input.template_hash = admission::TemplateHash(tmpl);
+  input.template_hash = Str(*deployment, kCachedTemplateHashField);
+  if (input.template_hash.empty()) input.template_hash = admission::TemplateHash(tmpl);
   input.canary = ctx_.canaries->Get(ns + "/" + CanaryName(name, input.template_hash));
   RolloutActions actions = DecideRollout(input);
+  if (actions.create_canary.has_value()) {
+    // The cache holds no full template: read the Deployment, and snapshot
+    // it only if it is still the template the cache saw.
+    auto full = ctx_.client->Get(kube::Deployments(), ns, name);
+    if (!full.ok()) {
+      if (full.error().IsNotFound()) return ReconcileResult{};
+      return ApiStatus(full.error(), "reading " + key);
+    }
+    if (admission::TemplateHash(Field(Field(*full, "spec"), "template")) != input.template_hash) {
+      return ReconcileResult{std::chrono::seconds(1)};  // the cache is behind; look again
+    }
+    input.deployment = *full;
+    actions = DecideRollout(input);
+  }
   if (actions.create_canary.has_value()) {
     auto created = ctx_.client->Create(kube::ReplayCanaries(), ns, *actions.create_canary);
     if (!created.ok() && !created.error().IsAlreadyExists()) {

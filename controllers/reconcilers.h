@@ -17,7 +17,10 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +44,30 @@ void AddCanaryJobIndex(kube::Store& pods);
 // manager's informer transform sets them), so they can be written back and
 // named in events as they are.
 
+// The Deployment cache keeps only what the reconcilers read: metadata, the
+// pause flag, the template's labels and annotations, and the template's hash
+// (under kCachedTemplateHashField). The rollout reconciler fetches the full
+// template when it creates a canary. A whole Deployment is ~10 KB of JSON;
+// the slim one a fraction of that.
+inline constexpr char kCachedTemplateHashField[] = "allocguardTemplateHash";
+void SlimDeployment(nlohmann::json& deployment);
+
+// The cluster-wide limit on running canaries. The cache alone cannot
+// enforce it: canaries started a moment ago by another worker are not yet
+// Running there. So starts are decided under one lock, counting both the
+// cache's Running canaries and those this process started and the cache has
+// not yet shown finished. Only the leader reconciles, so one process decides.
+class CanarySlots {
+ public:
+  // True (and the slot taken) when fewer than limit others run; *running is
+  // how many others do. limit <= 0: no limit.
+  bool TryAcquire(const std::string& key, const kube::Store& canaries, int limit, int* running);
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> started_;
+};
+
 struct ControllerContext {
   kube::Client* client = nullptr;
   kube::Store* policies = nullptr;
@@ -53,6 +80,10 @@ struct ControllerContext {
   metrics::Registry* metrics = nullptr;  // may be null
   std::string operator_namespace;
   canary::CanaryJobOptions job_options;
+  // Canaries with running Jobs, cluster-wide; a canary that would start
+  // another waits in phase Pending. 0: no limit.
+  int max_concurrent_canaries = 0;
+  std::shared_ptr<CanarySlots> canary_slots = std::make_shared<CanarySlots>();
 };
 
 struct ReconcileResult {

@@ -101,6 +101,10 @@ void RegisterOperatorCommand(CLI::App& app, int* exit_code) {
                   "image of the injected init container, guard and replay driver "
                   "(default: $ALLOCGUARD_IMAGE)")
       ->capture_default_str();
+  cmd->add_option("--max-concurrent-canaries", options->max_concurrent_canaries,
+                  "canaries with running Jobs at once, cluster-wide (0: no limit)")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
   cmd->add_option("--workers", options->workers, "workers per reconciler")
       ->check(CLI::Range(1, 32))
       ->capture_default_str();

@@ -52,20 +52,22 @@ std::map<std::string, std::string> Labels(const json& object) {
 std::string Namespace(const json& object) { return Str(Field(object, "metadata"), "namespace"); }
 
 // Informer transform: drop managedFields and give list items the apiVersion
-// and kind that lists leave out, so cached objects can be written back and
-// named in events as they are.
-std::function<void(json&)> TypedTransform(const kube::ResourceType& type, bool pods) {
-  return [type, pods](json& object) {
+// and kind that lists leave out, so cached objects can be named in events and
+// written back as they are.
+std::function<void(json&)> TypedTransform(const kube::ResourceType& type) {
+  return [type](json& object) {
     kube::StripManagedFields(object);
     object["apiVersion"] = type.ApiVersion();
     object["kind"] = type.kind;
-    if (pods && object.contains("spec")) {
-      // The drift check and the canary reconciler read metadata and status;
-      // a pod's spec is most of its size.
-      json& spec = object["spec"];
-      spec = json{{"nodeName", Str(spec, "nodeName")}};
-    }
   };
+}
+
+// Pods: the drift check and the canary reconciler read metadata and status;
+// the spec is most of a pod's size.
+void SlimPod(json& pod) {
+  if (pod.contains("spec") && pod["spec"].is_object()) {
+    pod["spec"] = json{{"nodeName", Str(pod["spec"], "nodeName")}};
+  }
 }
 
 std::string Identity(const ManagerOptions& options) {
@@ -154,23 +156,23 @@ Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
   metrics::AddProcessMetrics(registry);
 
   // --- caches --------------------------------------------------------------
-  struct Watched {
-    kube::ResourceType type;
-    std::unique_ptr<kube::Informer> informer;
-  };
-  auto make = [&](kube::ResourceType type, const std::string& label_selector, bool pods) {
+  auto make = [&](kube::ResourceType type, const std::string& label_selector,
+                  std::function<void(json&)> slim) {
     kube::InformerOptions io;
     io.namespace_ = options.watch_namespace;
     io.label_selector = label_selector;
-    io.transform = TypedTransform(type, pods);
+    io.transform = [typed = TypedTransform(type), slim](json& object) {
+      typed(object);
+      if (slim) slim(object);
+    };
     return std::make_unique<kube::Informer>(client.get(), type, io);
   };
-  auto policies = make(kube::AllocatorPolicies(), "", false);
-  auto canaries = make(kube::ReplayCanaries(), "", false);
-  auto deployments = make(kube::Deployments(), "", false);
-  auto pods = make(kube::Pods(), "", true);
+  auto policies = make(kube::AllocatorPolicies(), "", nullptr);
+  auto canaries = make(kube::ReplayCanaries(), "", nullptr);
+  auto deployments = make(kube::Deployments(), "", controllers::SlimDeployment);
+  auto pods = make(kube::Pods(), "", SlimPod);
   auto jobs =
-      make(kube::Jobs(), std::string(api::kManagedByLabel) + "=" + api::kManagedByValue, false);
+      make(kube::Jobs(), std::string(api::kManagedByLabel) + "=" + api::kManagedByValue, nullptr);
   for (kube::Informer* i :
        {policies.get(), canaries.get(), deployments.get(), pods.get(), jobs.get()}) {
     controllers::AddNamespaceIndex(i->store());
@@ -200,6 +202,7 @@ Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
   ctx.metrics = &registry;
   ctx.operator_namespace = options.operator_namespace;
   ctx.job_options.image = options.image;
+  ctx.max_concurrent_canaries = options.max_concurrent_canaries;
   ControllerRunner policy_runner(std::make_unique<controllers::PolicyReconciler>(ctx), clock,
                                  &registry);
   ControllerRunner canary_runner(std::make_unique<controllers::CanaryReconciler>(ctx), clock,

@@ -61,6 +61,11 @@ struct ManagerOptions {
   std::string image = "allocguard:dev";
 
   int workers = 2;  // per reconciler
+
+  // Canaries whose Jobs run at the same time, cluster-wide; more wait in
+  // phase Pending. Bounds what a burst of new templates (a bulk import, a
+  // GitOps sync of many Deployments) asks of the cluster.
+  int max_concurrent_canaries = 4;
 };
 
 // Parses "host:port" (":8081" -> "0.0.0.0", 8081). Port 0 is allowed.

@@ -105,6 +105,10 @@ const json& Field(const json& o, const char* key) {
   return o.is_object() && o.contains(key) ? o[key] : kNull;
 }
 
+std::string Str(const json& o, const char* key) {
+  return o.is_object() && o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : "";
+}
+
 std::string Annotation(const json& o, const char* key) {
   const json& a = Field(Field(o, "metadata"), "annotations");
   return a.is_object() && a.contains(key) && a[key].is_string() ? a[key].get<std::string>() : "";
@@ -188,31 +192,17 @@ class OperatorTest : public ::testing::Test {
     ports_path_ = log_path_ + ".ports";
     std::filesystem::remove(ports_path_);
     const std::string port = std::to_string(webhook_port_);
-    std::vector<std::string> args = {ALLOCGUARD_BINARY,
-                                     "operator",
-                                     "--kubeconfig",
-                                     kubeconfig_,
-                                     "--operator-namespace",
-                                     operator_ns_,
-                                     "--leader-elect",
-                                     "--health-probe-bind-address",
-                                     "127.0.0.1:0",
-                                     "--metrics-bind-address",
-                                     "127.0.0.1:0",
-                                     "--webhook-bind-address",
-                                     "127.0.0.1:" + port,
-                                     "--webhook-url",
-                                     "https://127.0.0.1:" + port,
-                                     "--webhook-extra-san",
-                                     "127.0.0.1",
-                                     "--mutating-webhook-configuration",
-                                     WebhookConfigName(),
-                                     "--validating-webhook-configuration",
-                                     WebhookConfigName(),
-                                     "--image",
-                                     "allocguard:e2e",
-                                     "--bound-addresses-file",
-                                     ports_path_};
+    std::vector<std::string> args = {
+        ALLOCGUARD_BINARY, "operator", "--kubeconfig", kubeconfig_, "--operator-namespace",
+        operator_ns_, "--leader-elect", "--health-probe-bind-address", "127.0.0.1:0",
+        "--metrics-bind-address", "127.0.0.1:0", "--webhook-bind-address", "127.0.0.1:" + port,
+        "--webhook-url", "https://127.0.0.1:" + port, "--webhook-extra-san", "127.0.0.1",
+        "--mutating-webhook-configuration", WebhookConfigName(),
+        "--validating-webhook-configuration", WebhookConfigName(), "--image", "allocguard:e2e",
+        "--bound-addresses-file", ports_path_, "--max-concurrent-canaries", "2",
+        // Only this run's namespace: canaries an earlier run
+        // left in the cluster must not count against the limit.
+        "--namespace", ns_};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -630,6 +620,55 @@ TEST_F(OperatorTest, AuditRunsTheCanaryButNeverPauses) {
   EXPECT_NE(Field((*d)["spec"], "paused"), true);
   auto c = client_->Get(kube::ReplayCanaries(), ns_, canary);
   EXPECT_EQ((*c)["status"]["verdict"], "Leak");
+}
+
+TEST_F(OperatorTest, CanariesBeyondTheLimitWaitTheirTurn) {
+  // The test operator runs with --max-concurrent-canaries 2.
+  ASSERT_TRUE(
+      client_->Create(kube::AllocatorPolicies(), ns_, Policy("queue", "queue", "Enforce")).ok());
+  ASSERT_TRUE(PolicyReady("queue"));
+  std::vector<std::string> canaries;
+  for (const std::string name : {"queue-a", "queue-b", "queue-c"}) {
+    json d = Deployment(name, "queue", "web:1");
+    d["spec"]["selector"]["matchLabels"]["instance"] = name;
+    d["spec"]["template"]["metadata"]["labels"]["instance"] = name;
+    ASSERT_TRUE(client_->Create(kube::Deployments(), ns_, d).ok());
+    const std::string hash = HeldHash(name);
+    ASSERT_FALSE(hash.empty());
+    canaries.push_back(CanaryFor(name, hash));
+  }
+  auto phase = [&](const std::string& canary) {
+    auto c = client_->Get(kube::ReplayCanaries(), ns_, canary);
+    return c.ok() ? Str(Field(*c, "status"), "phase") : std::string();
+  };
+  ASSERT_TRUE(Eventually([&] {
+    int running = 0, queued = 0;
+    for (const std::string& c : canaries) {
+      running += phase(c) == "Running";
+      queued += phase(c) == "Pending";
+    }
+    return running == 2 && queued == 1;
+  })) << OperatorLog();
+  int jobs = 0;
+  for (const std::string& c : canaries) jobs += static_cast<int>(CanaryJobs(c).size());
+  EXPECT_EQ(jobs, 2) << "the third canary has no Job while two run";
+  std::string waiting;
+  for (const std::string& c : canaries) {
+    if (phase(c) == "Pending") waiting = c;
+  }
+  auto w = client_->Get(kube::ReplayCanaries(), ns_, waiting);
+  EXPECT_NE(Str(Field(*w, "status"), "explanation").find("queued"), std::string::npos);
+  // Finishing the running ones lets the waiting one start; all three end.
+  for (const std::string& c : canaries) {
+    if (c == waiting) continue;
+    RunVariant(c, "candidate", Result("candidate", "Flat", 0.0));
+    RunVariant(c, "glibc", Result("glibc", "Flat", 0.0));
+  }
+  RunVariant(waiting, "candidate", Result("candidate", "Flat", 0.0));
+  RunVariant(waiting, "glibc", Result("glibc", "Flat", 0.0));
+  for (const std::string& c : canaries) {
+    EXPECT_TRUE(Eventually([&] { return phase(c) == "Completed"; })) << c;
+  }
 }
 
 TEST_F(OperatorTest, OperatorKilledDuringACanaryRestartsWithoutDuplicates) {

@@ -92,6 +92,21 @@ class WebhookServingImpl final : public WebhookServing {
   ~WebhookServingImpl() override { Stop(); }
 
   Status Init() {
+    // Who the operator is, so the unpause check can tell the operator's own
+    // release of a hold from a user's edit.
+    const kube::ResourceType reviews{"authentication.k8s.io", "v1", "selfsubjectreviews",
+                                     "SelfSubjectReview", false};
+    auto self = deps_.client->Create(
+        reviews, "", {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "SelfSubjectReview"}});
+    if (self.ok()) {
+      own_username_ = Str(Field(Field(*self, "status"), "userInfo"), "username");
+      spdlog::info("operator identity: {}", own_username_);
+    } else {
+      spdlog::warn(
+          "cannot learn the operator's identity ({}); manual unpause checks treat "
+          "every caller alike",
+          self.status().message());
+    }
     // --- certificate ---
     if (!options_.webhook_cert_dir.empty()) {
       certs::FileCertificateSourceOptions fo;
@@ -289,8 +304,13 @@ class WebhookServingImpl final : public WebhookServing {
 
   webhook::AdmissionResponse ValidateDeployment(const webhook::AdmissionRequest& request) const {
     if (request.operation != "UPDATE") return webhook::AdmissionResponse::Allow();
+    admission::Requester requester = admission::Requester::kUnknown;
+    if (!own_username_.empty()) {
+      requester = request.user_info.username == own_username_ ? admission::Requester::kOperator
+                                                              : admission::Requester::kOther;
+    }
     admission::ValidationDecision d =
-        admission::ValidateDeploymentUpdate(request.old_object, request.object);
+        admission::ValidateDeploymentUpdate(request.old_object, request.object, requester);
     if (!d.allowed) return webhook::AdmissionResponse::Deny(d.message);
     if (!d.event_reason.empty() && !request.dry_run) {
       json regarding = request.object;
@@ -350,6 +370,7 @@ class WebhookServingImpl final : public WebhookServing {
   std::unique_ptr<webhook::AdmissionServer> admission_;
   std::thread thread_;
   std::atomic<bool> serving_{false};
+  std::string own_username_;
 };
 
 }  // namespace
