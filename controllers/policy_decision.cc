@@ -6,33 +6,19 @@
 #include "controllers/rollout_decision.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
+#include "operator/kube/object.h"
 
 namespace allocguard::controllers {
 namespace {
 
 using nlohmann::json;
 
+// JSON accessors that never throw (operator/kube/object.h).
+const auto& Field = kube::FieldOrNull;
+const auto& Str = kube::StringField;
+const auto& StringMap = kube::StringMap;
+
 constexpr size_t kMaxListed = 50;  // governed workloads, verdicts, drifted pods in status
-
-const json& Field(const json& object, const char* key) {
-  static const json kNull;
-  if (!object.is_object() || !object.contains(key)) return kNull;
-  return object[key];
-}
-
-std::string Str(const json& object, const char* key) {
-  const json& v = Field(object, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
-
-std::map<std::string, std::string> StringMap(const json& object) {
-  std::map<std::string, std::string> out;
-  if (!object.is_object()) return out;
-  for (auto it = object.begin(); it != object.end(); ++it) {
-    if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
-  }
-  return out;
-}
 
 std::string Join(const std::vector<std::string>& items, size_t max_items) {
   std::string out;

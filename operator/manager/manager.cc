@@ -28,25 +28,12 @@ namespace {
 
 using nlohmann::json;
 
-const json& Field(const json& object, const char* key) {
-  static const json kNull;
-  if (!object.is_object() || !object.contains(key)) return kNull;
-  return object[key];
-}
-
-std::string Str(const json& object, const char* key) {
-  const json& v = Field(object, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
+// JSON accessors that never throw (operator/kube/object.h).
+const auto& Field = kube::FieldOrNull;
+const auto& Str = kube::StringField;
 
 std::map<std::string, std::string> Labels(const json& object) {
-  std::map<std::string, std::string> out;
-  const json& labels = Field(Field(object, "metadata"), "labels");
-  if (!labels.is_object()) return out;
-  for (auto it = labels.begin(); it != labels.end(); ++it) {
-    if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
-  }
-  return out;
+  return kube::StringMap(Field(Field(object, "metadata"), "labels"));
 }
 
 std::string Namespace(const json& object) { return Str(Field(object, "metadata"), "namespace"); }

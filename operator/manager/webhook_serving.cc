@@ -24,27 +24,12 @@ namespace {
 
 using nlohmann::json;
 
+// JSON accessors that never throw (operator/kube/object.h).
+const auto& Field = kube::FieldOrNull;
+const auto& Str = kube::StringField;
+const auto& StringMap = kube::StringMap;
+
 constexpr char kFieldManager[] = "allocguard-operator";
-
-const json& Field(const json& object, const char* key) {
-  static const json kNull;
-  if (!object.is_object() || !object.contains(key)) return kNull;
-  return object[key];
-}
-
-std::string Str(const json& object, const char* key) {
-  const json& v = Field(object, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
-
-std::map<std::string, std::string> StringMap(const json& object) {
-  std::map<std::string, std::string> out;
-  if (!object.is_object()) return out;
-  for (auto it = object.begin(); it != object.end(); ++it) {
-    if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
-  }
-  return out;
-}
 
 bool IsIpAddress(const std::string& s) {
   unsigned char buf[16];
