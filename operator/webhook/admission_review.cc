@@ -1,5 +1,7 @@
 #include "operator/webhook/admission_review.h"
 
+#include "operator/kube/config.h"
+
 namespace allocguard::webhook {
 namespace {
 
@@ -136,35 +138,6 @@ Result<AdmissionRequest> ParseAdmissionReview(const std::string& body) {
   return out;
 }
 
-std::string EncodeBase64(const std::string& data) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve(4 * ((data.size() + 2) / 3));
-  size_t i = 0;
-  for (; i + 2 < data.size(); i += 3) {
-    uint32_t v = (static_cast<uint8_t>(data[i]) << 16) | (static_cast<uint8_t>(data[i + 1]) << 8) |
-                 static_cast<uint8_t>(data[i + 2]);
-    out.push_back(kAlphabet[(v >> 18) & 63]);
-    out.push_back(kAlphabet[(v >> 12) & 63]);
-    out.push_back(kAlphabet[(v >> 6) & 63]);
-    out.push_back(kAlphabet[v & 63]);
-  }
-  if (i + 1 == data.size()) {
-    uint32_t v = static_cast<uint8_t>(data[i]) << 16;
-    out.push_back(kAlphabet[(v >> 18) & 63]);
-    out.push_back(kAlphabet[(v >> 12) & 63]);
-    out += "==";
-  } else if (i + 2 == data.size()) {
-    uint32_t v = (static_cast<uint8_t>(data[i]) << 16) | (static_cast<uint8_t>(data[i + 1]) << 8);
-    out.push_back(kAlphabet[(v >> 18) & 63]);
-    out.push_back(kAlphabet[(v >> 12) & 63]);
-    out.push_back(kAlphabet[(v >> 6) & 63]);
-    out.push_back('=');
-  }
-  return out;
-}
-
 std::string EncodeAdmissionReview(const std::string& uid, const AdmissionResponse& response) {
   constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
   json r = {{"uid", uid}, {"allowed", response.allowed}};
@@ -178,7 +151,7 @@ std::string EncodeAdmissionReview(const std::string& uid, const AdmissionRespons
   }
   if (response.patch.is_array() && !response.patch.empty()) {
     r["patchType"] = "JSONPatch";
-    r["patch"] = EncodeBase64(response.patch.dump(-1, ' ', false, kReplace));
+    r["patch"] = kube::EncodeBase64(response.patch.dump(-1, ' ', false, kReplace));
   }
   if (!response.warnings.empty()) r["warnings"] = response.warnings;
   if (!response.audit_annotations.empty()) r["auditAnnotations"] = response.audit_annotations;

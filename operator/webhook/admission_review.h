@@ -76,7 +76,4 @@ Result<AdmissionRequest> ParseAdmissionReview(const std::string& body);
 // Strings that are not valid UTF-8 are repaired, never thrown on.
 std::string EncodeAdmissionReview(const std::string& uid, const AdmissionResponse& response);
 
-// Standard base64 with padding.
-std::string EncodeBase64(const std::string& data);
-
 }  // namespace allocguard::webhook

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "operator/kube/config.h"
+
 namespace allocguard::webhook {
 namespace {
 
@@ -124,15 +126,6 @@ TEST(ParseAdmissionReviewTest, BracketsInsideStringsDoNotCountAsNesting) {
   EXPECT_TRUE(ParseAdmissionReview(j.dump()).ok());
 }
 
-TEST(EncodeBase64Test, KnownVectors) {
-  EXPECT_EQ(EncodeBase64(""), "");
-  EXPECT_EQ(EncodeBase64("f"), "Zg==");
-  EXPECT_EQ(EncodeBase64("fo"), "Zm8=");
-  EXPECT_EQ(EncodeBase64("foo"), "Zm9v");
-  EXPECT_EQ(EncodeBase64("foobar"), "Zm9vYmFy");
-  EXPECT_EQ(EncodeBase64(std::string("\xff\xfe\x00", 3)), "//4A");
-}
-
 TEST(EncodeAdmissionReviewTest, AllowWithPatchWarningsAndAnnotations) {
   AdmissionResponse response;
   response.patch =
@@ -145,7 +138,7 @@ TEST(EncodeAdmissionReviewTest, AllowWithPatchWarningsAndAnnotations) {
   EXPECT_EQ(out["response"]["uid"], "uid-1");
   EXPECT_EQ(out["response"]["allowed"], true);
   EXPECT_EQ(out["response"]["patchType"], "JSONPatch");
-  EXPECT_EQ(out["response"]["patch"], EncodeBase64(response.patch.dump()));
+  EXPECT_EQ(out["response"]["patch"], kube::EncodeBase64(response.patch.dump()));
   EXPECT_EQ(out["response"]["warnings"], json::array({"w1"}));
   EXPECT_EQ(out["response"]["auditAnnotations"]["allocguard.io/injected"], "jemalloc");
   EXPECT_FALSE(out["response"].contains("status"));
