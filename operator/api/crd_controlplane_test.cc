@@ -9,8 +9,10 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
 #include <unistd.h>
+#include "operator/kube/testing/controlplane_support.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -26,22 +28,13 @@
 namespace allocguard::api {
 namespace {
 
+using kube::testing::Env;
+using kube::testing::RandomSuffix;
+
 using nlohmann::json;
 namespace fs = std::filesystem;
 
 const fs::path kSourceDir = ALLOCGUARD_SOURCE_DIR;
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? "" : v;
-}
-
-std::string RandomSuffix() {
-  static std::mt19937 rng(std::random_device{}());
-  std::string s;
-  for (int i = 0; i < 6; ++i) s.push_back("abcdefghijklmnopqrstuvwxyz0123456789"[rng() % 36]);
-  return s;
-}
 
 struct CommandResult {
   int exit_code = -1;

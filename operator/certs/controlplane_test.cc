@@ -11,23 +11,15 @@
 #include "operator/certs/x509.h"
 #include "operator/kube/client.h"
 #include "operator/kube/config.h"
+#include "operator/kube/testing/controlplane_support.h"
 #include "operator/net/http.h"
 #include "operator/webhook/admission_server.h"
 
 namespace allocguard::certs {
 namespace {
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? "" : v;
-}
-
-std::string RandomSuffix() {
-  static std::mt19937 rng(std::random_device{}());
-  std::string s;
-  for (int i = 0; i < 6; ++i) s.push_back("abcdefghijklmnopqrstuvwxyz0123456789"[rng() % 36]);
-  return s;
-}
+using kube::testing::Env;
+using kube::testing::RandomSuffix;
 
 class CertsControlPlaneTest : public ::testing::Test {
  protected:

@@ -23,6 +23,7 @@
 #include "operator/kube/event_recorder.h"
 #include "operator/kube/informer.h"
 #include "operator/kube/leader_election.h"
+#include "operator/kube/testing/controlplane_support.h"
 #include "operator/net/http.h"
 
 extern char** environ;
@@ -30,29 +31,9 @@ extern char** environ;
 namespace allocguard::kube {
 namespace {
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? "" : v;
-}
-
-std::string RandomSuffix() {
-  static std::mt19937 rng(std::random_device{}());
-  std::string s;
-  for (int i = 0; i < 6; ++i) s.push_back("abcdefghijklmnopqrstuvwxyz0123456789"[rng() % 36]);
-  return s;
-}
-
-// Waits (polling) for cond; fails the test after a generous limit so a broken
-// build cannot hang. The limit is a safety net, not a timing assertion.
-template <typename F>
-bool Eventually(F cond, std::chrono::seconds limit = std::chrono::seconds(60)) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return cond();
-}
+using kube::testing::Env;
+using kube::testing::Eventually;
+using kube::testing::RandomSuffix;
 
 ResourceType ServiceAccounts() { return {"", "v1", "serviceaccounts", "ServiceAccount", true}; }
 ResourceType Roles() { return {"rbac.authorization.k8s.io", "v1", "roles", "Role", true}; }

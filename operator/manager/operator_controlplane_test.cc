@@ -31,6 +31,7 @@
 #include "operator/api/names.h"
 #include "operator/kube/client.h"
 #include "operator/kube/config.h"
+#include "operator/kube/testing/controlplane_support.h"
 #include "operator/replay/canary_result.h"
 
 extern char** environ;
@@ -38,31 +39,17 @@ extern char** environ;
 namespace allocguard {
 namespace {
 
-using kube::Object;
-using nlohmann::json;
+using kube::testing::Env;
+using kube::testing::RandomSuffix;
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? "" : v;
-}
-
-std::string RandomSuffix() {
-  static std::mt19937 rng(std::random_device{}());
-  std::string s;
-  for (int i = 0; i < 6; ++i) s.push_back("abcdefghijklmnopqrstuvwxyz0123456789"[rng() % 36]);
-  return s;
-}
-
-// Polls cond; the limit is a safety net against a hang, not a timing claim.
+// kubectl runs inside some conditions: poll every 100 ms.
 template <typename F>
 bool Eventually(F cond, std::chrono::seconds limit = std::chrono::seconds(60)) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return cond();
+  return kube::testing::Eventually(cond, limit, std::chrono::milliseconds(100));
 }
+
+using kube::Object;
+using nlohmann::json;
 
 struct CommandResult {
   int exit_code = -1;
