@@ -5,9 +5,10 @@
 #
 #   e2e/cluster/build.sh                    # everything
 #   e2e/cluster/build.sh etcd kube-apiserver  # only these
+#   e2e/cluster/build.sh helm               # Helm, for the chart tests
 #
 # Components: etcd kube-apiserver kube-controller-manager kube-scheduler
-#             kubelet kubectl kube-proxy
+#             kubelet kubectl kube-proxy helm
 # Prints the wall time of whatever it had to build.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,9 +26,11 @@ export GOPROXY=${GOPROXY:-https://proxy.golang.org}
 
 k8s_pkgs=()
 need_etcd=0
+need_helm=0
 for c in "${wanted[@]}"; do
   case $c in
     etcd) [[ -x $ETCD_BIN/etcd ]] || need_etcd=1 ;;
+    helm) [[ -x $HELM_BIN/helm ]] || need_helm=1 ;;
     kubectl) [[ -x $K8S_BIN/kubectl ]] || k8s_pkgs+=(k8s.io/kubernetes/cmd/kubectl) ;;
     kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kube-proxy)
       [[ -x $K8S_BIN/$c ]] || k8s_pkgs+=("k8s.io/kubernetes/cmd/$c") ;;
@@ -35,7 +38,7 @@ for c in "${wanted[@]}"; do
   esac
 done
 
-if ((need_etcd || ${#k8s_pkgs[@]})) && ! command -v go >/dev/null; then
+if ((need_etcd || need_helm || ${#k8s_pkgs[@]})) && ! command -v go >/dev/null; then
   echo "build.sh: Go is not installed (Kubernetes $K8S_VERSION needs Go >= 1.24)" >&2
   exit 1
 fi
@@ -54,6 +57,30 @@ if ((need_etcd)); then
     go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
     go build -trimpath -ldflags "-s -w" -o "$ETCD_BIN/etcd.tmp" go.etcd.io/etcd/server/v3
     mv "$ETCD_BIN/etcd.tmp" "$ETCD_BIN/etcd"
+  )
+fi
+
+if ((need_helm)); then
+  echo "building Helm $HELM_VERSION into $HELM_BIN"
+  # Helm's module has no replace directives, but a wrapper module keeps its
+  # go.sum out of the way and lets us ask which client-go it resolved to.
+  work=$ALLOCGUARD_CACHE/gobuild/helm-$HELM_VERSION
+  mkdir -p "$work" "$HELM_BIN"
+  (
+    cd "$work"
+    [[ -f go.mod ]] || go mod init local/helmbuild >/dev/null 2>&1
+    go get "helm.sh/helm/v3@v$HELM_VERSION"
+    # The same version stamps as Helm's Makefile: `helm version`, and the
+    # Kubernetes version `helm template` and `helm lint` assume without a cluster.
+    kv=$(go list -m -f '{{.Version}}' k8s.io/client-go)  # v0.<minor>.<patch>
+    kminor=$(echo "${kv#v}" | cut -d. -f2)
+    ld="-s -w -X helm.sh/helm/v3/internal/version.version=v$HELM_VERSION"
+    ld="$ld -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+    for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+      ld="$ld -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$kminor"
+    done
+    go build -trimpath -ldflags "$ld" -o "$HELM_BIN/helm.tmp" helm.sh/helm/v3/cmd/helm
+    mv "$HELM_BIN/helm.tmp" "$HELM_BIN/helm"
   )
 fi
 
@@ -93,7 +120,7 @@ if ((${#k8s_pkgs[@]})); then
   )
 fi
 
-if ((need_etcd || ${#k8s_pkgs[@]})); then
+if ((need_etcd || need_helm || ${#k8s_pkgs[@]})); then
   echo "cluster binaries built in $((SECONDS - start)) s"
 else
   echo "cluster binaries cached in $ALLOCGUARD_CACHE"
