@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # Stops what e2e/cluster/up.sh started (by the pids it recorded) and removes
 # its state directory. Safe to run when nothing is running.
+# With a node (up.sh --with-node) it first kills the pods' processes, stops
+# the kubelet and containerd, unmounts, and removes the interfaces, kubepods
+# cgroups and runtime state, so up.sh --with-node can run again at once.
 set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 dir=${ALLOCGUARD_CLUSTER_DIR:-/tmp/allocguard-cluster}
+if [[ -f $dir/node || $(cat /run/allocguard-node/owner 2>/dev/null) == "$dir" ]]; then
+  source "$here/node.sh"
+  node_down "$dir"
+  echo "node down"
+fi
 [[ -d $dir ]] || exit 0
-for name in kube-controller-manager kube-apiserver etcd; do
+for name in kube-scheduler kube-controller-manager kube-apiserver etcd; do
   f=$dir/$name.pid
   [[ -f $f ]] || continue
   pid=$(cat "$f")

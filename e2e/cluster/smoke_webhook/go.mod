@@ -1,0 +1,3 @@
+module allocguard.local/smoke-webhook
+
+go 1.24
