@@ -36,7 +36,7 @@ done
 # environment; without them (the loop above) they are reported as not run.
 echo "== control plane: etcd + kube-apiserver"
 cluster_start=$SECONDS
-e2e/cluster/build.sh etcd kube-apiserver kubectl
+e2e/cluster/build.sh etcd kube-apiserver kubectl helm
 echo "== control-plane binaries ready in $((SECONDS - cluster_start)) s"
 # A directory of its own, so that concurrent runs do not stop each other's cluster.
 export ALLOCGUARD_CLUSTER_DIR=${ALLOCGUARD_CLUSTER_DIR:-$(mktemp -d /tmp/allocguard-cluster-test.XXXXXX)}

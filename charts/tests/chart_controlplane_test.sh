@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+# The allocguard Helm chart against a real API server (e2e/cluster/up.sh):
+# lint, schema, server-side dry run, install, upgrade, uninstall. The control
+# plane has no nodes, so the operator's pods never run; what is checked is
+# what the API server stores and enforces.
+#
+#   e2e/cluster/build.sh etcd kube-apiserver kubectl helm
+#   ALLOCGUARD_CLUSTER_DIR=/tmp/me-cluster e2e/cluster/up.sh
+#   source /tmp/me-cluster/env && charts/tests/chart_controlplane_test.sh
+#
+# Exit 77 (ctest: skipped) without a control plane in the environment.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+chart=$repo/charts/allocguard
+
+if [[ -z ${ALLOCGUARD_TEST_KUBECONFIG:-} ]]; then
+  echo "SKIP: no control plane (source \$ALLOCGUARD_CLUSTER_DIR/env after e2e/cluster/up.sh)"
+  exit 77
+fi
+source "$repo/e2e/cluster/versions.sh"
+helm=${ALLOCGUARD_TEST_HELM:-$HELM_BIN/helm}
+kubectl=${ALLOCGUARD_TEST_KUBECTL:-kubectl}
+if [[ ! -x $helm ]]; then
+  echo "FAIL: no helm at $helm; build it with: e2e/cluster/build.sh helm" >&2
+  exit 1
+fi
+export KUBECONFIG=$ALLOCGUARD_TEST_KUBECONFIG
+work=$(mktemp -d /tmp/allocguard-chart-test.XXXXXX)
+# Helm's caches and settings stay in the test's directory.
+export HELM_CACHE_HOME=$work/cache HELM_CONFIG_HOME=$work/config HELM_DATA_HOME=$work/data
+
+suffix=$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n')
+ns=allocguard-chart-$suffix
+release=ag-$suffix
+sa=system:serviceaccount:$ns:$release-allocguard
+image=localhost/allocguard:e2e
+# Only namespaces carrying this label are sent to this release's webhooks, so
+# the test never slows down anything else running against the cluster.
+scope=(--set-string "webhook.namespaceSelector.matchLabels.allocguard-chart-test=$suffix")
+
+failures=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+pass() { echo "ok: $*"; }
+expect_eq() {  # what got want
+  if [[ $2 == "$3" ]]; then pass "$1 = $3"; else fail "$1: got '$2', want '$3'"; fi
+}
+cleanup() {
+  "$helm" uninstall "$release" -n "$ns" >/dev/null 2>&1 || true
+  "$kubectl" delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+jget() {  # kind name jsonpath [namespace]
+  "$kubectl" get "$1" "$2" ${4:+-n "$4"} -o "jsonpath=$3"
+}
+
+echo "== the chart ships the CRDs of crds/ unchanged"
+for f in "$repo"/crds/*.yaml; do
+  if cmp -s "$f" "$chart/crds/$(basename "$f")"; then
+    pass "charts/allocguard/crds/$(basename "$f") matches crds/"
+  else
+    fail "charts/allocguard/crds/$(basename "$f") differs from crds/; run python3 crds/generate_crds.py"
+  fi
+done
+expect_eq "CRD files in the chart" "$(ls "$chart/crds" | wc -l)" "$(ls "$repo"/crds/*.yaml | wc -l)"
+
+echo "== helm lint"
+for set in "" "--set certManager.enabled=true" \
+  "--set metrics.serviceMonitor.enabled=true --set operator.watchNamespace=apps"; do
+  # shellcheck disable=SC2086
+  if out=$("$helm" lint --strict "$chart" $set 2>&1); then
+    pass "helm lint --strict $set"
+  else
+    fail "helm lint --strict $set: $out"
+  fi
+done
+
+echo "== values.schema.json refuses bad values with the field's name"
+refuse() {  # what-must-appear-in-the-error helm-args...
+  local want=$1
+  shift
+  if out=$("$helm" template t "$chart" "$@" 2>&1); then
+    fail "helm template $* was accepted"
+  elif grep -q -- "$want" <<<"$out"; then
+    pass "refused $* ($(grep -m1 -- "$want" <<<"$out" | sed "s/^ *//"))"
+  else
+    fail "helm template $* refused without naming '$want': $out"
+  fi
+}
+refuse failurePolicy --set webhook.failurePolicy=Sometimes
+refuse timeoutSeconds --set webhook.timeoutSeconds=60
+refuse replicaCount --set replicaCount=0
+refuse readOnlyRootFilesystem --set securityContext.readOnlyRootFilesystem=false
+refuse runAsNonRoot --set podSecurityContext.runAsNonRoot=false
+refuse pullPolicy --set image.pullPolicy=Sometimes
+refuse webhok --set webhok.timeoutSeconds=3  # a misspelt key is not silently ignored
+refuse "'name' required" --set certManager.enabled=true --set certManager.issuerRef.kind=ClusterIssuer
+
+echo "== rendered options"
+cm=$("$helm" template t "$chart" -n agns --set certManager.enabled=true)
+grep -q "cert-manager.io/inject-ca-from: agns/t-allocguard-webhook" <<<"$cm" &&
+  pass "certManager: cainjector annotation" || fail "certManager: no inject-ca-from annotation"
+grep -q -- "--webhook-cert-dir=/etc/allocguard/webhook-certs" <<<"$cm" &&
+  pass "certManager: --webhook-cert-dir" || fail "certManager: no --webhook-cert-dir"
+grep -q "kind: Certificate" <<<"$cm" && ! grep -q "webhook-ca-injection" <<<"$cm" &&
+  pass "certManager: a Certificate, no caBundle rights for the operator" ||
+  fail "certManager: Certificate missing or operator still granted caBundle rights"
+wn=$("$helm" template t "$chart" --set operator.watchNamespace=apps)
+grep -A3 "kind: RoleBinding" <<<"$wn" | grep -q "namespace: apps" && ! grep -q "name: t-allocguard-manager$" <(grep -A2 "kind: ClusterRoleBinding" <<<"$wn") &&
+  pass "watchNamespace: manager role bound in that namespace only" ||
+  fail "watchNamespace: manager role not bound in namespace apps alone"
+
+echo "== helm template | kubectl apply --dry-run=server"
+"$kubectl" create namespace "$ns" >/dev/null
+# Enforce and warn at Pod Security "restricted": the API server reports any
+# violation of the operator's pod template when the Deployment is applied.
+"$kubectl" label namespace "$ns" pod-security.kubernetes.io/enforce=restricted \
+  pod-security.kubernetes.io/warn=restricted "allocguard-chart-test=$suffix" >/dev/null
+if out=$("$helm" template "$release" "$chart" -n "$ns" --include-crds "${scope[@]}" |
+  "$kubectl" apply --dry-run=server -f - 2>&1); then
+  pass "server-side dry run accepted $(grep -c 'created (server dry run)' <<<"$out") objects"
+else
+  fail "server-side dry run: $out"
+fi
+if grep -qi "would violate PodSecurity" <<<"$out"; then
+  fail "Pod Security restricted: $(grep -i 'would violate' <<<"$out")"
+else
+  pass "no Pod Security \"restricted\" warning"
+fi
+
+echo "== helm install"
+if ! out=$("$helm" install "$release" "$chart" -n "$ns" "${scope[@]}" \
+  --set image.repository=localhost/allocguard --set image.tag=e2e --set image.pullPolicy=Never 2>&1); then
+  fail "helm install: $out"
+  exit 1
+fi
+pass "helm install"
+grep -q "kubectl -n <namespace> apply -f docs/examples" <<<"$out" &&
+  pass "NOTES tell the user to apply a first policy" || fail "NOTES without the next step: $out"
+for crd in allocatorpolicies.allocguard.io replaycanaries.allocguard.io; do
+  "$kubectl" wait --for condition=established --timeout=60s "crd/$crd" >/dev/null &&
+    pass "CRD $crd established" || fail "CRD $crd not established"
+done
+name=$release-allocguard
+for cr in "$name-manager" "$name-viewer" "$name-editor" "$name-webhook-ca-injection"; do
+  "$kubectl" get clusterrole "$cr" >/dev/null 2>&1 && pass "ClusterRole $cr" || fail "no ClusterRole $cr"
+done
+expect_eq "viewer aggregates to view" \
+  "$(jget clusterrole "$name-viewer" '{.metadata.labels.rbac\.authorization\.k8s\.io/aggregate-to-view}')" true
+expect_eq "editor aggregates to edit" \
+  "$(jget clusterrole "$name-editor" '{.metadata.labels.rbac\.authorization\.k8s\.io/aggregate-to-edit}')" true
+for r in "$name-leader-election" "$name-webhook-certificates"; do
+  "$kubectl" -n "$ns" get role "$r" >/dev/null 2>&1 && pass "Role $r" || fail "no Role $r"
+done
+
+# What the operator's ServiceAccount may do: every call the operator makes...
+can() {  # yes|no verb resource [kubectl auth can-i flags...]
+  local want=$1
+  shift
+  local got
+  got=$("$kubectl" auth can-i --as="$sa" "$@" 2>/dev/null || true)
+  expect_eq "can-i $*" "$got" "$want"
+}
+can yes list allocatorpolicies.allocguard.io --all-namespaces
+can yes watch allocatorpolicies.allocguard.io --all-namespaces
+can yes update allocatorpolicies.allocguard.io --subresource=status -n default
+can yes create replaycanaries.allocguard.io -n default
+can yes update replaycanaries.allocguard.io --subresource=status -n default
+can yes update replaycanaries.allocguard.io --subresource=finalizers -n default
+can yes patch deployments.apps -n default
+can yes watch pods --all-namespaces
+can yes create jobs.batch -n default
+can yes delete jobs.batch -n default
+can yes create events.events.k8s.io -n default
+can yes patch events.events.k8s.io -n default
+can yes create selfsubjectreviews.authentication.k8s.io
+can yes create leases.coordination.k8s.io -n "$ns"
+can yes update lease/allocguard-operator -n "$ns"
+can yes create secrets -n "$ns"
+can yes get "secret/$name-webhook-tls" -n "$ns"
+can yes update "secret/$name-webhook-tls" -n "$ns"
+can yes update "mutatingwebhookconfigurations.admissionregistration.k8s.io/$name"
+can yes update "validatingwebhookconfigurations.admissionregistration.k8s.io/$name"
+# ...and nothing more.
+can no get secret/other -n "$ns"
+can no list secrets -n "$ns"
+can no get secrets -n default
+can no create secrets -n default
+can no update mutatingwebhookconfigurations.admissionregistration.k8s.io/someone-else
+can no create mutatingwebhookconfigurations.admissionregistration.k8s.io
+can no update allocatorpolicies.allocguard.io -n default
+can no delete replaycanaries.allocguard.io -n default
+can no update deployments.apps -n default
+can no delete pods -n default
+can no create pods -n default
+can no update lease/kube-scheduler -n kube-system
+can no create leases.coordination.k8s.io -n default
+
+expect_eq "operator replicas" "$(jget deployment "$name" '{.spec.replicas}' "$ns")" 2
+args=$(jget deployment "$name" '{.spec.template.spec.containers[0].args}' "$ns")
+for a in --leader-elect "--image=$image" "--operator-namespace=$ns" "--webhook-secret-name=$name-webhook-tls" \
+  "--webhook-service-name=$name-webhook" "--mutating-webhook-configuration=$name" \
+  "--validating-webhook-configuration=$name"; do
+  grep -q -- "\"$a\"" <<<"$args" && pass "operator arg $a" || fail "operator args lack $a: $args"
+done
+expect_eq "image" "$(jget deployment "$name" '{.spec.template.spec.containers[0].image}' "$ns")" "$image"
+expect_eq "pull policy" "$(jget deployment "$name" '{.spec.template.spec.containers[0].imagePullPolicy}' "$ns")" Never
+expect_eq "PodDisruptionBudget minAvailable" "$(jget pdb "$name" '{.spec.minAvailable}' "$ns")" 1
+expect_eq "webhook Service port" "$(jget service "$name-webhook" '{.spec.ports[0].port}->{.spec.ports[0].targetPort}' "$ns")" "443->webhook"
+expect_eq "metrics Service port" "$(jget service "$name-metrics" '{.spec.ports[0].port}' "$ns")" 8080
+
+check_webhooks() {  # when
+  local when=$1
+  for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
+    expect_eq "$when: $kind service" \
+      "$(jget $kind "$name" '{range .webhooks[*]}{.name} {.clientConfig.service.namespace}/{.clientConfig.service.name}:{.clientConfig.service.port}{.clientConfig.service.path};{end}')" \
+      "$(case $kind in
+        mutating*) echo "pods.allocguard.io $ns/$name-webhook:443/mutate-v1-pod;deployments.allocguard.io $ns/$name-webhook:443/mutate-apps-v1-deployment;" ;;
+        *) echo "deployments.validate.allocguard.io $ns/$name-webhook:443/validate-apps-v1-deployment;allocatorpolicies.validate.allocguard.io $ns/$name-webhook:443/validate-allocguard-io-v1alpha1-allocatorpolicy;" ;;
+      esac)"
+    local sel
+    sel=$(jget $kind "$name" '{range .webhooks[*]}{.namespaceSelector}{"\n"}{end}')
+    local n
+    n=$(grep -c "\"operator\":\"NotIn\",\"values\":\[\"kube-system\",\"$ns\"\]" <<<"$sel" || true)
+    expect_eq "$when: $kind webhooks excluding kube-system and $ns" "$n" 2
+    n=$(grep -c "\"allocguard-chart-test\":\"$suffix\"" <<<"$sel" || true)
+    expect_eq "$when: $kind webhooks with the namespaceSelector value" "$n" 2
+  done
+}
+check_webhooks install
+expect_eq "failurePolicy and timeout" \
+  "$(jget mutatingwebhookconfiguration "$name" '{.webhooks[0].failurePolicy}/{.webhooks[0].timeoutSeconds}')" Ignore/5
+uid_m=$(jget mutatingwebhookconfiguration "$name" '{.metadata.uid}')
+uid_v=$(jget validatingwebhookconfiguration "$name" '{.metadata.uid}')
+
+echo "== the operator writes caBundle; helm upgrade keeps it"
+# What the operator's certificate manager does: GET, set every webhook's
+# clientConfig.caBundle, PUT.
+ca=$(printf -- '-----BEGIN CERTIFICATE-----\nallocguard chart test %s\n-----END CERTIFICATE-----\n' "$suffix" | base64 -w0)
+for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
+  "$kubectl" get $kind "$name" -o json |
+    python3 -c 'import json,sys
+o=json.load(sys.stdin)
+for w in o["webhooks"]: w["clientConfig"]["caBundle"]=sys.argv[1]
+print(json.dumps(o))' "$ca" | "$kubectl" replace -f - >/dev/null
+done
+bundles() {
+  for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
+    jget $kind "$name" '{range .webhooks[*]}{.clientConfig.caBundle}{"\n"}{end}'
+  done | sort | uniq -c | sed 's/^ *//'
+}
+expect_eq "caBundle written" "$(bundles)" "4 $ca"
+# An upgrade that changes every webhook (timeout 5 -> 7) and one that changes nothing.
+if out=$("$helm" upgrade "$release" "$chart" -n "$ns" --reuse-values --set webhook.timeoutSeconds=7 2>&1); then
+  pass "helm upgrade (timeoutSeconds 7)"
+else
+  fail "helm upgrade: $out"
+fi
+expect_eq "timeout after upgrade" \
+  "$(jget validatingwebhookconfiguration "$name" '{.webhooks[1].timeoutSeconds}')" 7
+expect_eq "caBundle after upgrade" "$(bundles)" "4 $ca"
+check_webhooks upgrade
+expect_eq "same MutatingWebhookConfiguration (not recreated)" "$(jget mutatingwebhookconfiguration "$name" '{.metadata.uid}')" "$uid_m"
+expect_eq "same ValidatingWebhookConfiguration (not recreated)" "$(jget validatingwebhookconfiguration "$name" '{.metadata.uid}')" "$uid_v"
+if out=$("$helm" upgrade "$release" "$chart" -n "$ns" --reuse-values 2>&1); then
+  pass "helm upgrade (no change)"
+else
+  fail "helm upgrade (no change): $out"
+fi
+expect_eq "caBundle after an unchanged upgrade" "$(bundles)" "4 $ca"
+expect_eq "revision" "$("$helm" status "$release" -n "$ns" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')" 3
+
+echo "== helm uninstall leaves no webhook configuration"
+if out=$("$helm" uninstall "$release" -n "$ns" 2>&1); then pass "helm uninstall"; else fail "helm uninstall: $out"; fi
+for kind in mutatingwebhookconfiguration validatingwebhookconfiguration clusterrole/"$name-manager" \
+  clusterrolebinding/"$name-manager" clusterrole/"$name-webhook-ca-injection"; do
+  what=$kind
+  [[ $kind == */* ]] || what="$kind/$name"
+  if "$kubectl" get "$what" >/dev/null 2>&1; then fail "$what left behind"; else pass "$what removed"; fi
+done
+left=$("$kubectl" get all,roles,rolebindings,serviceaccounts,pdb -n "$ns" -l "app.kubernetes.io/instance=$release" -o name 2>/dev/null)
+expect_eq "namespaced objects of the release left" "$left" ""
+
+if ((failures)); then
+  echo "$failures check(s) failed" >&2
+  exit 1
+fi
+echo "all chart checks passed"
