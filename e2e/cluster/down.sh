@@ -13,19 +13,23 @@ if [[ -f $dir/node || $(cat /run/allocguard-node/owner 2>/dev/null) == "$dir" ]]
   echo "node down"
 fi
 [[ -d $dir ]] || exit 0
+# TERM all at once, KILL what is left after 3 s: the state is thrown away, so
+# a graceful apiserver shutdown (which can take 10 s and more) buys nothing.
+pids=()
 for name in kube-scheduler kube-controller-manager kube-apiserver etcd; do
   f=$dir/$name.pid
   [[ -f $f ]] || continue
   pid=$(cat "$f")
-  if kill -TERM "$pid" 2>/dev/null; then
-    for ((i = 0; i < 40; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.25
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
+  kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
   rm -f "$f"
 done
+for ((i = 0; i < 12 && ${#pids[@]}; i++)); do
+  alive=()
+  for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
+  pids=(${alive[@]+"${alive[@]}"})
+  ((${#pids[@]})) && sleep 0.25
+done
+for pid in ${pids[@]+"${pids[@]}"}; do kill -KILL "$pid" 2>/dev/null; done
 if [[ ${ALLOCGUARD_KEEP_CLUSTER_LOGS:-} ]]; then
   rm -rf "$dir/etcd-data" "$dir/env"
 else

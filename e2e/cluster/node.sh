@@ -50,6 +50,9 @@ node_network_up() {
 node_containerd_up() {
   local dir=$1
   mkdir -p "$dir/containerd/root" "$dir/cni/net.d" "$NODE_RUN/containerd"
+  # Images and snapshots on a tmpfs: unpacking is faster, and down.sh drops
+  # them with one umount instead of deleting thousands of files (7 s on disk).
+  mount -t tmpfs -o mode=0711 allocguard-containerd "$dir/containerd/root"
   cat >"$dir/cni/net.d/10-allocguard.conflist" <<CNI
 {"cniVersion": "1.0.0", "name": "allocguard", "plugins": [
   {"type": "bridge", "bridge": "$POD_BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
@@ -142,13 +145,13 @@ YAML
   echo $! >"$dir/kubelet.pid"
 }
 
-# node_kill_pid_file FILE: TERM, wait up to 10 s, then KILL.
+# node_kill_pid_file FILE: TERM, wait up to 3 s, then KILL.
 node_kill_pid_file() {
   [[ -f $1 ]] || return 0
   local pid
   pid=$(cat "$1")
   if kill -TERM "$pid" 2>/dev/null; then
-    for ((i = 0; i < 40; i++)); do
+    for ((i = 0; i < 12; i++)); do
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.25
     done
@@ -187,11 +190,13 @@ node_down() {
     [[ $(cat "/proc/$pid/comm" 2>/dev/null) == containerd-shim* ]] && kill -KILL "$pid" 2>/dev/null
   done
   node_kill_pid_file "$dir/containerd.pid"
-  # Mounts left under the cluster and runtime directories (overlay rootfs,
-  # volumes, netns bind mounts, shm), deepest first.
+  # Mounts left under the runtime and cluster directories (overlay rootfs,
+  # netns bind mounts, shm, volumes, the image tmpfs), deepest first.
   for ((i = 0; i < 3; i++)); do
-    awk '{print $2}' /proc/mounts | grep -E "^($dir|$NODE_RUN)/" | sort -r |
-      while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; done
+    for m in "$NODE_RUN" "$dir"; do
+      awk '{print $2}' /proc/mounts | grep "^$m/" | sort -r |
+        while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; done
+    done
   done
   while read -r cg; do rmdir "$cg" 2>/dev/null; done < <(node_kubepods_cgroups 2>/dev/null)
   ip link del "$POD_BRIDGE" 2>/dev/null
@@ -200,7 +205,13 @@ node_down() {
   for m in /var/log/containers/*.log; do
     [[ -L $m && $(readlink "$m") == "$dir/"* ]] && rm -f "$m"
   done
+  # libcni caches results in /var/lib/cni: our network's, and containerd's
+  # loopback ones keyed by sandbox id.
   rm -f /var/lib/cni/results/allocguard-* 2>/dev/null
+  for m in "$NODE_RUN"/containerd/io.containerd.grpc.v1.cri/sandboxes/*; do
+    [[ -d $m ]] && rm -f "/var/lib/cni/results/cni-loopback-${m##*/}-lo"
+  done
+  rmdir /var/log/containers /var/log/pods /var/lib/cni/results /var/lib/cni 2>/dev/null
   if [[ -f $NODE_RUN/sysctl.saved ]]; then
     sysctl -q -p "$NODE_RUN/sysctl.saved" >/dev/null 2>&1
   fi
