@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages allocguard builds, tests and demos with.
 # Safe to run again: apt-get skips what is already installed.
+#
+#   scripts/install-deps.sh          # build, unit and control-plane tests
+#   scripts/install-deps.sh --node   # also the node tier (e2e/cluster/up.sh --with-node
+#                                    # runs this itself when something is missing)
 set -euo pipefail
 
 packages=(
@@ -14,6 +18,17 @@ packages=(
   # The control-plane tier (e2e/cluster): certificates, health checks, free ports.
   openssl curl ca-certificates python3
 )
+
+# The node tier (e2e/cluster/up.sh --with-node, e2e/images/): containerd and
+# runc run the pods, the CNI plugins give them a bridge, buildah and
+# debootstrap build images without Docker or a registry.
+node_packages=(containerd runc containernetworking-plugins buildah debootstrap)
+if [[ ${1:-} == --node ]]; then
+  packages+=("${node_packages[@]}")
+elif (($#)); then
+  echo "install-deps.sh: unknown argument $1" >&2
+  exit 2
+fi
 
 missing=()
 for p in "${packages[@]}"; do

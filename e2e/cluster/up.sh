@@ -45,11 +45,15 @@ step() {  # name start: prints how long a step took
 if ((with_node)); then
   source "$here/node.sh"
   source "$here/../images/versions.sh"
-  for tool in containerd ctr runc buildah debootstrap gcc /usr/lib/cni/bridge /usr/lib/cni/host-local; do
-    command -v "$tool" >/dev/null || {
-      echo "up.sh: $tool is missing; run scripts/install-deps.sh --node" >&2
-      exit 1
-    }
+  node_tools=(containerd ctr runc buildah debootstrap gcc /usr/lib/cni/bridge /usr/lib/cni/host-local)
+  for tool in "${node_tools[@]}"; do
+    command -v "$tool" >/dev/null && continue
+    echo "up.sh: $tool is missing; installing the node tier's packages" >&2
+    "$here/../../scripts/install-deps.sh" --node
+    break
+  done
+  for tool in "${node_tools[@]}"; do
+    command -v "$tool" >/dev/null || { echo "up.sh: $tool is still missing" >&2; exit 1; }
   done
   node_claim "$dir" || exit 1
   up_done=0
