@@ -4,6 +4,8 @@
 #   - a Deployment rolls out and a Job completes (scheduler, controllers,
 #     kubelet, containerd, CNI, the locally imported base and pause images);
 #   - kubectl logs and kubectl exec work (apiserver -> kubelet);
+#   - every pod runs under Pod Security "restricted" (non-root, seccomp
+#     RuntimeDefault, no capabilities), as the operator's chart will;
 #   - a pod reaches the apiserver at KUBERNETES_SERVICE_HOST:PORT;
 #   - a container with a memory limit sits in a cgroup v1 memory cgroup with
 #     that limit, and the limit is enforced (a container that exceeds it is
@@ -22,6 +24,10 @@ source "$dir/env"
 
 ns=allocguard-smoke
 image=$ALLOCGUARD_BASE_IMAGE
+# What Pod Security "restricted" demands of every pod and container.
+pod_security='{runAsNonRoot: true, runAsUser: 65534, seccompProfile: {type: RuntimeDefault}}'
+container_security='{allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}'
+export pod_security container_security
 k() { kubectl -n "$ns" "$@"; }
 fail() {
   echo "smoke.sh: FAILED: $*" >&2
@@ -38,6 +44,7 @@ check() {  # name start
 kubectl delete namespace "$ns" --ignore-not-found --wait=true >/dev/null
 kubectl delete validatingwebhookconfiguration allocguard-smoke --ignore-not-found >/dev/null
 kubectl create namespace "$ns" >/dev/null
+kubectl label namespace "$ns" pod-security.kubernetes.io/enforce=restricted >/dev/null
 t=$(date +%s.%N)
 for ((i = 0; i < 120; i++)); do k get serviceaccount default >/dev/null 2>&1 && break; sleep 0.5; done
 k get serviceaccount default >/dev/null 2>&1 || fail "namespace $ns got no default ServiceAccount (kube-controller-manager)"
@@ -56,10 +63,12 @@ spec:
     metadata: {labels: {app: smoke}}
     spec:
       terminationGracePeriodSeconds: 1
+      securityContext: $pod_security
       containers:
       - name: main
         image: $image
         imagePullPolicy: Never
+        securityContext: $container_security
         command: [bash, -c, 'echo smoke-ready; exec sleep infinity']
         resources:
           requests: {cpu: 10m, memory: 48Mi}
@@ -73,10 +82,12 @@ spec:
   template:
     spec:
       restartPolicy: Never
+      securityContext: $pod_security
       containers:
       - name: main
         image: $image
         imagePullPolicy: Never
+        securityContext: $container_security
         command: [bash, -c, 'echo smoke-job-done']
 YAML
 k rollout status deployment/smoke --timeout=120s >/dev/null || fail "Deployment smoke did not roll out"
@@ -123,10 +134,12 @@ kind: Pod
 metadata: {name: smoke-oom}
 spec:
   restartPolicy: Never
+  securityContext: $pod_security
   containers:
   - name: main
     image: $image
     imagePullPolicy: Never
+    securityContext: $container_security
     command: [bash, -c, 'head -c 200M /dev/zero | tail']
     resources: {limits: {memory: 32Mi}}
 YAML

@@ -58,10 +58,12 @@ spec:
     metadata: {labels: {app: $svc}}
     spec:
       terminationGracePeriodSeconds: 1
+      securityContext: ${pod_security:-{\}}
       containers:
       - name: main
         image: $name
         imagePullPolicy: Never
+        securityContext: ${container_security:-{\}}
         ports: [{containerPort: 8443}]
         readinessProbe: {tcpSocket: {port: 8443}, periodSeconds: 1}
         volumeMounts: [{name: tls, mountPath: /tls, readOnly: true}]
