@@ -20,9 +20,10 @@ packages=(
 )
 
 # The node tier (e2e/cluster/up.sh --with-node, e2e/images/): containerd and
-# runc run the pods, the CNI plugins give them a bridge, buildah and
-# debootstrap build images without Docker or a registry.
-node_packages=(containerd runc containernetworking-plugins buildah debootstrap)
+# runc run the pods, the CNI plugins give them a bridge, kube-proxy programs
+# Services with iptables, buildah and debootstrap build images without Docker
+# or a registry.
+node_packages=(containerd runc containernetworking-plugins iptables buildah debootstrap)
 if [[ ${1:-} == --node ]]; then
   packages+=("${node_packages[@]}")
 elif (($#)); then

@@ -145,19 +145,62 @@ YAML
   echo $! >"$dir/kubelet.pid"
 }
 
-# node_kill_pid_file FILE: TERM, wait up to 3 s, then KILL.
-node_kill_pid_file() {
-  [[ -f $1 ]] || return 0
-  local pid
-  pid=$(cat "$1")
-  if kill -TERM "$pid" 2>/dev/null; then
-    for ((i = 0; i < 12; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.25
+# node_kube_proxy_up DIR HEALTHZ_PORT METRICS_PORT: Services' ClusterIPs in
+# the host's netfilter (iptables mode). Leaves conntrack sysctls and
+# route_localnet alone; NodePorts open only on NODE_IP.
+node_kube_proxy_up() {
+  local dir=$1
+  cat >"$dir/kube-proxy.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $dir/kube-proxy.kubeconfig}
+hostnameOverride: $NODE_NAME
+mode: iptables
+clusterCIDR: $POD_CIDR
+healthzBindAddress: 127.0.0.1:$2
+metricsBindAddress: 127.0.0.1:$3
+nodePortAddresses: [$NODE_IP/32]
+iptables: {localhostNodePorts: false}
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+YAML
+  setsid "$K8S_BIN/kube-proxy" --config="$dir/kube-proxy.yaml" --v=1 \
+    >"$dir/kube-proxy.log" 2>&1 </dev/null &
+  echo $! >"$dir/kube-proxy.pid"
+}
+
+# Removes every KUBE-* chain and the rules that jump to them: kube-proxy's
+# Service rules and the kubelet's own (KUBE-FIREWALL, KUBE-KUBELET-CANARY),
+# which the kubelet writes whenever an iptables binary exists.
+node_iptables_clean() {
+  local ipt table rule c chains
+  for ipt in iptables ip6tables; do
+    command -v $ipt >/dev/null || continue
+    for table in filter nat mangle; do
+      $ipt -t $table -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j KUBE-' | sed 's/^-A/-D/' |
+        while read -r rule; do eval "$ipt -t $table $rule" 2>/dev/null; done
+      chains=$($ipt -t $table -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^KUBE-/ { print $2 }')
+      for c in $chains; do $ipt -t $table -F "$c" 2>/dev/null; done
+      for c in $chains; do $ipt -t $table -X "$c" 2>/dev/null; done
     done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$1"
+  done
+}
+
+# node_kill_pid_files FILE...: TERM them all, wait up to 3 s, KILL the rest.
+node_kill_pid_files() {
+  local f pids=() alive i
+  for f in "$@"; do
+    [[ -f $f ]] || continue
+    kill -TERM "$(cat "$f")" 2>/dev/null && pids+=("$(cat "$f")")
+    rm -f "$f"
+  done
+  for ((i = 0; i < 12 && ${#pids[@]}; i++)); do
+    alive=()
+    for f in "${pids[@]}"; do kill -0 "$f" 2>/dev/null && alive+=("$f"); done
+    pids=(${alive[@]+"${alive[@]}"})
+    ((${#pids[@]})) && sleep 0.25
+  done
+  for f in ${pids[@]+"${pids[@]}"}; do kill -KILL "$f" 2>/dev/null; done
+  return 0
 }
 
 # The kubepods cgroup tree in every hierarchy, deepest first.
@@ -172,7 +215,7 @@ node_kubepods_cgroups() {
 # quiet, and safe to run twice or after a partial start.
 node_down() {
   local dir=$1 pid m cg i
-  node_kill_pid_file "$dir/kubelet.pid"
+  node_kill_pid_files "$dir/kube-proxy.pid" "$dir/kubelet.pid"
   # Every container process of every pod (the pods' cgroups), then the shims
   # that served this containerd, then containerd itself.
   for i in 1 2 3 4 5; do
@@ -189,7 +232,7 @@ node_down() {
   for pid in $(grep -lsa -- "$CONTAINERD_SOCK" /proc/[0-9]*/cmdline | cut -d/ -f3); do
     [[ $(cat "/proc/$pid/comm" 2>/dev/null) == containerd-shim* ]] && kill -KILL "$pid" 2>/dev/null
   done
-  node_kill_pid_file "$dir/containerd.pid"
+  node_kill_pid_files "$dir/containerd.pid"
   # Mounts left under the runtime and cluster directories (overlay rootfs,
   # netns bind mounts, shm, volumes, the image tmpfs), deepest first.
   for ((i = 0; i < 3; i++)); do
@@ -199,6 +242,7 @@ node_down() {
     done
   done
   while read -r cg; do rmdir "$cg" 2>/dev/null; done < <(node_kubepods_cgroups 2>/dev/null)
+  node_iptables_clean
   ip link del "$POD_BRIDGE" 2>/dev/null
   ip link del "$NODE_LINK" 2>/dev/null
   # The kubelet links every container log into /var/log/containers.

@@ -11,7 +11,8 @@
 #     that limit, and the limit is enforced (a container that exceeds it is
 #     OOMKilled);
 #   - the apiserver calls an admission webhook served by a pod behind a
-#     Service (aggregator routing, no kube-proxy).
+#     Service;
+#   - a pod and the host reach that Service at its ClusterIP (kube-proxy).
 # Prints how long each check took; exits non-zero naming the check that failed.
 #
 #   e2e/cluster/smoke.sh          # uses $ALLOCGUARD_CLUSTER_DIR/env
@@ -156,6 +157,15 @@ check "memory limit enforced (OOMKilled)" "$t"
 t=$(date +%s.%N)
 "$here/smoke_webhook.sh" "$ns" || fail "the apiserver did not call the webhook served by a pod behind a Service"
 check "apiserver calls a webhook behind a Service" "$t"
+
+# --- Services' ClusterIPs (kube-proxy) -------------------------------------------
+t=$(date +%s.%N)
+ip=$(k get service smoke-webhook -o jsonpath='{.spec.clusterIP}')
+k exec deployment/smoke -- bash -c "exec 3<>/dev/tcp/$ip/443" ||
+  fail "a pod cannot connect to Service smoke-webhook at its ClusterIP $ip:443 (kube-proxy)"
+curl -sk --max-time 5 -o /dev/null "https://$ip/" ||
+  fail "the host cannot connect to Service smoke-webhook at its ClusterIP $ip:443 (kube-proxy)"
+check "pod and host reach a ClusterIP Service" "$t"
 
 kubectl delete namespace "$ns" --wait=false >/dev/null
 awk -v a="$t_all" -v b="$(date +%s.%N)" 'BEGIN { printf "smoke.sh: all checks passed in %.1f s\n", b - a }'

@@ -45,7 +45,8 @@ step() {  # name start: prints how long a step took
 if ((with_node)); then
   source "$here/node.sh"
   source "$here/../images/versions.sh"
-  node_tools=(containerd ctr runc buildah debootstrap gcc /usr/lib/cni/bridge /usr/lib/cni/host-local)
+  node_tools=(containerd ctr runc buildah debootstrap gcc iptables /usr/lib/cni/bridge
+    /usr/lib/cni/host-local)
   for tool in "${node_tools[@]}"; do
     command -v "$tool" >/dev/null && continue
     echo "up.sh: $tool is missing; installing the node tier's packages" >&2
@@ -62,7 +63,7 @@ fi
 
 components=(etcd kube-apiserver kubectl)
 ((with_kcm)) && components+=(kube-controller-manager)
-((with_node)) && components+=(kube-scheduler kubelet)
+((with_node)) && components+=(kube-scheduler kubelet kube-proxy)
 "$here/build.sh" "${components[@]}"
 
 rm -rf "$dir"
@@ -78,6 +79,8 @@ etcd_peer_port=$(free_port)
 api_port=$(free_port)
 kcm_port=$(free_port)
 sched_port=$(free_port)
+proxy_healthz_port=$(free_port)
+proxy_metrics_port=$(free_port)
 api_host=127.0.0.1
 service_range=10.0.0.0/24
 if ((with_node)); then
@@ -111,6 +114,7 @@ t=$(date +%s.%N)
   if ((with_node)); then
     sign scheduler /CN=system:kube-scheduler "extendedKeyUsage=clientAuth"
     sign kubelet-client "/O=system:nodes/CN=system:node:$NODE_NAME" "extendedKeyUsage=clientAuth"
+    sign kube-proxy /CN=system:kube-proxy "extendedKeyUsage=clientAuth"
     sign kubelet "/CN=$NODE_NAME" "subjectAltName=DNS:$NODE_NAME,IP:$NODE_IP
 extendedKeyUsage=serverAuth"
     # The apiserver's client identity towards the kubelet (exec, logs).
@@ -153,6 +157,7 @@ kubeconfig "$dir/kcm.kubeconfig" "$pki/kcm.crt" "$pki/kcm.key"
 if ((with_node)); then
   kubeconfig "$dir/scheduler.kubeconfig" "$pki/scheduler.crt" "$pki/scheduler.key"
   kubeconfig "$dir/kubelet.kubeconfig" "$pki/kubelet-client.crt" "$pki/kubelet-client.key"
+  kubeconfig "$dir/kube-proxy.kubeconfig" "$pki/kube-proxy.crt" "$pki/kube-proxy.key"
 fi
 
 start() {  # name binary args...
@@ -273,6 +278,7 @@ YAML
   step "waited for images" "$t"
   t=$(date +%s.%N)
   node_kubelet_up "$dir"
+  node_kube_proxy_up "$dir" "$proxy_healthz_port" "$proxy_metrics_port"
 fi
 if ((with_kcm)); then
   wait_for kube-controller-manager 60 curl -fsk "https://127.0.0.1:$kcm_port/healthz"
@@ -286,6 +292,9 @@ if ((with_node)); then
   }
   wait_for kubelet 180 node_ready
   step "kubelet (node Ready)" "$t"
+  t=$(date +%s.%N)
+  wait_for kube-proxy 60 curl -fs "http://127.0.0.1:$proxy_healthz_port/healthz"
+  step "kube-proxy" "$t"
   t=$(date +%s.%N)
   wait_for kube-controller-manager 60 kctl -n default get serviceaccount default
   step "default ServiceAccount" "$t"
