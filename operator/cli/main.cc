@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   allocguard::cli::RegisterReportCommand(app, &exit_code);
   allocguard::cli::RegisterEvaluateCommand(app, &exit_code);
   allocguard::cli::RegisterOperatorCommand(app, &exit_code);
+  allocguard::cli::RegisterGuardCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }
