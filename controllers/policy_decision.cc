@@ -108,6 +108,7 @@ PolicyActions DecidePolicyStatus(const PolicyInput& input) {
   json governed = json::array();
   std::vector<std::string> held_blocked;
   std::vector<std::string> held_waiting;
+  const std::string policy_key = CanaryPolicyKey(policy);
   std::map<std::string, const json*> canary_by_name;
   for (const json& c : input.canaries) canary_by_name[Str(Field(c, "metadata"), "name")] = &c;
   for (const json& d : input.deployments) {
@@ -123,7 +124,7 @@ PolicyActions DecidePolicyStatus(const PolicyInput& input) {
     }
     const std::string held = Str(Field(meta, "annotations"), api::kHeldCandidateAnnotation);
     if (held.empty()) continue;
-    auto it = canary_by_name.find(CanaryName(name, held));
+    auto it = canary_by_name.find(CanaryName(name, held, policy_key));
     const std::string phase =
         it == canary_by_name.end() ? "" : Str(Field(*it->second, "status"), "phase");
     if (phase == "Completed" || phase == "Failed") {

@@ -37,7 +37,7 @@ json Pod(const std::string& name, const std::string& ns, json annotations,
 
 json Canary(const std::string& deployment, const std::string& hash, const std::string& verdict,
             const std::string& time, const std::string& flat_variant = "") {
-  return {{"metadata", {{"name", CanaryName(deployment, hash)}}},
+  return {{"metadata", {{"name", CanaryName(deployment, hash, CanaryPolicyKey(Policy()))}}},
           {"spec", {{"target", {{"name", deployment}}}, {"templateHash", hash}}},
           {"status",
            {{"phase", "Completed"},

@@ -401,7 +401,8 @@ Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
   if (!input.policy.has_value()) return ReconcileResult{};
   input.template_hash = Str(*deployment, kCachedTemplateHashField);
   if (input.template_hash.empty()) input.template_hash = admission::TemplateHash(tmpl);
-  input.canary = ctx_.canaries->Get(ns + "/" + CanaryName(name, input.template_hash));
+  input.canary = ctx_.canaries->Get(
+      ns + "/" + CanaryName(name, input.template_hash, CanaryPolicyKey(*input.policy)));
   RolloutActions actions = DecideRollout(input);
   if (actions.create_canary.has_value()) {
     // The cache holds no full template: read the Deployment, and snapshot

@@ -1,5 +1,8 @@
 #include "controllers/rollout_decision.h"
 
+#include <cstdint>
+#include <cstdio>
+
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 
@@ -40,11 +43,28 @@ std::string ObjectName(const json& object) {
 
 }  // namespace
 
-std::string CanaryName(const std::string& deployment, const std::string& template_hash) {
-  // Deployment names are DNS subdomains (≤ 253); keep room for the hash and
+std::string CanaryPolicyKey(const api::AllocatorPolicy& policy) {
+  api::ReplayCanarySpec spec;
+  spec.candidate_allocator = policy.spec.allocator;
+  spec.canary = policy.spec.canary;
+  spec.limits = policy.spec.limits;
+  const std::string text = api::ReplayCanarySpecToJson(spec).dump();
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a, 64 bits
+  for (unsigned char ch : text) {
+    hash ^= ch;
+    hash *= 1099511628211ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return hex;
+}
+
+std::string CanaryName(const std::string& deployment, const std::string& template_hash,
+                       const std::string& policy_key) {
+  // Deployment names are DNS subdomains (≤ 253); keep room for the hashes and
   // for Job names derived from this one (which the job builder shortens).
   std::string base = deployment.substr(0, 200);
-  return base + "-" + template_hash.substr(0, 10);
+  return base + "-" + template_hash.substr(0, 10) + "-" + policy_key.substr(0, 6);
 }
 
 json BuildReplayCanary(const json& deployment, const api::AllocatorPolicy& policy,
@@ -67,7 +87,7 @@ json BuildReplayCanary(const json& deployment, const api::AllocatorPolicy& polic
   return {{"apiVersion", api::kApiVersion},
           {"kind", "ReplayCanary"},
           {"metadata",
-           {{"name", CanaryName(name, template_hash)},
+           {{"name", CanaryName(name, template_hash, CanaryPolicyKey(policy))},
             {"namespace", meta.value("namespace", "")},
             {"labels",
              {{kPolicyLabel, policy.name},
@@ -100,26 +120,38 @@ RolloutActions DecideRollout(const RolloutInput& input) {
     out.skip_reason = "template " + hash + " already released";
     return out;
   }
+  const std::string canary_name =
+      CanaryName(ObjectName(input.deployment), hash, CanaryPolicyKey(policy));
+  if (!holding && released.empty() && policy.spec.rollout.mode == api::RolloutMode::kEnforce) {
+    // Running before the policy came (or admitted while the webhook was
+    // down): nothing to hold, so its template is the baseline.
+    out.deployment_patch =
+        json{{"metadata", {{"annotations", {{api::kReleasedCandidateAnnotation, hash}}}}}};
+    out.event_reason = "TemplateAdopted";
+    out.event_note = "policy " + policy.name +
+                     " now governs this Deployment; its running template " + hash +
+                     " is the baseline, and the next template change is held until a " +
+                     "replay canary finds it flat";
+    return out;
+  }
   if (!input.canary.has_value()) {
     out.create_canary = BuildReplayCanary(input.deployment, policy, hash);
     out.event_reason = "CanaryStarted";
     out.event_note =
-        "replay canary " + CanaryName(ObjectName(input.deployment), hash) +
-        " started for template " + hash +
+        "replay canary " + canary_name + " started for template " + hash +
         (holding ? "; the rollout is held until it is flat" : " (audit: the rollout is not held)");
     return out;
   }
   const json& canary = *input.canary;
   const std::string phase = CanaryPhase(canary);
   if (phase != "Completed" && phase != "Failed") {
-    out.skip_reason = "canary " + CanaryName(ObjectName(input.deployment), hash) + " is running";
+    out.skip_reason = "canary " + canary_name + " is running";
     return out;
   }
   const std::string verdict = CanaryStatusString(canary, "verdict");
   const std::string explanation = CanaryStatusString(canary, "explanation");
   const std::string flat_variant = CanaryStatusString(canary, "flatVariant");
   const std::string slope = CanaryStatusString(canary, "floorSlope");
-  const std::string canary_name = ObjectName(canary);
   const bool flat = verdict == "Flat";
 
   if (holding && !flat) {

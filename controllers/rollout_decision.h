@@ -6,9 +6,13 @@
 //
 // Enforce: the admission webhook paused the Deployment and recorded the
 // candidate's template hash (api::kHeldCandidateAnnotation). The reconciler
-// makes sure a canary runs for that hash, and when it finishes either
-// releases the hold (Flat) or leaves it with a Warning that names the flat
-// variant, if any. Audit: a canary runs for every new template hash and its
+// makes sure a canary runs for that hash under the policy as it is now, and
+// when it finishes either releases the hold (Flat) or leaves it with a
+// Warning that names the flat variant, if any. A Deployment that was already
+// running when the policy came (never held, never released) is adopted: its
+// running template becomes the released baseline without a canary, because
+// holding something already in production protects nothing; its next
+// template change is held. Audit: a canary runs for every new template hash and its
 // verdict is reported; nothing is held. Off: nothing.
 
 #include <optional>
@@ -41,9 +45,17 @@ struct RolloutActions {
   std::string skip_reason;  // why nothing happens, for logs
 };
 
-// The canary's name for a Deployment and template hash: stable, so a
-// restarted operator finds the canary it created before.
-std::string CanaryName(const std::string& deployment, const std::string& template_hash);
+// A short fingerprint of what a policy asks a canary to prove: the candidate
+// allocator, the canary (load, duration, variants, arena limit) and the
+// limits. A policy edit that changes any of them (say, switching a held
+// Deployment's policy from glibc to jemalloc) keys a new canary; an edit of
+// anything else (the selector, the guard) does not.
+std::string CanaryPolicyKey(const api::AllocatorPolicy& policy);
+
+// The canary's name for a Deployment, template hash and policy key: stable,
+// so a restarted operator finds the canary it created before.
+std::string CanaryName(const std::string& deployment, const std::string& template_hash,
+                       const std::string& policy_key);
 
 RolloutActions DecideRollout(const RolloutInput& input);
 

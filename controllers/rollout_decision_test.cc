@@ -38,7 +38,7 @@ json Canary(const std::string& phase, const std::string& verdict,
                  {"explanation", "test explanation"},
                  {"floorSlope", "+2.40 GiB/h"}};
   if (!flat_variant.empty()) status["flatVariant"] = flat_variant;
-  return {{"metadata", {{"name", CanaryName("web", "hash1")}}}, {"status", status}};
+  return {{"metadata", {{"name", CanaryName("web", "hash1", "key")}}}, {"status", status}};
 }
 
 TEST(DecideRolloutTest, Table) {
@@ -79,6 +79,9 @@ TEST(DecideRolloutTest, Table) {
        std::nullopt, false, false, false, false, ""},
       {"enforce, released, not held (rollout restart)", Policy(api::RolloutMode::kEnforce),
        Deployment(released), std::nullopt, false, false, false, false, ""},
+      {"enforce, running before the policy came: adopted as the baseline, no canary",
+       Policy(api::RolloutMode::kEnforce), Deployment(), std::nullopt, false, true, false, false,
+       "TemplateAdopted"},
       {"opted out", Policy(api::RolloutMode::kEnforce),
        Deployment({{api::kInjectAnnotation, "false"}, {api::kHeldCandidateAnnotation, "hash1"}},
                   true),
@@ -118,7 +121,7 @@ TEST(BuildReplayCanaryTest, SnapshotsTemplateAndPolicy) {
   p.spec.canary.duration = std::chrono::seconds(600);
   json c = BuildReplayCanary(Deployment(), p, "0123456789abcdef");
   EXPECT_EQ(c["kind"], "ReplayCanary");
-  EXPECT_EQ(c["metadata"]["name"], "web-0123456789");
+  EXPECT_EQ(c["metadata"]["name"], "web-0123456789-" + CanaryPolicyKey(p).substr(0, 6));
   EXPECT_EQ(c["metadata"]["namespace"], "shop");
   EXPECT_EQ(c["metadata"]["labels"][kPolicyLabel], "web-policy");
   EXPECT_EQ(c["metadata"]["ownerReferences"][0]["uid"], "u-1");
@@ -129,8 +132,48 @@ TEST(BuildReplayCanaryTest, SnapshotsTemplateAndPolicy) {
 }
 
 TEST(CanaryNameTest, StableAndBounded) {
-  EXPECT_EQ(CanaryName("web", "0123456789abcdef"), "web-0123456789");
-  EXPECT_LE(CanaryName(std::string(253, 'a'), "0123456789abcdef").size(), 253u);
+  EXPECT_EQ(CanaryName("web", "0123456789abcdef", "fedcba9876543210"), "web-0123456789-fedcba");
+  EXPECT_LE(CanaryName(std::string(253, 'a'), "0123456789abcdef", "fedcba9876543210").size(), 253u);
+}
+
+TEST(CanaryPolicyKeyTest, ChangesWithWhatTheCanaryProvesOnly) {
+  api::AllocatorPolicy glibc = Policy(api::RolloutMode::kEnforce);
+  glibc.spec.allocator.name = api::Allocator::kGlibc;
+  EXPECT_EQ(CanaryPolicyKey(glibc), CanaryPolicyKey(glibc));
+  EXPECT_EQ(CanaryPolicyKey(glibc).size(), 16u);
+
+  api::AllocatorPolicy mimalloc = glibc;
+  mimalloc.spec.allocator.name = api::Allocator::kMimalloc;
+  EXPECT_NE(CanaryPolicyKey(mimalloc), CanaryPolicyKey(glibc)) << "a switched allocator";
+
+  api::AllocatorPolicy longer = glibc;
+  longer.spec.canary.duration = std::chrono::seconds(1800);
+  EXPECT_NE(CanaryPolicyKey(longer), CanaryPolicyKey(glibc)) << "a longer canary";
+
+  api::AllocatorPolicy guarded = glibc;
+  guarded.spec.guard.enabled = true;
+  guarded.spec.selector.match_labels["tier"] = "web";
+  guarded.generation = glibc.generation + 1;
+  EXPECT_EQ(CanaryPolicyKey(guarded), CanaryPolicyKey(glibc))
+      << "the guard and the selector do not change what a canary proves";
+}
+
+TEST(DecideRolloutTest, APolicySwitchOfAHeldTemplateStartsANewCanary) {
+  // The glibc canary of the held template found a ratchet; the user switches
+  // the policy to jemalloc. The old canary is keyed by the old policy, so the
+  // reconciler looks up (template, new key), finds nothing and starts one.
+  api::AllocatorPolicy glibc = Policy(api::RolloutMode::kEnforce);
+  glibc.spec.allocator.name = api::Allocator::kGlibc;
+  const api::AllocatorPolicy jemalloc = Policy(api::RolloutMode::kEnforce);
+  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, "hash1"}}, true), jemalloc,
+                  std::nullopt, "hash1"};
+  RolloutActions a = DecideRollout(in);
+  ASSERT_TRUE(a.create_canary.has_value());
+  EXPECT_EQ((*a.create_canary)["spec"]["candidate"]["allocator"]["name"], "jemalloc");
+  EXPECT_EQ((*a.create_canary)["metadata"]["name"],
+            CanaryName("web", "hash1", CanaryPolicyKey(jemalloc)));
+  EXPECT_NE((*a.create_canary)["metadata"]["name"],
+            CanaryName("web", "hash1", CanaryPolicyKey(glibc)));
 }
 
 }  // namespace

@@ -27,8 +27,10 @@
 #include <sstream>
 #include <thread>
 
+#include "controllers/rollout_decision.h"
 #include "operator/admission/deployment_gate.h"
 #include "operator/api/names.h"
+#include "operator/api/policy.h"
 #include "operator/kube/client.h"
 #include "operator/kube/config.h"
 #include "operator/kube/testing/controlplane_support.h"
@@ -385,8 +387,15 @@ class OperatorTest : public ::testing::Test {
     return d.ok() ? Annotation(*d, api::kHeldCandidateAnnotation) : "";
   }
 
-  static std::string CanaryFor(const std::string& deployment, const std::string& hash) {
-    return deployment + "-" + hash.substr(0, 10);
+  // The canary the operator runs for a Deployment's template under its
+  // policy as it is now (the name carries the policy's canary key).
+  static std::string CanaryFor(const std::string& deployment, const std::string& hash,
+                               const std::string& policy) {
+    auto p = client_->Get(kube::AllocatorPolicies(), ns_, policy);
+    if (!p.ok()) return "";
+    auto parsed = api::ParseAllocatorPolicy(*p);
+    if (!parsed.ok()) return "";
+    return controllers::CanaryName(deployment, hash, controllers::CanaryPolicyKey(*parsed));
   }
 
   static inline kube::Client* client_ = nullptr;
@@ -485,8 +494,9 @@ TEST_F(OperatorTest, FlatCanaryReleasesTheHeldRollout) {
   // Release whatever the creation held, then change the image.
   const std::string first_hash = HeldHash("flat");
   if (!first_hash.empty()) {
-    RunVariant(CanaryFor("flat", first_hash), "candidate", Result("candidate", "Flat", 0.02));
-    RunVariant(CanaryFor("flat", first_hash), "glibc", Result("glibc", "Flat", 0.01));
+    RunVariant(CanaryFor("flat", first_hash, "flat"), "candidate",
+               Result("candidate", "Flat", 0.02));
+    RunVariant(CanaryFor("flat", first_hash, "flat"), "glibc", Result("glibc", "Flat", 0.01));
     ASSERT_TRUE(Eventually([&] { return HeldHash("flat").empty(); })) << OperatorLog();
   }
   auto patched = client_->Patch(
@@ -499,7 +509,7 @@ TEST_F(OperatorTest, FlatCanaryReleasesTheHeldRollout) {
   ASSERT_FALSE(hash.empty());
   EXPECT_EQ(hash, admission::TemplateHash((*patched)["spec"]["template"]));
 
-  const std::string canary = CanaryFor("flat", hash);
+  const std::string canary = CanaryFor("flat", hash, "flat");
   json job;
   ASSERT_TRUE(Eventually([&] {
     auto jobs = CanaryJobs(canary);
@@ -549,7 +559,7 @@ TEST_F(OperatorTest, RatchetKeepsTheRolloutHeldAndAManualUnpauseIsRefused) {
   ASSERT_EQ((*created)["spec"]["paused"], true) << "a new governed Deployment is held";
   const std::string hash = HeldHash("ratchet");
   ASSERT_FALSE(hash.empty());
-  const std::string canary = CanaryFor("ratchet", hash);
+  const std::string canary = CanaryFor("ratchet", hash, "ratchet");
   RunVariant(canary, "candidate", Result("candidate", "Ratchet", 2.6));
   RunVariant(canary, "glibc", Result("glibc", "Flat", 0.04));
 
@@ -588,6 +598,83 @@ TEST_F(OperatorTest, RatchetKeepsTheRolloutHeldAndAManualUnpauseIsRefused) {
   EXPECT_EQ(overridden.exit_code, 0) << overridden.output;
 }
 
+TEST_F(OperatorTest, SwitchingTheHeldPolicysAllocatorRunsANewCanaryThatReleases) {
+  ASSERT_TRUE(
+      client_->Create(kube::AllocatorPolicies(), ns_, Policy("switch", "switch", "Enforce")).ok());
+  ASSERT_TRUE(PolicyReady("switch"));
+  ASSERT_TRUE(
+      client_->Create(kube::Deployments(), ns_, Deployment("switch", "switch", "web:1")).ok());
+  const std::string hash = HeldHash("switch");
+  ASSERT_FALSE(hash.empty());
+  const std::string glibc_canary = CanaryFor("switch", hash, "switch");
+  RunVariant(glibc_canary, "candidate", Result("candidate", "Ratchet", 2.6));
+  RunVariant(glibc_canary, "glibc", Result("glibc", "Ratchet", 2.4));
+  ASSERT_TRUE(Eventually([&] {
+    CommandResult events = Kubectl("events -n " + ns_ + " --for deployment/switch");
+    return events.output.find("RolloutHeld") != std::string::npos;
+  })) << OperatorLog();
+
+  // The user follows the advice: the policy's allocator becomes jemalloc.
+  auto patched = client_->Patch(kube::AllocatorPolicies(), ns_, "switch", kube::PatchType::kMerge,
+                                {{"spec", {{"allocator", {{"name", "jemalloc"}}}}}});
+  ASSERT_TRUE(patched.ok()) << patched.status().ToString();
+  ASSERT_TRUE(PolicyReady("switch"));
+  const std::string jemalloc_canary = CanaryFor("switch", hash, "switch");
+  ASSERT_NE(jemalloc_canary, glibc_canary) << "the switched policy keys a new canary";
+  json job;
+  ASSERT_TRUE(Eventually([&] {
+    auto jobs = CanaryJobs(jemalloc_canary);
+    if (jobs.count("candidate") == 0) return false;
+    job = jobs["candidate"];
+    return true;
+  })) << OperatorLog();
+  EXPECT_NE(job.dump().find("libjemalloc.so.2"), std::string::npos)
+      << "the new canary's candidate runs jemalloc";
+  FinishCanaryJob(job, Result("candidate", "Flat", 0.02));
+  RunVariant(jemalloc_canary, "glibc", Result("glibc", "Ratchet", 2.4));
+  ASSERT_TRUE(Eventually([&] {
+    auto d = client_->Get(kube::Deployments(), ns_, "switch");
+    return d.ok() && Field((*d)["spec"], "paused") != true &&
+           Annotation(*d, api::kReleasedCandidateAnnotation) == hash;
+  })) << OperatorLog();
+  auto old = client_->Get(kube::ReplayCanaries(), ns_, glibc_canary);
+  ASSERT_TRUE(old.ok()) << "the earlier verdict stays on record";
+  EXPECT_EQ((*old)["status"]["verdict"], "Leak");
+}
+
+TEST_F(OperatorTest, ADeploymentRunningBeforeAnEnforcePolicyIsAdoptedWithoutACanary) {
+  ASSERT_TRUE(
+      client_->Create(kube::Deployments(), ns_, Deployment("adopt", "adopt", "web:1")).ok());
+  ASSERT_TRUE(
+      client_->Create(kube::AllocatorPolicies(), ns_, Policy("adopt", "adopt", "Enforce")).ok());
+  ASSERT_TRUE(PolicyReady("adopt"));
+  std::string released;
+  ASSERT_TRUE(Eventually([&] {
+    auto d = client_->Get(kube::Deployments(), ns_, "adopt");
+    if (!d.ok()) return false;
+    released = Annotation(*d, api::kReleasedCandidateAnnotation);
+    return !released.empty();
+  })) << OperatorLog();
+  auto d = client_->Get(kube::Deployments(), ns_, "adopt");
+  EXPECT_EQ(released, admission::TemplateHash((*d)["spec"]["template"]));
+  EXPECT_NE(Field((*d)["spec"], "paused"), true);
+  kube::ListOptions lo;
+  lo.label_selector = std::string(controllers::kWorkloadLabel) + "=adopt";
+  auto canaries = client_->List(kube::ReplayCanaries(), ns_, lo);
+  ASSERT_TRUE(canaries.ok());
+  EXPECT_TRUE(canaries->items.empty()) << "the running template is the baseline, not a candidate";
+  CommandResult events = Kubectl("events -n " + ns_ + " --for deployment/adopt");
+  EXPECT_NE(events.output.find("TemplateAdopted"), std::string::npos) << events.output;
+
+  // Its next template change is held.
+  auto patched = client_->Patch(
+      kube::Deployments(), ns_, "adopt", kube::PatchType::kStrategicMerge,
+      {{"spec",
+        {{"template", {{"spec", {{"containers", {{{"name", "server"}, {"image", "web:2"}}}}}}}}}}});
+  ASSERT_TRUE(patched.ok()) << patched.status().ToString();
+  EXPECT_EQ((*patched)["spec"]["paused"], true);
+}
+
 TEST_F(OperatorTest, AuditRunsTheCanaryButNeverPauses) {
   ASSERT_TRUE(
       client_->Create(kube::AllocatorPolicies(), ns_, Policy("audit", "audit", "Audit")).ok());
@@ -596,7 +683,7 @@ TEST_F(OperatorTest, AuditRunsTheCanaryButNeverPauses) {
   ASSERT_TRUE(created.ok());
   EXPECT_NE(Field((*created)["spec"], "paused"), true);
   const std::string hash = admission::TemplateHash((*created)["spec"]["template"]);
-  const std::string canary = CanaryFor("audit", hash);
+  const std::string canary = CanaryFor("audit", hash, "audit");
   RunVariant(canary, "candidate", Result("candidate", "Ratchet", 3.0));
   RunVariant(canary, "glibc", Result("glibc", "Ratchet", 2.0));
   ASSERT_TRUE(Eventually([&] {
@@ -622,7 +709,7 @@ TEST_F(OperatorTest, CanariesBeyondTheLimitWaitTheirTurn) {
     ASSERT_TRUE(client_->Create(kube::Deployments(), ns_, d).ok());
     const std::string hash = HeldHash(name);
     ASSERT_FALSE(hash.empty());
-    canaries.push_back(CanaryFor(name, hash));
+    canaries.push_back(CanaryFor(name, hash, "queue"));
   }
   auto phase = [&](const std::string& canary) {
     auto c = client_->Get(kube::ReplayCanaries(), ns_, canary);
@@ -667,7 +754,7 @@ TEST_F(OperatorTest, OperatorKilledDuringACanaryRestartsWithoutDuplicates) {
       client_->Create(kube::Deployments(), ns_, Deployment("restart", "restart", "web:1")).ok());
   const std::string hash = HeldHash("restart");
   ASSERT_FALSE(hash.empty());
-  const std::string canary = CanaryFor("restart", hash);
+  const std::string canary = CanaryFor("restart", hash, "restart");
   ASSERT_TRUE(Eventually([&] { return CanaryJobs(canary).count("candidate") == 1; }))
       << OperatorLog();
 

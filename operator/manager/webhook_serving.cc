@@ -273,8 +273,10 @@ class WebhookServingImpl final : public WebhookServing {
     in.operator_namespace = options_.operator_namespace;
     const std::string ns = request.namespace_;
     const std::string name = request.name;
-    in.has_flat_verdict = [this, ns, name](const std::string& hash) {
-      auto canary = deps_.canaries->Get(ns + "/" + controllers::CanaryName(name, hash));
+    const std::string policy_key =
+        in.policy.has_value() ? controllers::CanaryPolicyKey(*in.policy) : "";
+    in.has_flat_verdict = [this, ns, name, policy_key](const std::string& hash) {
+      auto canary = deps_.canaries->Get(ns + "/" + controllers::CanaryName(name, hash, policy_key));
       return canary.has_value() && Str(Field(*canary, "status"), "verdict") == "Flat" &&
              Str(Field(*canary, "spec"), "templateHash") == hash;
     };
