@@ -13,7 +13,9 @@
 # Archives live in $ALLOCGUARD_CACHE/images (default /var/cache/allocguard/images),
 # keyed by suite and IMAGES_REVISION (versions.sh), so later runs take a second.
 # Each image is also put into buildah's local storage (/var/lib/containers),
-# so `buildah bud --pull=never` finds `FROM debian:bookworm-slim` there.
+# so `buildah bud --pull=never` finds `FROM debian:bookworm-slim` there. An
+# image already in that storage is exported, never rebuilt, so its ID (and
+# every layer cache built on it) stays the same.
 # Prints the archive paths, one per line, on stdout; progress goes to stderr.
 #
 # Needs root and: buildah debootstrap gcc (scripts/install-deps.sh --node).
@@ -129,12 +131,26 @@ CFG
   log "built $name in $((SECONDS - t0)) s ($(du -m "$archive" | cut -f1) MB archive)"
 }
 
-if [[ ! -s $PAUSE_ARCHIVE ]]; then build_pause; fi
-ensure_in_storage "$PAUSE_IMAGE" "$PAUSE_ARCHIVE"
-echo "$PAUSE_ARCHIVE"
-for suite in "${suites[@]}"; do
-  archive=$(base_archive "$suite")
-  if [[ ! -s $archive ]]; then build_debian "$suite"; fi
-  ensure_in_storage "$(base_image "$suite")" "$archive"
+# ensure NAME ARCHIVE BUILD...: the archive exists and the image is in
+# buildah's storage. An image already in storage is exported, not rebuilt:
+# a rebuild gets a new image ID, which would void every `buildah bud --layers`
+# cache built on it.
+ensure() {
+  local name=$1 archive=$2
+  shift 2
+  if [[ ! -s $archive ]]; then
+    if in_storage "$name"; then
+      buildah push --quiet "$name" "docker-archive:$archive.tmp:$name"
+      mv "$archive.tmp" "$archive"
+    else
+      "$@"
+    fi
+  fi
+  ensure_in_storage "$name" "$archive"
   echo "$archive"
+}
+
+ensure "$PAUSE_IMAGE" "$PAUSE_ARCHIVE" build_pause
+for suite in "${suites[@]}"; do
+  ensure "$(base_image "$suite")" "$(base_archive "$suite")" build_debian "$suite"
 done
