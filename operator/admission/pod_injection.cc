@@ -1,10 +1,12 @@
 #include "operator/admission/pod_injection.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
+#include "operator/api/quantity.h"
 
 namespace allocguard::admission {
 namespace {
@@ -46,6 +48,65 @@ json SidecarResources() {
           {"limits", {{"cpu", "200m"}, {"memory", "64Mi"}}}};
 }
 
+// The governed containers' value at `path` in their securityContext, falling
+// back to the pod's; nullopt unless every governed container has the same one.
+std::optional<int64_t> CommonSecurityId(const json& spec, const std::vector<std::string>& names,
+                                        const char* key) {
+  auto id_of = [key](const json& holder) -> std::optional<int64_t> {
+    auto sc = holder.find("securityContext");
+    if (sc == holder.end() || !sc->is_object()) return std::nullopt;
+    auto it = sc->find(key);
+    if (it == sc->end() || !it->is_number_integer()) return std::nullopt;
+    return it->get<int64_t>();
+  };
+  const std::optional<int64_t> pod_id = id_of(spec);
+  std::optional<int64_t> common;
+  for (const char* list : {"initContainers", "containers"}) {
+    for (const json& c : spec.value(list, json::array())) {
+      if (!c.is_object() ||
+          std::find(names.begin(), names.end(), c.value("name", "")) == names.end())
+        continue;
+      std::optional<int64_t> id = id_of(c);
+      if (!id) id = pod_id;
+      if (!id || (common && *common != *id)) return std::nullopt;
+      common = id;
+    }
+  }
+  return common;
+}
+
+// Runs the guard as the workload's user when the pod states it, so it may
+// read the workload's /proc/<pid>/maps and send it SIGTERM without any
+// capability; and passes the memory limit of a single governed container,
+// which the guard cannot read from its own cgroup.
+void FitGuardToWorkload(const json& spec, const api::AllocatorPolicy& policy, json& guard) {
+  const std::vector<std::string> names = SelectContainerNames(spec, policy.spec.containers);
+  if (auto uid = CommonSecurityId(spec, names, "runAsUser")) {
+    guard["securityContext"]["runAsUser"] = *uid;
+    guard["securityContext"]["runAsNonRoot"] = *uid != 0;
+    if (auto gid = CommonSecurityId(spec, names, "runAsGroup")) {
+      guard["securityContext"]["runAsGroup"] = *gid;
+    }
+  }
+  if (names.size() != 1) return;
+  for (const char* list : {"initContainers", "containers"}) {
+    for (const json& c : spec.value(list, json::array())) {
+      if (!c.is_object() || c.value("name", "") != names.front()) continue;
+      const json* limit = &c;
+      for (const char* key : {"resources", "limits", "memory"}) {
+        if (!limit->is_object() || !limit->contains(key)) return;
+        limit = &(*limit)[key];
+      }
+      if (!limit->is_string()) return;
+      auto bytes = api::ParseQuantityBytes(limit->get<std::string>());
+      if (!bytes.ok()) return;
+      guard["args"].push_back("--limit-bytes");
+      guard["args"].push_back(std::to_string(*bytes));
+      return;
+    }
+  }
+}
+
 // Adds the guard: a native sidecar right after allocguard-init (or first), or
 // a regular container at the end, and a shared process namespace.
 void AddGuard(json& spec, const api::AllocatorPolicy& policy, const PodInjectionInput& input,
@@ -58,6 +119,13 @@ void AddGuard(json& spec, const api::AllocatorPolicy& policy, const PodInjection
   }
   spec["shareProcessNamespace"] = true;
   json guard = GuardContainer(policy, input.options, input.native_sidecars);
+  FitGuardToWorkload(spec, policy, guard);
+  if (policy.spec.guard.action == api::GuardAction::kBackpressure) {
+    json& gates = spec["readinessGates"];
+    if (!gates.is_array()) gates = json::array();
+    const json gate = {{"conditionType", api::kMemoryHeadroomCondition}};
+    if (std::find(gates.begin(), gates.end(), gate) == gates.end()) gates.push_back(gate);
+  }
   json& list = spec[input.native_sidecars ? "initContainers" : "containers"];
   if (!list.is_array()) list = json::array();
   size_t position = input.native_sidecars ? 0 : list.size();
@@ -93,6 +161,8 @@ json GuardContainer(const api::AllocatorPolicy& policy, const InjectionOptions& 
   args.push_back(api::GuardActionName(policy.spec.guard.action));
   args.push_back("--interval");
   args.push_back("2s");
+  args.push_back("--expected-allocator");
+  args.push_back(AllocatorLabel(policy.spec.allocator.name));
   json guard = {
       {"name", api::kGuardContainerName},
       {"image", options.image},
@@ -102,7 +172,8 @@ json GuardContainer(const api::AllocatorPolicy& policy, const InjectionOptions& 
       {"env",
        {{{"name", "POD_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}},
         {{"name", "POD_NAMESPACE"},
-         {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.namespace"}}}}}}}},
+         {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.namespace"}}}}}},
+        {{"name", "POD_UID"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.uid"}}}}}}}},
       {"resources", SidecarResources()},
       {"securityContext", RestrictedSecurityContext()}};
   if (native_sidecar) guard["restartPolicy"] = "Always";

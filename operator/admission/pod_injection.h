@@ -67,8 +67,13 @@ struct PodInjectionDecision {
 PodInjectionDecision DecidePodInjection(const PodInjectionInput& input);
 
 // The guard sidecar for `policy`: `allocguard guard --threshold-bytes N
-// --action A --interval 2s` (the threshold flag only when the policy sets one),
-// restricted security context. With native_sidecar it carries restartPolicy:
+// --action A --interval 2s --expected-allocator X` (the threshold flag only
+// when the policy sets one), env POD_NAME, POD_NAMESPACE and POD_UID from the
+// downward API, restricted security context. When injected into a pod it
+// also runs as the governed containers' runAsUser/runAsGroup when they state
+// one, gets --limit-bytes from a single governed container's memory limit,
+// and with Backpressure the pod gets a readinessGates entry for
+// api::kMemoryHeadroomCondition (docs/guard.md). With native_sidecar it carries restartPolicy:
 // Always and belongs in initContainers.
 nlohmann::json GuardContainer(const api::AllocatorPolicy& policy, const InjectionOptions& options,
                               bool native_sidecar);

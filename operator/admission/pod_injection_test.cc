@@ -262,7 +262,7 @@ TEST_P(GuardSidecarTest, GuardIsAddedAsNativeOrRegularSidecar) {
   EXPECT_EQ(FindByName(spec.value(c.other_list, json::array()), api::kGuardContainerName), nullptr);
   EXPECT_EQ((*guard)["command"], json({"/usr/local/bin/allocguard", "guard"}));
   EXPECT_EQ((*guard)["args"], json({"--threshold-bytes", "1610612736", "--action", "Backpressure",
-                                    "--interval", "2s"}));
+                                    "--interval", "2s", "--expected-allocator", "jemalloc"}));
   EXPECT_EQ(guard->contains("restartPolicy"), c.native);
   if (c.native) {
     EXPECT_EQ((*guard)["restartPolicy"], "Always");
@@ -289,7 +289,71 @@ TEST(PodInjectionTest, GuardWithoutThresholdOmitsTheFlag) {
   api::AllocatorPolicy policy = Policy("p", {});
   policy.spec.guard.enabled = true;
   const json guard = GuardContainer(policy, {"img", "/lib"}, false);
-  EXPECT_EQ(guard["args"], json({"--action", "None", "--interval", "2s"}));
+  EXPECT_EQ(guard["args"],
+            json({"--action", "None", "--interval", "2s", "--expected-allocator", "jemalloc"}));
+  // The pod's identity comes from the downward API.
+  for (const auto& [name, path] :
+       std::map<std::string, std::string>{{"POD_NAME", "metadata.name"},
+                                          {"POD_NAMESPACE", "metadata.namespace"},
+                                          {"POD_UID", "metadata.uid"}}) {
+    const json* env = FindByName(guard["env"], name);
+    ASSERT_NE(env, nullptr) << name;
+    EXPECT_EQ((*env)["valueFrom"]["fieldRef"]["fieldPath"], path) << name;
+  }
+}
+
+TEST(PodInjectionTest, BackpressureAddsTheReadinessGateOnce) {
+  PodInjectionInput input = Input();
+  input.policies[0].spec.guard.enabled = true;
+  input.policies[0].spec.guard.threshold_bytes = 1LL << 30;
+  input.policies[0].spec.guard.action = api::GuardAction::kBackpressure;
+  input.pod["spec"]["readinessGates"] = {{{"conditionType", "example.com/Warm"}}};
+  json mutated = Apply(input, DecidePodInjection(input));
+  EXPECT_EQ(mutated["spec"]["readinessGates"],
+            json({{{"conditionType", "example.com/Warm"}},
+                  {{"conditionType", "allocguard.io/MemoryHeadroom"}}}));
+  // Other actions need no gate.
+  for (api::GuardAction action : {api::GuardAction::kNone, api::GuardAction::kRestart}) {
+    input.policies[0].spec.guard.action = action;
+    mutated = Apply(input, DecidePodInjection(input));
+    EXPECT_EQ(mutated["spec"]["readinessGates"], json({{{"conditionType", "example.com/Warm"}}}));
+  }
+}
+
+TEST(PodInjectionTest, GuardRunsAsTheWorkloadsUserAndKnowsItsLimit) {
+  PodInjectionInput input = Input();
+  input.policies[0].spec.guard.enabled = true;
+  input.policies[0].spec.guard.action = api::GuardAction::kRestart;
+  input.pod["spec"]["securityContext"] = {{"runAsUser", 1000}, {"runAsGroup", 3000}};
+  input.pod["spec"]["containers"][0]["resources"] = {{"limits", {{"memory", "768Mi"}}}};
+  json mutated = Apply(input, DecidePodInjection(input));
+  const json* guard = FindByName(mutated["spec"]["initContainers"], api::kGuardContainerName);
+  ASSERT_NE(guard, nullptr);
+  EXPECT_EQ((*guard)["securityContext"]["runAsUser"], 1000);
+  EXPECT_EQ((*guard)["securityContext"]["runAsGroup"], 3000);
+  EXPECT_EQ((*guard)["securityContext"]["runAsNonRoot"], true);
+  EXPECT_EQ((*guard)["securityContext"]["capabilities"]["drop"], json({"ALL"}));
+  EXPECT_FALSE((*guard)["securityContext"]["capabilities"].contains("add"));
+  const json& args = (*guard)["args"];
+  auto at = std::find(args.begin(), args.end(), "--limit-bytes");
+  ASSERT_NE(at, args.end()) << args.dump();
+  EXPECT_EQ(*(at + 1), std::to_string(768LL << 20));
+
+  // A container's own runAsUser wins over the pod's; root stays root.
+  input.pod["spec"]["containers"][0]["securityContext"] = {{"runAsUser", 0}};
+  mutated = Apply(input, DecidePodInjection(input));
+  guard = FindByName(mutated["spec"]["initContainers"], api::kGuardContainerName);
+  EXPECT_EQ((*guard)["securityContext"]["runAsUser"], 0);
+  EXPECT_EQ((*guard)["securityContext"]["runAsNonRoot"], false);
+
+  // Unknown user (the image's default): the restricted 65532 is kept.
+  input = Input();
+  input.policies[0].spec.guard.enabled = true;
+  mutated = Apply(input, DecidePodInjection(input));
+  guard = FindByName(mutated["spec"]["initContainers"], api::kGuardContainerName);
+  EXPECT_EQ((*guard)["securityContext"], RestrictedSecurityContext());
+  EXPECT_EQ(std::find((*guard)["args"].begin(), (*guard)["args"].end(), "--limit-bytes"),
+            (*guard)["args"].end());
 }
 
 TEST(PodInjectionTest, GlibcGuardPodIsNativeSidecarFirst) {

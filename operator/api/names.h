@@ -15,6 +15,14 @@ inline constexpr char kInjectedAnnotation[] = "allocguard.io/injected";  // allo
 inline constexpr char kPolicyAnnotation[] = "allocguard.io/policy";
 inline constexpr char kPolicyGenerationAnnotation[] = "allocguard.io/policy-generation";
 
+// Pod conditions the guard sidecar writes (docs/guard.md). With the
+// Backpressure action the injection adds a readinessGates entry for
+// kMemoryHeadroomCondition: True while the workload is below its guard
+// threshold, False while the guard holds traffic back.
+inline constexpr char kMemoryHeadroomCondition[] = "allocguard.io/MemoryHeadroom";
+// True when every workload process loaded the policy's allocator.
+inline constexpr char kAllocatorLoadedCondition[] = "allocguard.io/AllocatorLoaded";
+
 // --- on Deployments ----------------------------------------------------------
 // The template hash of the candidate held by the gate (set with spec.paused).
 inline constexpr char kHeldCandidateAnnotation[] = "allocguard.io/held-candidate";

@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "operator/api/names.h"
 #include "operator/common/clock.h"
 #include "operator/common/status.h"
 
@@ -28,12 +29,10 @@ class EventRecorder;
 
 namespace allocguard::guard {
 
-// Condition types the guard writes on its pod.
-// The readiness gate of Backpressure: True while the workload has memory
-// headroom (below the threshold), False while the guard holds traffic back.
-inline constexpr char kMemoryHeadroomCondition[] = "allocguard.io/MemoryHeadroom";
-// True when every workload process loaded the policy's allocator.
-inline constexpr char kAllocatorLoadedCondition[] = "allocguard.io/AllocatorLoaded";
+// Condition types the guard writes on its pod (api/names.h, shared with the
+// injection, which adds the readiness gate).
+using api::kAllocatorLoadedCondition;
+using api::kMemoryHeadroomCondition;
 
 struct PodCondition {
   std::string type;
