@@ -40,6 +40,10 @@ for tool in buildah debootstrap gcc; do
 done
 mkdir -p "$IMAGES_CACHE"
 log() { echo "base.sh: $*" >&2; }
+# One run at a time (up.sh --with-node and image builds may call this
+# together): a second run waits, then finds the images made.
+exec 9>"$IMAGES_CACHE/.base.lock"
+flock 9
 
 in_storage() { buildah inspect --type image "$1" >/dev/null 2>&1; }
 
