@@ -117,6 +117,14 @@ Result<guard::GuardOptions> BuildOptions(const GuardFlags& f) {
 }
 
 int RunGuard(const GuardFlags& f) {
+  // SIGTERM (the kubelet stopping the pod) and SIGINT end the loop. Blocked
+  // before any thread starts, so every thread inherits the mask and only the
+  // waiter below receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   auto options = BuildOptions(f);
   if (!options.ok()) return Fail(options.status());
 
@@ -202,12 +210,6 @@ int RunGuard(const GuardFlags& f) {
     server_thread = std::thread([&] { server->Serve(); });
   }
 
-  // SIGTERM (the kubelet stopping the pod) and SIGINT end the loop.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::atomic<bool> stopping{false};
   std::thread waiter([&] {
     int sig = 0;

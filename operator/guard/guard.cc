@@ -140,6 +140,10 @@ void Guard::Step() {
   }
   reading->sample.t_seconds = std::chrono::duration<double>(now - start_).count();
   const int64_t judged = reading->sample.JudgedBytes();
+  if (reading->cgroup_note != cgroup_note_) {
+    cgroup_note_ = reading->cgroup_note;
+    Log(cgroup_note_.empty() ? "reading the workload's memory cgroup" : cgroup_note_);
+  }
   floors_.Add(reading->sample);
 
   if (reading->pids != checked_pids_ || now >= next_allocator_check_) {

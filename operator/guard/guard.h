@@ -103,6 +103,7 @@ class Guard {
   std::vector<pid_t> checked_pids_;
   Clock::TimePoint next_allocator_check_{};
   std::optional<AllocatorCheck> last_check_;
+  std::string cgroup_note_;
   std::map<pid_t, Clock::TimePoint> terminated_;
 
   mutable std::mutex mu_;  // guards snapshot_ and stop_

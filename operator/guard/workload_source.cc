@@ -63,7 +63,13 @@ class ProcWorkloadSource final : public WorkloadSource {
       cgroup_.reset();
       cgroup_pid_ = roots.front();
       auto cgroup = replay::MemoryCgroup::OfProcess(cgroup_pid_, options_.fs_prefix);
-      if (cgroup.ok()) {
+      auto own = replay::MemoryCgroup::OfProcess(options_.self, options_.fs_prefix);
+      if (cgroup.ok() && own.ok() && (*cgroup)->path() == (*own)->path()) {
+        // Not the workload's own cgroup: its dirty pages and limit would be
+        // everybody's (a guard run beside the workload on a host).
+        cgroup_note_ = "the workload shares the guard's memory cgroup " + (*cgroup)->path() +
+                       "; its figures are not the workload's";
+      } else if (cgroup.ok()) {
         cgroup_ = std::move(*cgroup);
         cgroup_note_.clear();
       } else {
