@@ -203,6 +203,22 @@ Status CertificateManager::Apply(RotationAction action, const SecretView& view, 
   secret["data"][kSecretKeyKey] = kube::EncodeBase64(key);
   secret["data"][kSecretCaKey] = kube::EncodeBase64(Concat(bundle));
   secret["data"][kSecretCaKeyKey] = kube::EncodeBase64(ca_key);
+  // The Secret lives as long as the webhook configuration that trusts its
+  // CA: once that is deleted (helm uninstall), the garbage collector deletes
+  // the Secret too. Before the configuration exists the Secret has no owner.
+  if (!options_.mutating_webhook_configurations.empty()) {
+    const std::string& owner = options_.mutating_webhook_configurations.front();
+    auto config = client_->Get(kube::MutatingWebhookConfigurations(), "", owner);
+    const std::string uid =
+        config.ok() ? kube::StringField(kube::ObjectField(*config, "metadata"), "uid") : "";
+    if (!uid.empty()) {
+      secret["metadata"]["ownerReferences"] =
+          kube::Object::array({{{"apiVersion", "admissionregistration.k8s.io/v1"},
+                                {"kind", "MutatingWebhookConfiguration"},
+                                {"name", owner},
+                                {"uid", uid}}});
+    }
+  }
   const std::string what = "Secret " + options_.secret_namespace + "/" + options_.secret_name;
   if (!view.exists) {
     auto created = client_->Create(kube::Secrets(), options_.secret_namespace, secret);
