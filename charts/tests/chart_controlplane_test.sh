@@ -8,6 +8,11 @@
 #   ALLOCGUARD_CLUSTER_DIR=/tmp/me-cluster e2e/cluster/up.sh
 #   source /tmp/me-cluster/env && charts/tests/chart_controlplane_test.sh
 #
+# With ALLOCGUARD_TEST_OPERATOR=<path to the allocguard binary> (ctest sets
+# it) the real operator also runs once with the chart's arguments and the
+# chart's ServiceAccount; without it a caBundle is written the way the
+# operator writes it.
+#
 # Exit 77 (ctest: skipped) without a control plane in the environment.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -47,7 +52,9 @@ pass() { echo "ok: $*"; }
 expect_eq() {  # what got want
   if [[ $2 == "$3" ]]; then pass "$1 = $3"; else fail "$1: got '$2', want '$3'"; fi
 }
+operator_pid=""
 cleanup() {
+  [[ -z $operator_pid ]] || kill -TERM "$operator_pid" 2>/dev/null || true
   "$helm" uninstall "$release" -n "$ns" >/dev/null 2>&1 || true
   "$kubectl" delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
   rm -rf "$work"
@@ -156,6 +163,29 @@ for r in "$name-leader-election" "$name-webhook-certificates"; do
   "$kubectl" -n "$ns" get role "$r" >/dev/null 2>&1 && pass "Role $r" || fail "no Role $r"
 done
 
+# With kube-controller-manager (up.sh --with-controller-manager or
+# --with-node) the garbage collector and the role aggregation run; it creates
+# the namespace's default ServiceAccount, which tells whether it is there.
+kcm=0
+"$kubectl" -n "$ns" get serviceaccount default >/dev/null 2>&1 && kcm=1
+if ((kcm)); then
+  "$kubectl" -n "$ns" create rolebinding chart-test-view --clusterrole=view --user=chart-test-viewer >/dev/null
+  "$kubectl" -n "$ns" create rolebinding chart-test-edit --clusterrole=edit --user=chart-test-editor >/dev/null
+  for _ in $(seq 60); do  # the aggregation controller runs asynchronously
+    [[ $("$kubectl" auth can-i --as=chart-test-editor create allocatorpolicies.allocguard.io -n "$ns" 2>/dev/null) == yes &&
+      $("$kubectl" auth can-i --as=chart-test-viewer list replaycanaries.allocguard.io -n "$ns" 2>/dev/null) == yes ]] && break
+    sleep 0.5
+  done
+  expect_eq "built-in view role lists ReplayCanaries" \
+    "$("$kubectl" auth can-i --as=chart-test-viewer list replaycanaries.allocguard.io -n "$ns" 2>/dev/null || true)" yes
+  expect_eq "built-in view role cannot create AllocatorPolicies" \
+    "$("$kubectl" auth can-i --as=chart-test-viewer create allocatorpolicies.allocguard.io -n "$ns" 2>/dev/null || true)" no
+  expect_eq "built-in edit role creates AllocatorPolicies" \
+    "$("$kubectl" auth can-i --as=chart-test-editor create allocatorpolicies.allocguard.io -n "$ns" 2>/dev/null || true)" yes
+else
+  echo "note: no kube-controller-manager: role aggregation and garbage collection are not checked"
+fi
+
 # What the operator's ServiceAccount may do: every call the operator makes...
 can() {  # yes|no verb resource [kubectl auth can-i flags...]
   local want=$1
@@ -236,23 +266,89 @@ expect_eq "failurePolicy and timeout" \
 uid_m=$(jget mutatingwebhookconfiguration "$name" '{.metadata.uid}')
 uid_v=$(jget validatingwebhookconfiguration "$name" '{.metadata.uid}')
 
-echo "== the operator writes caBundle; helm upgrade keeps it"
-# What the operator's certificate manager does: GET, set every webhook's
-# clientConfig.caBundle, PUT.
-ca=$(printf -- '-----BEGIN CERTIFICATE-----\nallocguard chart test %s\n-----END CERTIFICATE-----\n' "$suffix" | base64 -w0)
-for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
-  "$kubectl" get $kind "$name" -o json |
-    python3 -c 'import json,sys
-o=json.load(sys.stdin)
-for w in o["webhooks"]: w["clientConfig"]["caBundle"]=sys.argv[1]
-print(json.dumps(o))' "$ca" | "$kubectl" replace -f - >/dev/null
-done
 bundles() {
   for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
     jget $kind "$name" '{range .webhooks[*]}{.clientConfig.caBundle}{"\n"}{end}'
-  done | sort | uniq -c | sed 's/^ *//'
+  done | sort | uniq -c | while read -r n b; do echo "$n $(short "$b")"; done
 }
-expect_eq "caBundle written" "$(bundles)" "4 $ca"
+short() { [[ -z $1 ]] && echo "(none)" || echo "sha256:$(printf %s "$1" | sha256sum | cut -c1-16)"; }
+
+operator=${ALLOCGUARD_TEST_OPERATOR:-}
+if [[ -n $operator && ! -x $operator ]]; then
+  fail "ALLOCGUARD_TEST_OPERATOR=$operator is not an executable (build the allocguard target)"
+  operator=""
+fi
+if [[ -n $operator ]]; then
+  echo "== the real operator, with the chart's arguments and its ServiceAccount's rights"
+  # The pods never run here, so the operator runs as a local process that
+  # authenticates as the chart's ServiceAccount (a TokenRequest token) and
+  # gets the Deployment's arguments, with the ports moved to loopback.
+  token=$("$kubectl" -n "$ns" create token "$release-allocguard" --duration=1h)
+  cat >"$work/operator.kubeconfig" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "$ALLOCGUARD_TEST_APISERVER", certificate-authority: "$ALLOCGUARD_TEST_CA"}}]
+users: [{name: u, user: {token: "$token"}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+KUBECONFIG
+  mapfile -t op_args < <(jget deployment "$name" '{.spec.template.spec.containers[0].args}' "$ns" |
+    python3 -c 'import json,sys
+for a in json.load(sys.stdin):
+    if not a.endswith("-bind-address") and "-bind-address=" not in a: print(a)')
+  POD_NAME=chart-test-operator POD_NAMESPACE=$ns "$operator" "${op_args[@]}" \
+    --kubeconfig "$work/operator.kubeconfig" --health-probe-bind-address 127.0.0.1:0 \
+    --metrics-bind-address 127.0.0.1:0 --webhook-bind-address 127.0.0.1:0 \
+    --bound-addresses-file "$work/ports" >"$work/operator.log" 2>&1 &
+  operator_pid=$!
+  ready=""
+  for _ in $(seq 120); do  # a bound, not a measurement: readiness normally takes a second
+    if [[ -f $work/ports ]]; then
+      health=$(sed -n 's/^health=//p' "$work/ports")
+      ready=$(curl -s "http://127.0.0.1:$health/readyz" || true)
+      [[ $ready == ok* ]] && break
+    fi
+    kill -0 "$operator_pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  expect_eq "operator /readyz (caches synced, certificate loaded)" "${ready%%$'\n'*}" ok
+  secret_ca=$(jget secret "$name-webhook-tls" '{.data.ca\.crt}' "$ns" 2>/dev/null || true)
+  expect_eq "certificate Secret type" "$(jget secret "$name-webhook-tls" '{.type}' "$ns" 2>/dev/null)" kubernetes.io/tls
+  for _ in $(seq 60); do [[ $(bundles) == "4 $(short "$secret_ca")" ]] && break; sleep 0.5; done
+  if [[ -n $secret_ca ]]; then
+    expect_eq "caBundle written by the operator (the Secret's ca.crt)" "$(bundles)" "4 $(short "$secret_ca")"
+  else
+    fail "the operator wrote no certificate Secret"
+  fi
+  expect_eq "certificate Secret owned by the MutatingWebhookConfiguration (deleted with it)" \
+    "$(jget secret "$name-webhook-tls" '{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}/{.metadata.ownerReferences[0].uid}' "$ns" 2>/dev/null)" \
+    "MutatingWebhookConfiguration/$name/$uid_m"
+  holder=$(jget lease allocguard-operator '{.spec.holderIdentity}' "$ns" 2>/dev/null || true)
+  expect_eq "Lease holder (POD_NAME_pid)" "${holder%_*}" chart-test-operator
+  kill -TERM "$operator_pid" 2>/dev/null || true
+  wait "$operator_pid" || true
+  if grep -Eiq "forbidden|\b403\b" "$work/operator.log"; then
+    fail "the operator was refused something: $(grep -Ei 'forbidden|\b403\b' "$work/operator.log" | head -5)"
+  else
+    pass "the operator was refused nothing (log: $(wc -l <"$work/operator.log") lines)"
+  fi
+  ca=$secret_ca
+else
+  echo "== caBundle written the way the operator writes it (no ALLOCGUARD_TEST_OPERATOR binary)"
+  # What the operator's certificate manager does: GET, set every webhook's
+  # clientConfig.caBundle, PUT.
+  ca=$(printf -- '-----BEGIN CERTIFICATE-----\nallocguard chart test %s\n-----END CERTIFICATE-----\n' "$suffix" | base64 -w0)
+  for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
+    "$kubectl" get $kind "$name" -o json |
+      python3 -c 'import json,sys
+o=json.load(sys.stdin)
+for w in o["webhooks"]: w["clientConfig"]["caBundle"]=sys.argv[1]
+print(json.dumps(o))' "$ca" | "$kubectl" replace -f - >/dev/null
+  done
+  expect_eq "caBundle written" "$(bundles)" "4 $(short "$ca")"
+fi
+
+echo "== helm upgrade keeps the caBundle (the operator is stopped: nothing rewrites it)"
 # An upgrade that changes every webhook (timeout 5 -> 7) and one that changes nothing.
 if out=$("$helm" upgrade "$release" "$chart" -n "$ns" --reuse-values --set webhook.timeoutSeconds=7 2>&1); then
   pass "helm upgrade (timeoutSeconds 7)"
@@ -261,7 +357,7 @@ else
 fi
 expect_eq "timeout after upgrade" \
   "$(jget validatingwebhookconfiguration "$name" '{.webhooks[1].timeoutSeconds}')" 7
-expect_eq "caBundle after upgrade" "$(bundles)" "4 $ca"
+expect_eq "caBundle after upgrade" "$(bundles)" "4 $(short "$ca")"
 check_webhooks upgrade
 expect_eq "same MutatingWebhookConfiguration (not recreated)" "$(jget mutatingwebhookconfiguration "$name" '{.metadata.uid}')" "$uid_m"
 expect_eq "same ValidatingWebhookConfiguration (not recreated)" "$(jget validatingwebhookconfiguration "$name" '{.metadata.uid}')" "$uid_v"
@@ -270,7 +366,7 @@ if out=$("$helm" upgrade "$release" "$chart" -n "$ns" --reuse-values 2>&1); then
 else
   fail "helm upgrade (no change): $out"
 fi
-expect_eq "caBundle after an unchanged upgrade" "$(bundles)" "4 $ca"
+expect_eq "caBundle after an unchanged upgrade" "$(bundles)" "4 $(short "$ca")"
 expect_eq "revision" "$("$helm" status "$release" -n "$ns" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')" 3
 
 echo "== helm uninstall leaves no webhook configuration"
@@ -281,6 +377,17 @@ for kind in mutatingwebhookconfiguration validatingwebhookconfiguration clusterr
   [[ $kind == */* ]] || what="$kind/$name"
   if "$kubectl" get "$what" >/dev/null 2>&1; then fail "$what left behind"; else pass "$what removed"; fi
 done
+if [[ -n $operator ]] && ((kcm)); then
+  for _ in $(seq 60); do  # the garbage collector runs asynchronously
+    "$kubectl" -n "$ns" get secret "$name-webhook-tls" >/dev/null 2>&1 || break
+    sleep 0.5
+  done
+  if "$kubectl" -n "$ns" get secret "$name-webhook-tls" >/dev/null 2>&1; then
+    fail "certificate Secret $name-webhook-tls left behind"
+  else
+    pass "certificate Secret removed with its webhook configuration"
+  fi
+fi
 left=$("$kubectl" get all,roles,rolebindings,serviceaccounts,pdb -n "$ns" -l "app.kubernetes.io/instance=$release" -o name 2>/dev/null)
 expect_eq "namespaced objects of the release left" "$left" ""
 
