@@ -68,9 +68,12 @@ struct JudgeOptions {
   // in a false Flat (true slope just outside ±max; far less at twice max).
   double false_ratchet_rate = 0.01;
   double false_flat_rate = 0.05;
-  // Share of each budget kept for the last planned look, where most of the
-  // evidence is; the rest is spread evenly over the earlier looks.
-  double final_look_share = 0.5;
+  // How each budget is spread over the looks: power-family alpha spending
+  // alpha * t^rho over the information fraction t of the look
+  // (group_sequential.h). The boundaries account for the correlation between
+  // looks, so the whole budget is used, not a Bonferroni share of it. Larger
+  // rho keeps more for the last look.
+  double spending_rho = 1.5;
   // Share of the false-Ratchet budget given to the check for growth that
   // starts mid-run, and the fewest floors that check fits a rising segment to.
   double late_growth_share = 0.2;

@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 #include "operator/memory/change_point.h"
+#include "operator/memory/group_sequential.h"
 #include "operator/memory/slope_interval.h"
 #include "operator/memory/trend_tests.h"
 
@@ -56,14 +60,17 @@ FloorJudgement Undecided(FloorJudgement j, bool final, std::string why) {
 
 class SequentialJudge final : public FloorJudge {
  public:
-  explicit SequentialJudge(const JudgeOptions& options) : options_(options) {}
+  explicit SequentialJudge(const JudgeOptions& options)
+      : options_(options), budgets_(PlanLookBudgets(options)) {}
 
   FloorJudgement Judge(std::span<const MinuteFloor> floors, bool final) const override {
     const int n = static_cast<int>(floors.size());
     const double threshold = GiBPerHourToBytesPerMinute(options_.max_slope_gib_per_h);
     const std::string limit = Fixed(options_.max_slope_gib_per_h, "%.2f");
     const int planned_floors = options_.max_minutes - options_.warmup_minutes;
-    const LookBudget budget = BudgetForLook(options_, std::min(n, planned_floors));
+    const int look = std::min(n, planned_floors) - options_.min_floors;
+    const LookBudget budget =
+        look >= 0 && look < static_cast<int>(budgets_.size()) ? budgets_[look] : LookBudget{};
     // Outside the plan no budget is spent; the interval shown is then a plain
     // one at the whole false-Ratchet rate.
     const double shown_alpha = budget.ratchet > 0 ? budget.ratchet : options_.false_ratchet_rate;
@@ -156,6 +163,7 @@ class SequentialJudge final : public FloorJudge {
 
  private:
   JudgeOptions options_;
+  std::vector<LookBudget> budgets_;
 };
 
 }  // namespace
@@ -164,17 +172,59 @@ int PlannedLooks(const JudgeOptions& options) {
   return std::max(1, options.max_minutes - options.warmup_minutes - options.min_floors + 1);
 }
 
-LookBudget BudgetForLook(const JudgeOptions& options, int floors) {
+namespace {
+
+std::vector<LookBudget> ComputeLookBudgets(const JudgeOptions& options) {
   const int looks = PlannedLooks(options);
-  const int look = floors - options.min_floors + 1;  // 1-based
-  if (look < 1 || look > looks) return {};
-  double share = 1;
-  if (looks > 1) {
-    share = look == looks ? options.final_look_share : (1 - options.final_look_share) / (looks - 1);
+  std::vector<double> information;
+  for (int k = 0; k < looks; ++k) {
+    const double n = options.min_floors + k;
+    // Sxx of n consecutive minutes; kept strictly increasing for min_floors < 3.
+    information.push_back(std::max(n * (n * n - 1) / 12, k == 0 ? 0.5 : information.back() + 0.5));
   }
-  return {.ratchet = options.false_ratchet_rate * (1 - options.late_growth_share) * share,
-          .late_growth = options.false_ratchet_rate * options.late_growth_share * share,
-          .flat = options.false_flat_rate * share};
+  const double ratchet_alpha = options.false_ratchet_rate * (1 - options.late_growth_share);
+  const double late_alpha = options.false_ratchet_rate * options.late_growth_share;
+  const std::vector<double> ratchet =
+      SpendingNominalLevels(information, ratchet_alpha, options.spending_rho);
+  const std::vector<double> flat =
+      SpendingNominalLevels(information, options.false_flat_rate, options.spending_rho);
+  std::vector<LookBudget> out;
+  for (int k = 0; k < looks; ++k) {
+    const double t = information[k] / information.back();
+    const double t_prev = k == 0 ? 0 : information[k - 1] / information.back();
+    out.push_back({.ratchet = ratchet[k],
+                   .late_growth = PowerSpending(late_alpha, t, options.spending_rho) -
+                                  PowerSpending(late_alpha, t_prev, options.spending_rho),
+                   .flat = flat[k]});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<LookBudget> PlanLookBudgets(const JudgeOptions& options) {
+  // The boundaries take a few milliseconds of numerical integration; every
+  // judge with the same plan shares them.
+  using Key = std::tuple<int, int, int, double, double, double, double>;
+  static std::mutex mu;
+  static std::map<Key, std::vector<LookBudget>> cache;
+  const Key key{options.min_floors,         options.max_minutes,     options.warmup_minutes,
+                options.false_ratchet_rate, options.false_flat_rate, options.late_growth_share,
+                options.spending_rho};
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (cache.size() > 64) cache.clear();  // bounded: plans are few in practice
+    it = cache.emplace(key, ComputeLookBudgets(options)).first;
+  }
+  return it->second;
+}
+
+LookBudget BudgetForLook(const JudgeOptions& options, int floors) {
+  const std::vector<LookBudget> plan = PlanLookBudgets(options);
+  const int look = floors - options.min_floors;
+  if (look < 0 || look >= static_cast<int>(plan.size())) return {};
+  return plan[look];
 }
 
 std::unique_ptr<FloorJudge> NewSequentialJudge(const JudgeOptions& options) {

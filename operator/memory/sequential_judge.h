@@ -5,10 +5,14 @@
 // It looks after every floor from options.min_floors floors to the planned
 // end of the run and fits the floor slope with an autocorrelation-adjusted
 // interval (slope_interval.h). A false verdict at any look is a false verdict
-// of the run, so each look gets its own share of the error budget and the
-// shares add up to the budget (Bonferroni over the planned looks; a weighted
-// split, fixed in advance, that keeps options.final_look_share for the last
-// look). At each look, in this order:
+// of the run, so the error budgets are spread over the planned looks by
+// alpha spending with boundaries that account for the correlation between
+// looks (group_sequential.h): the slope after n floors shares n - 1 of them
+// with the previous look. The boundaries are computed for the information of
+// the slope at each look (Sxx = n (n^2 - 1) / 12 for consecutive minutes) and
+// applied to the t statistic at the look's nominal level, the usual way of
+// carrying known-variance boundaries over to an estimated variance
+// (Jennison & Turnbull 2000, section 11.4). At each look, in this order:
 //   - Ratchet when the lower bound of the whole-run slope is above the
 //     threshold, the Theil–Sen slope is above it and Mann–Kendall finds a
 //     trend steeper than it (p < robust_trend_p), so one outlier minute
@@ -20,6 +24,8 @@
 //   - Continue otherwise, and Inconclusive at the last planned look or when
 //     the run ends.
 // Thread-safe: the judge keeps no state between calls.
+
+#include <vector>
 
 #include "operator/memory/floor_judge.h"
 
@@ -36,7 +42,14 @@ struct LookBudget {
 // max_minutes - warmup_minutes; at least 1.
 int PlannedLooks(const JudgeOptions& options);
 
-// The budget of the look at `floors` floors; zero outside the plan.
+// The budget of the look at `floors` floors; zero outside the plan. The
+// whole-run Ratchet and each side of the Flat test use nominal levels of
+// power-family spending boundaries; the late-growth scan, whose statistic is
+// a maximum over starts, gets the spending increment of its share
+// (Bonferroni over looks, valid whatever their correlation).
 LookBudget BudgetForLook(const JudgeOptions& options, int floors);
+
+// All planned looks' budgets, for floors = min_floors .. the last planned look.
+std::vector<LookBudget> PlanLookBudgets(const JudgeOptions& options);
 
 }  // namespace allocguard::memory

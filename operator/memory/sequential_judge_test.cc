@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "operator/memory/group_sequential.h"
 #include "operator/memory/slope_interval.h"
 #include "operator/memory/verdict_evaluation.h"
 
@@ -24,22 +25,32 @@ std::vector<MinuteFloor> Trace(double slope_gib_per_h, double wobble_mib, int co
   return out;
 }
 
-TEST(LookBudgetTest, SharesAddUpToTheBudget) {
+TEST(LookBudgetTest, BoundariesSpendExactlyTheBudgetOverCorrelatedLooks) {
   JudgeOptions options;  // threshold 0.5, min 3 floors, 15 minutes, 1 warm-up
-  // Looks at 3..14 floors: 12. The last gets half of each budget, the other 11
-  // share the other half: ratchet 0.01 * 0.8 * 0.5 / 11 = 0.000363636.
+  // Looks at 3..14 floors: 12, with slope information Sxx = n (n^2 - 1) / 12.
   EXPECT_EQ(PlannedLooks(options), 12);
-  EXPECT_NEAR(BudgetForLook(options, 3).ratchet, 0.01 * 0.8 * 0.5 / 11, 1e-15);
-  EXPECT_NEAR(BudgetForLook(options, 14).ratchet, 0.004, 1e-15);
-  EXPECT_NEAR(BudgetForLook(options, 14).late_growth, 0.001, 1e-15);
-  EXPECT_NEAR(BudgetForLook(options, 14).flat, 0.025, 1e-15);
-  double ratchet = 0, flat = 0;
-  for (int n = 1; n <= 20; ++n) {
-    ratchet += BudgetForLook(options, n).ratchet + BudgetForLook(options, n).late_growth;
-    flat += BudgetForLook(options, n).flat;
+  const std::vector<LookBudget> plan = PlanLookBudgets(options);
+  ASSERT_EQ(plan.size(), 12u);
+  std::vector<double> info, ratchet, flat;
+  double late = 0;
+  for (int n = 3; n <= 14; ++n) {
+    info.push_back(n * (n * n - 1) / 12.0);
+    ratchet.push_back(plan[n - 3].ratchet);
+    flat.push_back(plan[n - 3].flat);
+    late += plan[n - 3].late_growth;
+    EXPECT_EQ(BudgetForLook(options, n).ratchet, plan[n - 3].ratchet);
   }
-  EXPECT_NEAR(ratchet, options.false_ratchet_rate, 1e-15);
-  EXPECT_NEAR(flat, options.false_flat_rate, 1e-15);
+  // The chance of a false crossing at any look is the budget itself: 80 % of
+  // the false-Ratchet rate for the whole-run test, the false-Flat rate for each
+  // side of the Flat test; the late-growth scan's increments add up to its 20 %.
+  EXPECT_NEAR(CrossingProbability(info, ratchet), 0.008, 1e-6);
+  EXPECT_NEAR(CrossingProbability(info, flat), 0.05, 1e-5);
+  EXPECT_NEAR(late, 0.002, 1e-12);
+  // Power spending alpha t^1.5: the first look (t = 2 / 227.5) gets
+  // 0.008 * 0.00824 = 6.6e-6; the last look more than the Bonferroni split's
+  // 0.004 (half the budget), because the looks before it were correlated.
+  EXPECT_NEAR(plan[0].ratchet, 0.008 * std::pow(2 / 227.5, 1.5), 1e-9);
+  EXPECT_GT(plan[11].ratchet, 0.004);
   EXPECT_EQ(BudgetForLook(options, 2).ratchet, 0);   // before the plan
   EXPECT_EQ(BudgetForLook(options, 15).ratchet, 0);  // past it
 }

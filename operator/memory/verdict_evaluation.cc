@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "operator/memory/distributions.h"
+
 namespace allocguard::memory {
 
 RunOutcome ReplayJudge(const FloorJudge& judge, std::span<const MinuteFloor> floors) {
@@ -105,6 +107,64 @@ RuleSummary Summarize(std::span<const ClassEvaluation> evaluations, bool new_rul
     }
   }
   return s;
+}
+
+}  // namespace allocguard::memory
+
+namespace allocguard::memory {
+namespace {
+
+double Phi(double z) { return 1 - NormalUpperTail(z); }
+
+double NormalUpperQuantile(double p) {
+  double lo = -40, hi = 40;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = (lo + hi) / 2;
+    (NormalUpperTail(mid) > p ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+}  // namespace
+
+double KnownNoiseSlopeVariance(int n, double sd_mib, double ar1) {
+  // The inverse of the AR(1) covariance sd^2 rho^|i-j| is tridiagonal:
+  // (1 / (sd^2 (1 - rho^2))) T with T_ii = 1 + rho^2 inside, 1 at both ends,
+  // T_i,i+1 = -rho. The GLS slope's variance is the (2,2) entry of
+  // (X' Sigma^-1 X)^-1 with X = [1, minute].
+  double a11 = 0, a12 = 0, a22 = 0;
+  for (int i = 1; i <= n; ++i) {
+    for (int j = std::max(1, i - 1); j <= std::min(n, i + 1); ++j) {
+      double t;
+      if (i != j) {
+        t = -ar1;
+      } else {
+        t = (i == 1 || i == n) ? 1 : 1 + ar1 * ar1;
+      }
+      a11 += t;
+      a12 += t * j;
+      a22 += t * i * j;
+    }
+  }
+  const double sd = sd_mib * kBytesPerMiB * 60.0 / kBytesPerGiB;  // MiB -> GiB/h per minute
+  const double det = a11 * a22 - a12 * a12;
+  return sd * sd * (1 - ar1 * ar1) * a11 / det;
+}
+
+double RatchetPowerBound(double slope, double threshold, double variance, double alpha_ratchet) {
+  return Phi((slope - threshold) / std::sqrt(variance) - NormalUpperQuantile(alpha_ratchet));
+}
+
+double FlatPowerBound(double threshold, double variance, double alpha_flat) {
+  const double se = std::sqrt(variance);
+  auto size = [&](double c) { return Phi((c - threshold) / se) - Phi((-c - threshold) / se); };
+  double lo = 0, hi = threshold;
+  if (size(hi) <= alpha_flat) return 2 * Phi(hi / se) - 1;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = (lo + hi) / 2;
+    (size(mid) > alpha_flat ? hi : lo) = mid;
+  }
+  return 2 * Phi(lo / se) - 1;
 }
 
 }  // namespace allocguard::memory

@@ -66,3 +66,33 @@ struct RuleSummary {
 RuleSummary Summarize(std::span<const ClassEvaluation> evaluations, bool new_rule);
 
 }  // namespace allocguard::memory
+
+namespace allocguard::memory {
+
+// What no rule can beat on per-minute floors: bounds for a judge that knew
+// the noise exactly (Gaussian, stationary AR(1) of known sd and lag-1
+// correlation) and kept its false-Ratchet rate at most alpha_ratchet and its
+// false-Flat rate at most alpha_flat at a true slope of exactly ±threshold,
+// whatever the noise. The estimators and tests behind them are the best
+// possible ones (the generalized least-squares slope and the Neyman–Pearson
+// and uniformly most powerful equivalence tests), so every real judge, which
+// has to estimate the noise from the same floors, does worse. All slopes in
+// GiB/h.
+
+// Variance of the generalized least-squares slope of floors at minutes 1..n
+// under stationary AR(1) noise with marginal sd sd_mib and lag-1 correlation
+// ar1, in (GiB/h)^2. With ar1 = 0 this is sd^2 / Sxx.
+double KnownNoiseSlopeVariance(int n, double sd_mib, double ar1);
+
+// The highest chance of a Ratchet verdict from the first n floors for a true
+// slope `slope` > threshold: Phi((slope - threshold) / se - z_alpha).
+double RatchetPowerBound(double slope, double threshold, double variance, double alpha_ratchet);
+
+// The highest chance of a Flat verdict from the first n floors of a level
+// floor (true slope 0): the power at 0 of the uniformly most powerful test of
+// |slope| >= threshold at level alpha_flat, which rejects when
+// |estimate| < C with Phi((C - threshold) / se) - Phi((-C - threshold) / se)
+// = alpha_flat.
+double FlatPowerBound(double threshold, double variance, double alpha_flat);
+
+}  // namespace allocguard::memory

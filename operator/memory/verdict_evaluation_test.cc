@@ -113,5 +113,32 @@ TEST(EvaluateCorpusTest, DeterministicAndSeparatesTheRules) {
   EXPECT_EQ(a[1].old_rule.MedianMinutes(), 15);
 }
 
+TEST(KnownNoiseBoundTest, SlopeVarianceIsSdSquaredOverSxxForWhiteNoise) {
+  // 25 MiB per minute is 25 * 60 / 1024 = 1.464844 GiB/h; four minutes have
+  // Sxx = 5, so the variance is 1.464844^2 / 5 = 0.429153 (GiB/h)^2.
+  EXPECT_NEAR(KnownNoiseSlopeVariance(4, 25, 0), 0.429153, 1e-6);
+}
+
+TEST(KnownNoiseBoundTest, TwoFloorsUnderAr1GiveTheVarianceOfTheirDifference) {
+  // With two floors the only slope is y2 - y1: variance 2 sd^2 (1 - rho).
+  const double sd = 50 * 60 / 1024.0;
+  EXPECT_NEAR(KnownNoiseSlopeVariance(2, 50, 0.5), 2 * sd * sd * 0.5, 1e-9);
+  // Positive correlation makes 14 floors worth less than 14 independent ones.
+  EXPECT_GT(KnownNoiseSlopeVariance(14, 50, 0.5), KnownNoiseSlopeVariance(14, 50, 0));
+}
+
+TEST(KnownNoiseBoundTest, RatchetAndFlatPowerByHand) {
+  // +2.5 GiB/h over 4 floors of sd 25 MiB at a 1 % test of 0.5 GiB/h:
+  // Phi(2 / 0.655107 - 2.326348) = Phi(0.726573) = 0.766274.
+  EXPECT_NEAR(RatchetPowerBound(2.5, 0.5, KnownNoiseSlopeVariance(4, 25, 0), 0.01), 0.766274,
+              1e-5);
+  // Equivalence within +-0.5 at 5 %: with se 0.1 the acceptance half-width is
+  // 0.5 - 1.644854 * 0.1 = 0.335515 (the far tail is negligible), power at 0 is
+  // 2 Phi(3.35515) - 1 = 0.999207; with se 0.4 both tails count: C = 0.054655,
+  // power 0.108682.
+  EXPECT_NEAR(FlatPowerBound(0.5, 0.01, 0.05), 0.999207, 1e-5);
+  EXPECT_NEAR(FlatPowerBound(0.5, 0.16, 0.05), 0.108682, 1e-5);
+}
+
 }  // namespace
 }  // namespace allocguard::memory
