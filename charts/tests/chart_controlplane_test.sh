@@ -326,7 +326,10 @@ for a in json.load(sys.stdin):
   holder=$(jget lease allocguard-operator '{.spec.holderIdentity}' "$ns" 2>/dev/null || true)
   expect_eq "Lease holder (POD_NAME_pid)" "${holder%_*}" chart-test-operator
   kill -TERM "$operator_pid" 2>/dev/null || true
-  wait "$operator_pid" || true
+  op_exit=0
+  wait "$operator_pid" || op_exit=$?
+  operator_pid=""
+  expect_eq "operator exit status after SIGTERM" "$op_exit" 0
   if grep -Eiq "forbidden|\b403\b" "$work/operator.log"; then
     fail "the operator was refused something: $(grep -Ei 'forbidden|\b403\b' "$work/operator.log" | head -5)"
   else
