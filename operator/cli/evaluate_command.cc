@@ -73,6 +73,114 @@ void PrintMedianRow(const char* label, const std::vector<ClassEvaluation>& evals
               PooledMedian(evals, true, match), target);
 }
 
+// Share of the traces of matching classes that had a verdict by `minutes`.
+double PooledShareBy(const std::vector<ClassEvaluation>& evals, bool new_rule,
+                     bool (*match)(const memory::TraceClass&), int minutes) {
+  int total = 0, by = 0;
+  for (const ClassEvaluation& e : evals) {
+    if (!match(e.trace_class)) continue;
+    for (int m : (new_rule ? e.new_rule : e.old_rule).minutes) {
+      ++total;
+      by += m <= minutes;
+    }
+  }
+  return total ? static_cast<double>(by) / total : 0;
+}
+
+// The known-noise bounds of verdict_evaluation.h for the corpus' targets,
+// pooled over the plain classes (a constant slope in stationary noise) the
+// targets are measured on. Classes with steps, outliers or late growth get no
+// bound (counted as 0 missed), so the pooled missed-Ratchet bound stays a
+// lower bound.
+void PrintKnownNoiseBounds(const std::vector<ClassEvaluation>& evals,
+                           const memory::JudgeOptions& options) {
+  const double threshold = options.max_slope_gib_per_h;
+  const double alpha_r = options.false_ratchet_rate, alpha_f = options.false_flat_rate;
+  const int last_floors = options.max_minutes - options.warmup_minutes;
+  const int ratchet_floors = 5 - options.warmup_minutes;  // a verdict by minute 5
+  const int flat_floors = 10 - options.warmup_minutes;    // a verdict by minute 10
+  double missed = 0, ratchet_by5 = 0, flat_by10 = 0;
+  int ratchet_classes = 0, fast_classes = 0, flat_classes = 0;
+  std::string worst;
+  for (const ClassEvaluation& e : evals) {
+    const memory::TraceClass& c = e.trace_class;
+    const double s = c.spec.slope_gib_per_h;
+    const auto var = [&](int n) {
+      return memory::KnownNoiseSlopeVariance(n, c.spec.noise_sd_mib, c.spec.noise_ar1);
+    };
+    if (c.truth == memory::TraceTruth::kRatchet) {
+      ++ratchet_classes;
+      if (PlainClass(c)) {
+        const double m = 1 - memory::RatchetPowerBound(s, threshold, var(last_floors), alpha_r);
+        missed += m;
+        if (m >= 0.005) {
+          char buf[96];
+          std::snprintf(buf, sizeof buf, "%s%s %.1f%%", worst.empty() ? "" : ", ", c.name.c_str(),
+                        100 * m);
+          worst += buf;
+        }
+      }
+    }
+    if (PlainClass(c) && s == 2.5) {
+      ++fast_classes;
+      const double v = var(ratchet_floors);
+      // A Ratchet, or a (false) Flat, from the first floors.
+      ratchet_by5 += memory::RatchetPowerBound(s, threshold, v, alpha_r) +
+                     memory::RatchetPowerBound(-s, -threshold, v, alpha_f);
+    }
+    if (PlainClass(c) && s == 0) {
+      ++flat_classes;
+      const double v = var(flat_floors);
+      flat_by10 += memory::FlatPowerBound(threshold, v, alpha_f) +
+                   memory::RatchetPowerBound(0, threshold, v, alpha_r);
+    }
+  }
+  std::printf(
+      "\nwhat no rule can beat on per-minute floors: a judge that knew the noise exactly (sd and\n"
+      "AR(1) correlation of each class) and kept false Ratchet <= %.0f%% and false Flat <= %.0f%% "
+      "at\nslope = +-threshold in every class (verdict_evaluation.h):\n",
+      100 * alpha_r, 100 * alpha_f);
+  std::printf("%-44s %10s %10s %10s\n", "", "old", "new", "bound");
+  std::printf("%-44s %10s %10s %10s\n", "missed Ratchet (slope >= 2x threshold, pooled)", "", "",
+              (">= " + Rate(ratchet_classes ? missed / ratchet_classes : 0)).c_str());
+  std::printf("  (classes with a bound >= 0.5%%: %s)\n", worst.empty() ? "none" : worst.c_str());
+  std::printf("%-44s %10s %10s %10s\n", "verdict by minute 5, +2.50 GiB/h (pooled)",
+              Rate(PooledShareBy(
+                       evals, false,
+                       [](const memory::TraceClass& c) {
+                         return PlainClass(c) && c.spec.slope_gib_per_h == 2.5;
+                       },
+                       5))
+                  .c_str(),
+              Rate(PooledShareBy(
+                       evals, true,
+                       [](const memory::TraceClass& c) {
+                         return PlainClass(c) && c.spec.slope_gib_per_h == 2.5;
+                       },
+                       5))
+                  .c_str(),
+              ("<= " + Rate(fast_classes ? ratchet_by5 / fast_classes : 0)).c_str());
+  std::printf("%-44s %10s %10s %10s\n", "verdict by minute 10, flat (pooled)",
+              Rate(PooledShareBy(
+                       evals, false,
+                       [](const memory::TraceClass& c) {
+                         return PlainClass(c) && c.spec.slope_gib_per_h == 0;
+                       },
+                       10))
+                  .c_str(),
+              Rate(PooledShareBy(
+                       evals, true,
+                       [](const memory::TraceClass& c) {
+                         return PlainClass(c) && c.spec.slope_gib_per_h == 0;
+                       },
+                       10))
+                  .c_str(),
+              ("<= " + Rate(flat_classes ? flat_by10 / flat_classes : 0)).c_str());
+  std::printf(
+      "(a median of at most 5 or 10 minutes needs a verdict by then on at least 50%% of the "
+      "traces)\n");
+}
+
 // Judges recorded replay runs with both rules, each with the settings its CSV
 // header recorded (threshold, warm-up, sample interval, duration), falling
 // back to the command's flags.
@@ -134,10 +242,10 @@ int RunEvaluate(const EvaluateArgs& args) {
       "allocguard evaluate-verdicts: %d traces per class, seed %llu, threshold %.2f GiB/h, "
       "%d-minute runs (minute 0 is warm-up)\n"
       "old = fixed-duration least squares at the end; new = sequential (budget: false Ratchet "
-      "%.1f%%, false Flat %.1f%%, over %d looks, %.0f%% of it at the last)\n\n",
+      "%.1f%%, false Flat %.1f%%, over %d looks, spending alpha * t^%.1f)\n\n",
       args.traces_per_class, static_cast<unsigned long long>(args.seed), args.max_slope_gib_per_h,
       args.max_minutes, 100 * options.false_ratchet_rate, 100 * options.false_flat_rate,
-      memory::PlannedLooks(options), 100 * options.final_look_share);
+      memory::PlannedLooks(options), options.spending_rho);
   std::printf("%-38s %-11s | %-34s | %-34s\n", "", "", "old: Ratchet   Flat Inconcl median",
               "new: Ratchet   Flat Inconcl median");
   std::printf("%-38s %-11s |", "class", "truth");
@@ -176,6 +284,8 @@ int RunEvaluate(const EvaluateArgs& args) {
   std::printf("(worst classes: old false %s, new false %s; old missed %s, new missed %s)\n",
               name(old_sum.worst_false_ratchet_class), name(new_sum.worst_false_ratchet_class),
               name(old_sum.worst_missed_ratchet_class), name(new_sum.worst_missed_ratchet_class));
+
+  PrintKnownNoiseBounds(evals, options);
 
   if (!args.csv_paths.empty()) return EvaluateReplayCsvs(args);
   return 0;
