@@ -152,7 +152,7 @@ for crd in allocatorpolicies.allocguard.io replaycanaries.allocguard.io; do
     pass "CRD $crd established" || fail "CRD $crd not established"
 done
 name=$release-allocguard
-for cr in "$name-manager" "$name-viewer" "$name-editor" "$name-webhook-ca-injection"; do
+for cr in "$name-manager" "$name-viewer" "$name-editor" "$name-webhook-ca-injection" "$name-guard"; do
   "$kubectl" get clusterrole "$cr" >/dev/null 2>&1 && pass "ClusterRole $cr" || fail "no ClusterRole $cr"
 done
 expect_eq "viewer aggregates to view" \
@@ -228,6 +228,19 @@ can no delete pods -n default
 can no create pods -n default
 can no update lease/kube-scheduler -n kube-system
 can no create leases.coordination.k8s.io -n default
+
+# The guard's role, bound to a workload's ServiceAccount as docs/install.md says.
+"$kubectl" -n "$ns" create rolebinding chart-test-guard --clusterrole="$name-guard" \
+  --serviceaccount="$ns:web" >/dev/null
+guard=system:serviceaccount:$ns:web
+expect_eq "guard can patch pods/status" \
+  "$("$kubectl" auth can-i --as="$guard" patch pods --subresource=status -n "$ns" 2>/dev/null || true)" yes
+expect_eq "guard can create events" \
+  "$("$kubectl" auth can-i --as="$guard" create events.events.k8s.io -n "$ns" 2>/dev/null || true)" yes
+expect_eq "guard cannot patch pods" \
+  "$("$kubectl" auth can-i --as="$guard" patch pods -n "$ns" 2>/dev/null || true)" no
+expect_eq "guard cannot patch pods/status elsewhere" \
+  "$("$kubectl" auth can-i --as="$guard" patch pods --subresource=status -n default 2>/dev/null || true)" no
 
 expect_eq "operator replicas" "$(jget deployment "$name" '{.spec.replicas}' "$ns")" 2
 args=$(jget deployment "$name" '{.spec.template.spec.containers[0].args}' "$ns")
