@@ -102,6 +102,8 @@ refuse timeoutSeconds --set webhook.timeoutSeconds=60
 refuse replicaCount --set replicaCount=0
 refuse readOnlyRootFilesystem --set securityContext.readOnlyRootFilesystem=false
 refuse runAsNonRoot --set podSecurityContext.runAsNonRoot=false
+refuse capabilities/drop --set 'securityContext.capabilities.drop={NET_RAW}'
+refuse seccompProfile --set podSecurityContext.seccompProfile.type=Unconfined
 refuse pullPolicy --set image.pullPolicy=Sometimes
 refuse webhok --set webhok.timeoutSeconds=3  # a misspelt key is not silently ignored
 refuse "'name' required" --set certManager.enabled=true --set certManager.issuerRef.kind=ClusterIssuer
