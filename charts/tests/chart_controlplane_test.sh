@@ -105,6 +105,7 @@ refuse runAsNonRoot --set podSecurityContext.runAsNonRoot=false
 refuse capabilities/drop --set 'securityContext.capabilities.drop={NET_RAW}'
 refuse seccompProfile --set podSecurityContext.seccompProfile.type=Unconfined
 refuse pullPolicy --set image.pullPolicy=Sometimes
+refuse "must be below replicaCount" --set replicaCount=1  # a PDB that would block every drain
 refuse webhok --set webhok.timeoutSeconds=3  # a misspelt key is not silently ignored
 refuse "'name' required" --set certManager.enabled=true --set certManager.issuerRef.kind=ClusterIssuer
 
