@@ -31,6 +31,7 @@ struct EvaluateArgs {
   uint64_t seed = 1;
   double max_slope_gib_per_h = 0.5;
   int max_minutes = 15;
+  double spending_rho = memory::JudgeOptions{}.spending_rho;
   std::vector<std::string> csv_paths;
 };
 
@@ -213,7 +214,8 @@ int EvaluateReplayCsvs(const EvaluateArgs& args) {
                   .sample_interval_seconds = settings.sample_interval_seconds});
     const memory::JudgeOptions options{.max_slope_gib_per_h = settings.max_slope_gib_per_h,
                                        .max_minutes = max_minutes,
-                                       .warmup_minutes = settings.warmup_minutes};
+                                       .warmup_minutes = settings.warmup_minutes,
+                                       .spending_rho = args.spending_rho};
     const auto old_outcome = memory::ReplayJudge(*memory::NewFixedDurationJudge(options), floors);
     const auto new_outcome = memory::ReplayJudge(*memory::NewSequentialJudge(options), floors);
     minutes_saved += old_outcome.minutes_elapsed - new_outcome.minutes_elapsed;
@@ -229,7 +231,8 @@ int EvaluateReplayCsvs(const EvaluateArgs& args) {
 int RunEvaluate(const EvaluateArgs& args) {
   if (args.traces_per_class == 0) return EvaluateReplayCsvs(args);
   const memory::JudgeOptions options{.max_slope_gib_per_h = args.max_slope_gib_per_h,
-                                     .max_minutes = args.max_minutes};
+                                     .max_minutes = args.max_minutes,
+                                     .spending_rho = args.spending_rho};
   const auto old_rule = memory::NewFixedDurationJudge(options);
   const auto new_rule = memory::NewSequentialJudge(options);
   const auto corpus = memory::StandardCorpus(args.max_slope_gib_per_h);
@@ -305,6 +308,10 @@ void RegisterEvaluateCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Seed of the synthetic corpus")->capture_default_str();
   cmd->add_option("--max-slope", args->max_slope_gib_per_h, "Floor slope threshold, GiB/h")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--spending-rho", args->spending_rho,
+                  "Spending exponent of the new rule (alpha * t^rho; to compare plans)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--max-minutes", args->max_minutes, "Run length, warm-up minute included")

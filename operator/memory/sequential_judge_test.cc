@@ -46,11 +46,12 @@ TEST(LookBudgetTest, BoundariesSpendExactlyTheBudgetOverCorrelatedLooks) {
   EXPECT_NEAR(CrossingProbability(info, ratchet), 0.008, 1e-6);
   EXPECT_NEAR(CrossingProbability(info, flat), 0.05, 1e-5);
   EXPECT_NEAR(late, 0.002, 1e-12);
-  // Power spending alpha t^1.5: the first look (t = 2 / 227.5) gets
-  // 0.008 * 0.00824 = 6.6e-6; the last look more than the Bonferroni split's
-  // 0.004 (half the budget), because the looks before it were correlated.
-  EXPECT_NEAR(plan[0].ratchet, 0.008 * std::pow(2 / 227.5, 1.5), 1e-9);
-  EXPECT_GT(plan[11].ratchet, 0.004);
+  // Power spending alpha t^1.25: the first look (t = 2 / 227.5) gets
+  // 0.008 * (2 / 227.5)^1.25 = 2.17e-5; the last look more than its spending
+  // increment 0.008 * (1 - 0.8^1.25) = 0.00196, because the looks before it
+  // were correlated with it.
+  EXPECT_NEAR(plan[0].ratchet, 0.008 * std::pow(2 / 227.5, 1.25), 1e-9);
+  EXPECT_GT(plan[11].ratchet, 0.008 * (1 - std::pow(0.8, 1.25)));
   EXPECT_EQ(BudgetForLook(options, 2).ratchet, 0);   // before the plan
   EXPECT_EQ(BudgetForLook(options, 15).ratchet, 0);  // past it
 }
