@@ -599,8 +599,9 @@ TEST_F(OperatorTest, RatchetKeepsTheRolloutHeldAndAManualUnpauseIsRefused) {
 }
 
 TEST_F(OperatorTest, SwitchingTheHeldPolicysAllocatorRunsANewCanaryThatReleases) {
-  ASSERT_TRUE(
-      client_->Create(kube::AllocatorPolicies(), ns_, Policy("switch", "switch", "Enforce")).ok());
+  json glibc_policy = Policy("switch", "switch", "Enforce");
+  glibc_policy["spec"]["allocator"] = {{"name", "glibc"}};
+  ASSERT_TRUE(client_->Create(kube::AllocatorPolicies(), ns_, glibc_policy).ok());
   ASSERT_TRUE(PolicyReady("switch"));
   ASSERT_TRUE(
       client_->Create(kube::Deployments(), ns_, Deployment("switch", "switch", "web:1")).ok());
@@ -673,6 +674,14 @@ TEST_F(OperatorTest, ADeploymentRunningBeforeAnEnforcePolicyIsAdoptedWithoutACan
         {{"template", {{"spec", {{"containers", {{{"name", "server"}, {"image", "web:2"}}}}}}}}}}});
   ASSERT_TRUE(patched.ok()) << patched.status().ToString();
   EXPECT_EQ((*patched)["spec"]["paused"], true);
+  // Free the canary slot for the tests after this one (no garbage collector
+  // runs in this tier to delete the canary with its Deployment).
+  const std::string hash = Annotation(*patched, api::kHeldCandidateAnnotation);
+  ASSERT_TRUE(Eventually([&] {
+    return client_->Get(kube::ReplayCanaries(), ns_, CanaryFor("adopt", hash, "adopt")).ok();
+  })) << OperatorLog();
+  ASSERT_TRUE(client_->Delete(kube::Deployments(), ns_, "adopt").ok());
+  ASSERT_TRUE(client_->Delete(kube::ReplayCanaries(), ns_, CanaryFor("adopt", hash, "adopt")).ok());
 }
 
 TEST_F(OperatorTest, AuditRunsTheCanaryButNeverPauses) {
