@@ -1,34 +1,58 @@
 # The allocguard image: the allocguard binary and the allocator libraries the
-# operator's injection copies into governed pods.
+# operator's injection copies into governed pods. A second target packs the
+# demo workload (e2e/workloads/ratchet_service) for the end-to-end tests.
 #
-#   docker build -t allocguard .
+#   docker build -t allocguard .                                  # the operator image
+#   docker build --target demo-workload -t ratchet-service .      # the demo workload
 #
-# Build stage: Debian 12 with the packages scripts/install-deps.sh lists.
+# Here (no Docker engine) e2e/images/allocguard.sh builds both with
+#   buildah bud --pull=never --isolation=chroot --network=host --layers ...
+# from a locally bootstrapped debian:bookworm-slim (e2e/images/base.sh).
+
+# Build stage: Debian 12 with the packages scripts/install-deps.sh lists. The
+# compiler cache lives in a cache mount, so a rebuild after a small change
+# recompiles only what changed (BuildKit and buildah both keep cache mounts
+# between builds on the same machine).
 FROM debian:bookworm-slim AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      build-essential cmake ninja-build pkg-config \
+      build-essential cmake ninja-build pkg-config ccache \
       libcpp-httplib-dev nlohmann-json3-dev libssl-dev libspdlog-dev libfmt-dev \
       libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF \
- && cmake --build /build --target allocguard \
- && strip /build/operator/cli/allocguard
+RUN --mount=type=cache,target=/ccache \
+    CCACHE_DIR=/ccache cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DBUILD_TESTING=OFF -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+ && CCACHE_DIR=/ccache cmake --build /build --target allocguard ratchet_service \
+ && strip /build/operator/cli/allocguard /build/e2e/workloads/ratchet_service
 
-# Runtime stage: the binary, its shared libraries, and the allocators at a
-# fixed path (/opt/allocguard/lib) for the injection init container to copy.
-FROM debian:bookworm-slim
+# The shared libraries both images run with, and the allocators at a fixed
+# path (/opt/allocguard/lib) for the injection init container to copy.
+FROM debian:bookworm-slim AS runtime-base
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       libcpp-httplib0.11 libssl3 libspdlog1.10 libfmt9 libyaml-cpp0.7 \
       libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 \
- && rm -rf /var/lib/apt/lists/* \
+ && rm -rf /var/lib/apt/lists/* /usr/share/doc /usr/share/man \
  && mkdir -p /opt/allocguard/lib \
  && cp -L /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 \
           /usr/lib/x86_64-linux-gnu/libmimalloc.so.2 \
           /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 /opt/allocguard/lib/
+
+# The demo workload: an HTTP service whose memory floor ratchets under glibc
+# with a large node's arena limit (e2e/workloads/README.md). Dynamically linked
+# against glibc, so an injected LD_PRELOAD takes effect.
+FROM runtime-base AS demo-workload
+COPY --from=build /build/e2e/workloads/ratchet_service /usr/local/bin/ratchet_service
+USER 65532:65532
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/ratchet_service", "--host", "0.0.0.0", "--port", "8080"]
+
+# The operator image (the default target): allocguard runs as the operator,
+# the canary driver, the injection init container and the guard sidecar.
+FROM runtime-base
 COPY --from=build /build/operator/cli/allocguard /usr/local/bin/allocguard
 ENV ALLOCGUARD_ALLOCATOR_DIR=/opt/allocguard/lib
 USER 65532:65532
