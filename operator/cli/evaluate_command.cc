@@ -100,7 +100,7 @@ void PrintKnownNoiseBounds(const std::vector<ClassEvaluation>& evals,
   const int last_floors = options.max_minutes - options.warmup_minutes;
   const int ratchet_floors = 5 - options.warmup_minutes;  // a verdict by minute 5
   const int flat_floors = 10 - options.warmup_minutes;    // a verdict by minute 10
-  double missed = 0, ratchet_by5 = 0, flat_by10 = 0;
+  double missed = 0, ratchet_by5 = 0, ratchet_by5_estimated = 0, flat_by10 = 0;
   int ratchet_classes = 0, fast_classes = 0, flat_classes = 0;
   std::string worst;
   for (const ClassEvaluation& e : evals) {
@@ -126,8 +126,10 @@ void PrintKnownNoiseBounds(const std::vector<ClassEvaluation>& evals,
       ++fast_classes;
       const double v = var(ratchet_floors);
       // A Ratchet, or a (false) Flat, from the first floors.
-      ratchet_by5 += memory::RatchetPowerBound(s, threshold, v, alpha_r) +
-                     memory::RatchetPowerBound(-s, -threshold, v, alpha_f);
+      const double false_flat = memory::RatchetPowerBound(-s, -threshold, v, alpha_f);
+      ratchet_by5 += memory::RatchetPowerBound(s, threshold, v, alpha_r) + false_flat;
+      ratchet_by5_estimated +=
+          memory::ScaleFreeRatchetPowerBound(s, threshold, v, ratchet_floors, alpha_r) + false_flat;
     }
     if (PlainClass(c) && s == 0) {
       ++flat_classes;
@@ -161,6 +163,8 @@ void PrintKnownNoiseBounds(const std::vector<ClassEvaluation>& evals,
                        5))
                   .c_str(),
               ("<= " + Rate(fast_classes ? ratchet_by5 / fast_classes : 0)).c_str());
+  std::printf("%-44s %10s %10s %10s\n", "  the same, noise level estimated (t test)", "", "",
+              ("<= " + Rate(fast_classes ? ratchet_by5_estimated / fast_classes : 0)).c_str());
   std::printf("%-44s %10s %10s %10s\n", "verdict by minute 10, flat (pooled)",
               Rate(PooledShareBy(
                        evals, false,

@@ -155,6 +155,31 @@ double RatchetPowerBound(double slope, double threshold, double variance, double
   return Phi((slope - threshold) / std::sqrt(variance) - NormalUpperQuantile(alpha_ratchet));
 }
 
+double ScaleFreeRatchetPowerBound(double slope, double threshold, double variance, int n,
+                                  double alpha_ratchet) {
+  const double dof = n - 2;
+  if (dof < 1) return 0;
+  const double delta = (slope - threshold) / std::sqrt(variance);
+  const double c = StudentTUpperQuantile(alpha_ratchet, dof);
+  // P((Z + delta) / sqrt(V / dof) > c) with V ~ chi-square(dof):
+  // the integral over v of P(Z > c sqrt(v / dof) - delta) times the density
+  // of V, by Simpson's rule on [0, dof + 60 sqrt(2 dof) + 60].
+  const double log_norm = -(dof / 2) * std::log(2.0) - std::lgamma(dof / 2);
+  const double hi = dof + 60 * std::sqrt(2 * dof) + 60;
+  const int steps = 20000;
+  const double h = hi / steps;
+  double sum = 0;
+  for (int i = 0; i <= steps; ++i) {
+    const double v = i * h;
+    double density = 0;
+    if (v > 0) density = std::exp(log_norm + (dof / 2 - 1) * std::log(v) - v / 2);
+    if (v == 0 && dof == 2) density = 0.5;  // the chi-square(2) density at 0
+    const double w = (i == 0 || i == steps) ? 1 : (i % 2 == 1 ? 4 : 2);
+    sum += w * density * NormalUpperTail(c * std::sqrt(v / dof) - delta);
+  }
+  return sum * h / 3;
+}
+
 double FlatPowerBound(double threshold, double variance, double alpha_flat) {
   const double se = std::sqrt(variance);
   auto size = [&](double c) { return Phi((c - threshold) / se) - Phi((-c - threshold) / se); };

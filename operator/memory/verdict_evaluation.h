@@ -88,6 +88,16 @@ double KnownNoiseSlopeVariance(int n, double sd_mib, double ar1);
 // slope `slope` > threshold: Phi((slope - threshold) / se - z_alpha).
 double RatchetPowerBound(double slope, double threshold, double variance, double alpha_ratchet);
 
+// The same chance when the noise level is not known and has to be estimated
+// from the same n floors (its correlation still known): the power of the
+// one-sided t test with n - 2 degrees of freedom at level alpha_ratchet, the
+// most powerful test whose answer does not depend on the scale of the noise
+// (uniformly most powerful invariant); a rule can beat it at one noise level
+// only by doing worse at another. A noncentral t tail, by numerical
+// integration over the chi-square of the noise estimate.
+double ScaleFreeRatchetPowerBound(double slope, double threshold, double variance, int n,
+                                  double alpha_ratchet);
+
 // The highest chance of a Flat verdict from the first n floors of a level
 // floor (true slope 0): the power at 0 of the uniformly most powerful test of
 // |slope| >= threshold at level alpha_flat, which rejects when

@@ -130,8 +130,18 @@ TEST(KnownNoiseBoundTest, TwoFloorsUnderAr1GiveTheVarianceOfTheirDifference) {
 TEST(KnownNoiseBoundTest, RatchetAndFlatPowerByHand) {
   // +2.5 GiB/h over 4 floors of sd 25 MiB at a 1 % test of 0.5 GiB/h:
   // Phi(2 / 0.655107 - 2.326348) = Phi(0.726573) = 0.766274.
-  EXPECT_NEAR(RatchetPowerBound(2.5, 0.5, KnownNoiseSlopeVariance(4, 25, 0), 0.01), 0.766274,
-              1e-5);
+  EXPECT_NEAR(RatchetPowerBound(2.5, 0.5, KnownNoiseSlopeVariance(4, 25, 0), 0.01), 0.766274, 1e-5);
+  // With the noise level estimated from the same 4 floors (t test, 2 degrees
+  // of freedom, critical value 0.98 / sqrt(2 * 0.01 * 0.99) = 6.964557): the
+  // noncentral t tail at delta = 2 / 0.655107 = 3.052978: the integral over
+  // the chi-square(2) density exp(-v/2)/2 of Q(6.964557 sqrt(v/2) - delta),
+  // 0.185147 by a 400 000-step Simpson rule in a separate script (a 2-million
+  // sample simulation agrees: 0.1852).
+  EXPECT_NEAR(ScaleFreeRatchetPowerBound(2.5, 0.5, KnownNoiseSlopeVariance(4, 25, 0), 4, 0.01),
+              0.185147, 2e-4);
+  // Many floors: the t test approaches the known-noise bound.
+  EXPECT_NEAR(ScaleFreeRatchetPowerBound(1, 0.5, 0.04, 2000, 0.01),
+              RatchetPowerBound(1, 0.5, 0.04, 0.01), 0.002);
   // Equivalence within +-0.5 at 5 %: with se 0.1 the acceptance half-width is
   // 0.5 - 1.644854 * 0.1 = 0.335515 (the far tail is negligible), power at 0 is
   // 2 Phi(3.35515) - 1 = 0.999207; with se 0.4 both tails count: C = 0.054655,
