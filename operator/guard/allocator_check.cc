@@ -38,6 +38,7 @@ AllocatorObservation ClassifyMappedLibraries(pid_t pid, const std::vector<std::s
   o.pid = pid;
   std::string libc;
   std::string musl;
+  bool loader = false;
   for (const std::string& path : libraries) {
     const std::string base = BaseName(path);
     std::optional<replay::Allocator> found;
@@ -51,6 +52,7 @@ AllocatorObservation ClassifyMappedLibraries(pid_t pid, const std::vector<std::s
       return o;
     }
     if (libc.empty() && StartsWith(base, "libc.so")) libc = path;
+    if (StartsWith(base, "ld-linux")) loader = true;
     if (musl.empty() && (StartsWith(base, "ld-musl") || StartsWith(base, "libc.musl"))) {
       musl = path;
     }
@@ -62,6 +64,9 @@ AllocatorObservation ClassifyMappedLibraries(pid_t pid, const std::vector<std::s
     o.library = musl;
     o.not_loaded_reason =
         "musl libc (" + musl + ") without a preloaded allocator: the process uses musl's malloc";
+  } else if (loader) {
+    o.loading = true;
+    o.not_loaded_reason = "the dynamic loader is still loading the process's libraries";
   } else {
     o.not_loaded_reason =
         "static binary: no shared libraries are mapped, so LD_PRELOAD was ignored and the "

@@ -30,6 +30,9 @@ struct AllocatorObservation {
   // Why `allocator` is absent, for people: "static binary: ...", "setuid
   // program: ...", "cannot read /proc/<pid>/maps: ...".
   std::string not_loaded_reason;
+  // The dynamic loader is mapped but libc is not yet: the process is still
+  // starting, so nothing can be said; ask again.
+  bool loading = false;
 };
 
 // Pure: classifies one process's mapped shared objects (in maps order).

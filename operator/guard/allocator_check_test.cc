@@ -30,6 +30,8 @@ TEST(ClassifyMappedLibrariesTest, ByMappedLibrary) {
        ""},
       {{}, std::nullopt, "static binary"},
       {{"/lib/ld-musl-x86_64.so.1"}, std::nullopt, "musl"},
+      // exec'd, libraries not mapped yet: neither static nor glibc.
+      {{"/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"}, std::nullopt, "still loading"},
   };
   for (const Case& c : cases) {
     AllocatorObservation o = ClassifyMappedLibraries(7, c.libs);

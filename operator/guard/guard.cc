@@ -147,9 +147,9 @@ void Guard::Step() {
   floors_.Add(reading->sample);
 
   if (reading->pids != checked_pids_ || now >= next_allocator_check_) {
-    CheckAllocators(*reading);
     checked_pids_ = reading->pids;
     next_allocator_check_ = now + options_.allocator_recheck;
+    CheckAllocators(*reading);
   }
   if (options_.action == GuardAction::kBackpressure) Backpressure(*reading, judged);
   if (options_.action == GuardAction::kRestart) Restart(*reading, judged);
@@ -177,7 +177,14 @@ void Guard::Step() {
 
 void Guard::CheckAllocators(const WorkloadReading& reading) {
   std::vector<AllocatorObservation> observations;
-  for (pid_t pid : reading.pids) observations.push_back(source_->ObserveAllocator(pid));
+  for (pid_t pid : reading.pids) {
+    observations.push_back(source_->ObserveAllocator(pid));
+    if (observations.back().loading) {
+      // A process caught between exec and main: look again next sample.
+      next_allocator_check_ = clock_->Now();
+      return;
+    }
+  }
   AllocatorCheck check = guard::CheckAllocators(options_.expected_allocator, observations);
   if (gauges_) {
     std::map<std::string, int> counts = {{"not_loaded", 0}};

@@ -44,11 +44,13 @@ bool Eventually(F cond, std::chrono::seconds limit = std::chrono::seconds(30)) {
 class Child {
  public:
   Child(const std::string& binary, std::vector<std::string> args, const std::string& preload) {
-    int fds[2];
+    int fds[2], ready[2];
     EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
+    EXPECT_EQ(pipe2(ready, O_CLOEXEC), 0);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, fds[0], 0);
+    posix_spawn_file_actions_adddup2(&actions, ready[1], 1);
     std::vector<std::string> env_storage;
     for (char** e = environ; *e != nullptr; ++e) {
       if (std::string(*e).rfind("LD_PRELOAD=", 0) != 0) env_storage.emplace_back(*e);
@@ -65,15 +67,12 @@ class Child {
         << binary;
     posix_spawn_file_actions_destroy(&actions);
     close(fds[0]);
+    close(ready[1]);
     go_fd_ = fds[1];
-    // Wait until the exec is done: the child's maps show the binary.
-    const std::string name = std::filesystem::path(binary).filename().string();
-    EXPECT_TRUE(Eventually([&] {
-      std::error_code ec;
-      auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid_) + "/exe", ec);
-      return !ec && exe.filename().string() == name;
-    })) << "child never ran "
-        << binary;
+    // Wait until main() runs: the loader has mapped everything it will.
+    char c = 0;
+    EXPECT_EQ(read(ready[0], &c, 1), 1) << "child never ran " << binary;
+    close(ready[0]);
   }
   ~Child() {
     if (go_fd_ >= 0) close(go_fd_);
@@ -155,7 +154,9 @@ TEST(GuardAllocatorIntegrationTest, SetuidProgramIgnoresThePreload) {
   std::filesystem::remove_all(dir);
 }
 
-// The workload grows 4 MiB every 25 ms toward a 192 MiB cgroup v1 limit.
+// The workload grows 2 MiB every 50 ms toward a 192 MiB cgroup v1 limit. The
+// guard acts 64 MiB under the limit, 1.6 s of growth: room for a loaded
+// machine to delay a 100 ms sample many times over.
 class GuardRestartIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -173,7 +174,7 @@ class GuardRestartIntegrationTest : public ::testing::Test {
 };
 
 TEST_F(GuardRestartIntegrationTest, WithoutTheGuardTheOOMKillerKillsIt) {
-  Child child(ALLOCGUARD_GUARD_WORKLOAD, {"grow", "4", "25"}, "");
+  Child child(ALLOCGUARD_GUARD_WORKLOAD, {"grow", "2", "50"}, "");
   ASSERT_TRUE(cgroup_->AddProcess(child.pid()).ok());
   child.Go();
   const int status = child.Wait();
@@ -185,7 +186,7 @@ TEST_F(GuardRestartIntegrationTest, WithoutTheGuardTheOOMKillerKillsIt) {
 }
 
 TEST_F(GuardRestartIntegrationTest, RestartSendsSigtermBeforeTheOOMKiller) {
-  Child child(ALLOCGUARD_GUARD_WORKLOAD, {"grow", "4", "25"}, "");
+  Child child(ALLOCGUARD_GUARD_WORKLOAD, {"grow", "2", "50"}, "");
   ASSERT_TRUE(cgroup_->AddProcess(child.pid()).ok());
 
   ProcWorkloadSourceOptions source_options;
@@ -194,6 +195,7 @@ TEST_F(GuardRestartIntegrationTest, RestartSendsSigtermBeforeTheOOMKiller) {
   GuardOptions options;
   options.action = GuardAction::kRestart;
   options.interval = std::chrono::milliseconds(100);
+  options.restart.margin_min_bytes = 64LL << 20;
   metrics::Registry registry;
   std::vector<std::string> log;
   std::mutex log_mu;
@@ -223,9 +225,10 @@ TEST_F(GuardRestartIntegrationTest, RestartSendsSigtermBeforeTheOOMKiller) {
   std::lock_guard<std::mutex> lock(log_mu);
   bool logged = false;
   for (const auto& l : log) {
-    logged = logged || (l.find("sent SIGTERM to process(es) " + std::to_string(child.pid())) !=
-                            std::string::npos &&
-                        l.find("memory limit 192 MiB") != std::string::npos);
+    logged =
+        logged || (l.find("sent SIGTERM to process(es) " + std::to_string(child.pid())) !=
+                       std::string::npos &&
+                   l.find("restart level 128 MiB (memory limit 192 MiB)") != std::string::npos);
   }
   EXPECT_TRUE(logged) << ::testing::PrintToString(log);
   EXPECT_THAT(registry.Render(), HasSubstr("allocguard_guard_actions_total{action=\"sigterm\"} 1"));

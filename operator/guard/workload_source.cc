@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "operator/replay/memory_cgroup.h"
@@ -26,17 +27,31 @@ class ProcWorkloadSource final : public WorkloadSource {
   Result<WorkloadReading> Read() override {
     WorkloadReading r;
     std::vector<pid_t> roots;
+    const std::vector<replay::ProcessInfo> listed = reader_.ListProcesses();
     if (!options_.pids.empty()) {
+      // The given processes and their descendants, from one listing.
+      std::map<pid_t, std::vector<pid_t>> children;
+      std::set<pid_t> alive;
+      for (const replay::ProcessInfo& p : listed) {
+        if (p.state == 'Z' || p.state == 'X') continue;
+        alive.insert(p.pid);
+        children[p.ppid].push_back(p.pid);
+      }
       std::set<pid_t> all;
       for (pid_t root : options_.pids) {
-        auto tree = reader_.ProcessTree(root);
-        if (!tree.empty()) roots.push_back(root);
-        all.insert(tree.begin(), tree.end());
+        if (alive.count(root) == 0) continue;
+        roots.push_back(root);
+        std::vector<pid_t> stack = {root};
+        while (!stack.empty()) {
+          pid_t pid = stack.back();
+          stack.pop_back();
+          if (!all.insert(pid).second) continue;
+          for (pid_t child : children[pid]) stack.push_back(child);
+        }
       }
       r.pids.assign(all.begin(), all.end());
       r.main_pids = roots;
     } else {
-      const std::vector<replay::ProcessInfo> listed = reader_.ListProcesses();
       replay::PodProcessFilter filter;
       filter.self = options_.self;
       r.pids = replay::SelectWorkloadProcesses(listed, filter);
@@ -59,7 +74,9 @@ class ProcWorkloadSource final : public WorkloadSource {
       r.cgroup_note = "cgroup reading is off (--cgroup none)";
       return r;
     }
-    if (cgroup_ == nullptr || cgroup_pid_ != roots.front()) {
+    // Resolved once per first root: finding a cgroup reads mountinfo and is
+    // the costliest part of a sample.
+    if (cgroup_pid_ != roots.front()) {
       cgroup_.reset();
       cgroup_pid_ = roots.front();
       auto cgroup = replay::MemoryCgroup::OfProcess(cgroup_pid_, options_.fs_prefix);
@@ -83,7 +100,8 @@ class ProcWorkloadSource final : public WorkloadSource {
     auto stat = cgroup_->ReadStat();
     if (!stat.ok()) {
       r.cgroup_note = "reading " + cgroup_->path() + ": " + stat.status().message();
-      cgroup_.reset();  // look it up again next time
+      cgroup_.reset();
+      cgroup_pid_ = 0;  // look it up again next time
       return r;
     }
     r.sample.cgroup_anon_bytes = stat->anon_bytes;

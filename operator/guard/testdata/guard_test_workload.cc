@@ -22,6 +22,8 @@
 int main(int argc, char** argv) {
   std::signal(SIGTERM, [](int) { _exit(42); });
   std::string mode = argc > 1 ? argv[1] : "sleep";
+  // Tells a waiting test that main() runs (the loader is done).
+  (void)write(1, "r", 1);
   if (mode == "grow" && argc > 3) {
     const size_t step = static_cast<size_t>(std::atoi(argv[2])) << 20;
     const int every_ms = std::atoi(argv[3]);
