@@ -6,8 +6,8 @@
 #
 # Starts --workers busy processes (guard_test_workload churn: malloc/free of
 # small blocks in a loop over --mib MiB each, under jemalloc through
-# LD_PRELOAD, as an injected pod runs) under one parent, then
-# `allocguard guard --pid <parent> --expected-allocator jemalloc
+# LD_PRELOAD, as an injected pod runs) and one sleeping one, then
+# `allocguard guard --pid <each> --expected-allocator jemalloc
 # --action Backpressure --threshold-bytes 1Gi --no-kube` for --seconds, and
 # prints the guard's CPU time (utime + stime from /proc/<pid>/stat) as a share
 # of one core, its VmRSS, RssAnon and VmHWM at the end, the samples it took
@@ -50,18 +50,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# One parent (a sleeping workload) whose children are the busy workers: the
-# guard's --pid covers the whole tree, as it covers a container's.
-LD_PRELOAD=$jemalloc "$workload" sleep &
+# A sleeping process and the busy workers, each given to the guard with --pid
+# (it follows each one's process tree, as it follows a container's).
+LD_PRELOAD=$jemalloc "$workload" sleep >/dev/null &
 parent=$!
 pids+=("$parent")
 worker_pids=()
 for ((i = 0; i < workers; i++)); do
-  LD_PRELOAD=$jemalloc "$workload" churn "$mib" &
+  LD_PRELOAD=$jemalloc "$workload" churn "$mib" >/dev/null &
   worker_pids+=($!)
   pids+=($!)
 done
-# The guard follows process trees; list every worker as its own root.
 pid_flags=(--pid "$parent")
 for p in "${worker_pids[@]}"; do pid_flags+=(--pid "$p"); done
 sleep 1
