@@ -249,7 +249,7 @@ int RunEvaluate(const EvaluateArgs& args) {
       "allocguard evaluate-verdicts: %d traces per class, seed %llu, threshold %.2f GiB/h, "
       "%d-minute runs (minute 0 is warm-up)\n"
       "old = fixed-duration least squares at the end; new = sequential (budget: false Ratchet "
-      "%.1f%%, false Flat %.1f%%, over %d looks, spending alpha * t^%.1f)\n\n",
+      "%.1f%%, false Flat %.1f%%, over %d looks, spending alpha * t^%g)\n\n",
       args.traces_per_class, static_cast<unsigned long long>(args.seed), args.max_slope_gib_per_h,
       args.max_minutes, 100 * options.false_ratchet_rate, 100 * options.false_flat_rate,
       memory::PlannedLooks(options), options.spending_rho);
