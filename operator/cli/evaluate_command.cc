@@ -3,6 +3,7 @@
 // replay CSVs, what they conclude on real recorded runs). docs/verdicts.md
 // explains the corpus and shows the figures.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -186,6 +187,81 @@ void PrintKnownNoiseBounds(const std::vector<ClassEvaluation>& evals,
       "traces)\n");
 }
 
+// The noise of a per-segment statistic of a recorded run: the judged bytes of
+// complete minutes after warm-up, cut into segments of segment_s seconds, each
+// summarized by its `quantile` (0: the minimum, which is the floor when the
+// segment is a minute), fitted with a straight line against time.
+struct SegmentNoise {
+  int points = 0;
+  double sd_mib = 0;        // residual sd, n - 2 degrees of freedom
+  double lag1 = 0;          // lag-1 autocorrelation of the residuals
+  double se_gib_per_h = 0;  // the slope's standard error for white residuals
+};
+
+SegmentNoise MeasureSegmentNoise(const std::vector<memory::MemorySample>& samples, double start_s,
+                                 double end_s, double segment_s, double quantile) {
+  std::vector<double> x, y;
+  for (double a = start_s; a + segment_s <= end_s + 1e-9; a += segment_s) {
+    std::vector<double> v;
+    for (const memory::MemorySample& m : samples) {
+      if (m.t_seconds >= a && m.t_seconds < a + segment_s) {
+        v.push_back(static_cast<double>(m.JudgedBytes()) / memory::kBytesPerMiB);
+      }
+    }
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end());
+    const double pos = quantile * static_cast<double>(v.size() - 1);
+    const size_t lo = static_cast<size_t>(pos);
+    const double frac = pos - static_cast<double>(lo);
+    y.push_back(lo + 1 < v.size() ? v[lo] * (1 - frac) + v[lo + 1] * frac : v[lo]);
+    x.push_back((a + segment_s / 2) / 60);
+  }
+  SegmentNoise out;
+  out.points = static_cast<int>(x.size());
+  if (x.size() < 3) return out;
+  const double n = static_cast<double>(x.size());
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < x.size(); ++i) mx += x[i] / n, my += y[i] / n;
+  double sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    sxx += (x[i] - mx) * (x[i] - mx), sxy += (x[i] - mx) * (y[i] - my);
+  const double b = sxy / sxx;
+  std::vector<double> r;
+  double sse = 0, lag = 0;
+  for (size_t i = 0; i < x.size(); ++i) r.push_back(y[i] - my - b * (x[i] - mx));
+  for (size_t i = 0; i < r.size(); ++i) {
+    sse += r[i] * r[i];
+    if (i + 1 < r.size()) lag += r[i] * r[i + 1];
+  }
+  out.sd_mib = std::sqrt(sse / (n - 2));
+  out.lag1 = sse > 0 ? lag / sse : 0;
+  out.se_gib_per_h = out.sd_mib / std::sqrt(sxx) * 60 / 1024;
+  return out;
+}
+
+void PrintSegmentNoise(const std::string& path, const std::vector<memory::MemorySample>& samples,
+                       const std::vector<memory::MinuteFloor>& floors) {
+  if (floors.empty()) return;
+  const double start_s = 60.0 * floors.front().minute;
+  const double end_s = 60.0 * (floors.back().minute + 1);
+  struct Kind {
+    const char* name;
+    double segment_s;
+    double quantile;
+  };
+  const Kind kinds[] = {{"min/60s (floor)", 60, 0},
+                        {"p10/60s", 60, 0.1},
+                        {"median/60s", 60, 0.5},
+                        {"min/30s", 30, 0},
+                        {"min/10s", 10, 0}};
+  for (const Kind& k : kinds) {
+    const SegmentNoise sn = MeasureSegmentNoise(samples, start_s, end_s, k.segment_s, k.quantile);
+    std::printf(
+        "  %-40s %-16s %4d points  residual sd %6.1f MiB  lag-1 %+5.2f  slope se %.3f GiB/h\n",
+        path.c_str(), k.name, sn.points, sn.sd_mib, sn.lag1, sn.se_gib_per_h);
+  }
+}
+
 // Judges recorded replay runs with both rules, each with the settings its CSV
 // header recorded (threshold, warm-up, sample interval, duration), falling
 // back to the command's flags.
@@ -229,6 +305,24 @@ int EvaluateReplayCsvs(const EvaluateArgs& args) {
                 new_outcome.judgement.explanation.c_str());
   }
   std::printf("minutes saved by the sequential rule over these runs: %d\n", minutes_saved);
+
+  // How noisy the floors are, and what other per-minute statistics or shorter
+  // segments would give (docs/verdicts.md, "More information per minute?").
+  // Residuals are around a straight line: meaningful for flat runs only.
+  std::printf(
+      "\nFloor noise of the recorded runs (residuals around a straight line; flat runs only)\n");
+  for (const std::string& path : args.csv_paths) {
+    auto run = replay::ReadSampleCsv(path);
+    if (!run.ok()) continue;
+    replay::JudgeSettings settings;
+    settings.FromHeader(*run);
+    std::vector<memory::MemorySample> samples;
+    for (const replay::SampleRow& row : run->rows) samples.push_back(row.memory);
+    const auto floors = memory::ComputeMinuteFloors(
+        samples, {.warmup_minutes = settings.warmup_minutes,
+                  .sample_interval_seconds = settings.sample_interval_seconds});
+    PrintSegmentNoise(path, samples, floors);
+  }
   return 0;
 }
 
