@@ -394,7 +394,15 @@ std::string Registry::Render() const {
   for (const auto& collector : collectors) {
     for (auto& family : (*collector)()) {
       if (!IsMetricName(family.name) || family.type == MetricType::kHistogram) continue;
-      collected.emplace(family.name, std::move(family));  // keeps the first
+      auto [it, inserted] = collected.emplace(family.name, family);
+      if (inserted || it->second.type != family.type) continue;  // a clash keeps the first
+      // The same family from another collector (say, one label set per
+      // component): its samples join, a label set already given is dropped.
+      for (auto& sample : family.samples) {
+        bool seen = false;
+        for (const auto& s : it->second.samples) seen = seen || s.labels == sample.labels;
+        if (!seen) it->second.samples.push_back(std::move(sample));
+      }
     }
   }
 

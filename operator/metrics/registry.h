@@ -212,7 +212,11 @@ struct CollectedFamily {
 };
 // Called by every Render(), possibly from several threads at once; must not
 // call back into the registry. A family it returns whose name is already
-// registered (or returned by an earlier collector) is left out.
+// registered, or was returned by an earlier collector with another type, is
+// left out. Families of one name and type from several collectors merge:
+// their samples render in collector order, and a label set already rendered
+// is dropped. So each component can collect its own label set of a shared
+// family (e.g. one work queue's depth per controller).
 using Collector = std::function<std::vector<CollectedFamily>()>;
 
 // Bucket bounds: count bounds start, start*factor, start*factor^2, ...

@@ -204,6 +204,24 @@ TEST(RegistryTest, CollectorFamiliesMergeAndNameClashesAreLeftOut) {
             "# HELP owned registered\n# TYPE owned gauge\nowned 0\n");
 }
 
+TEST(RegistryTest, CollectorsOfOneFamilyEachAddTheirLabelSets) {
+  Registry registry;
+  for (const char* controller : {"policy", "canary"}) {
+    registry.AddCollector([controller] {
+      return std::vector<CollectedFamily>{
+          {"queue_depth",
+           "Keys waiting.",
+           MetricType::kGauge,
+           {{{{"controller", controller}}, 3}, {{{"controller", "shared"}}, 1}}}};
+    });
+  }
+  EXPECT_EQ(registry.Render(),
+            "# HELP queue_depth Keys waiting.\n# TYPE queue_depth gauge\n"
+            "queue_depth{controller=\"policy\"} 3\n"
+            "queue_depth{controller=\"shared\"} 1\n"
+            "queue_depth{controller=\"canary\"} 3\n");
+}
+
 TEST(RegistryDeathTest, ProgrammingErrorsAbortNamingTheMetric) {
   Registry registry;
   Counter& c = registry.AddCounter("two_labels_total", "h", {"a", "b"});
