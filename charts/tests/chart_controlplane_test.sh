@@ -76,7 +76,8 @@ expect_eq "CRD files in the chart" "$(ls "$chart/crds" | wc -l)" "$(ls "$repo"/c
 
 echo "== helm lint"
 for set in "" "--set certManager.enabled=true" \
-  "--set metrics.serviceMonitor.enabled=true --set operator.watchNamespace=apps"; do
+  "--set metrics.serviceMonitor.enabled=true --set operator.watchNamespace=apps" \
+  "--set grafanaDashboard.enabled=true"; do
   # shellcheck disable=SC2086
   if out=$("$helm" lint --strict "$chart" $set 2>&1); then
     pass "helm lint --strict $set"
@@ -129,8 +130,8 @@ echo "== helm template | kubectl apply --dry-run=server"
 # violation of the operator's pod template when the Deployment is applied.
 "$kubectl" label namespace "$ns" pod-security.kubernetes.io/enforce=restricted \
   pod-security.kubernetes.io/warn=restricted "allocguard-chart-test=$suffix" >/dev/null
-if out=$("$helm" template "$release" "$chart" -n "$ns" --include-crds "${scope[@]}" |
-  "$kubectl" apply --dry-run=server -f - 2>&1); then
+if out=$("$helm" template "$release" "$chart" -n "$ns" --include-crds "${scope[@]}" \
+  --set grafanaDashboard.enabled=true | "$kubectl" apply --dry-run=server -f - 2>&1); then
   pass "server-side dry run accepted $(grep -c 'created (server dry run)' <<<"$out") objects"
 else
   fail "server-side dry run: $out"
