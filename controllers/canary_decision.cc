@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 
+#include "controllers/policy_decision.h"
 #include "operator/canary/job_builder.h"
 #include "operator/memory/verdict.h"
 
@@ -213,9 +214,48 @@ CanaryActions DecideCanary(const CanaryInput& input) {
                           overall.verdict + ": " + overall.explanation});
   }
 
+  SetCanaryConditions(status, canary.generation, input.now_rfc3339);
   out.status = status;
   out.status_changed = status != before;
   return out;
+}
+
+void SetCanaryConditions(json& status, int64_t generation, const std::string& now_rfc3339) {
+  const std::string phase = status.value("phase", "");
+  const std::string verdict = status.value("verdict", "");
+  const std::string explanation = status.value("explanation", "");
+  json& conditions = status["conditions"];
+  if (phase == "Failed" || (phase == "Completed" && verdict == "Failed")) {
+    SetCondition(conditions, "Ready", "False", "Failed", explanation, generation, now_rfc3339);
+    SetCondition(conditions, "Reconciling", "False", "Failed", "finished without a verdict",
+                 generation, now_rfc3339);
+    SetCondition(conditions, "Stalled", "True", "Failed", explanation, generation, now_rfc3339);
+  } else if (phase == "Completed") {
+    SetCondition(conditions, "Ready", "True", verdict.empty() ? "Completed" : verdict, explanation,
+                 generation, now_rfc3339);
+    SetCondition(conditions, "Reconciling", "False", "Completed", "the verdict is in", generation,
+                 now_rfc3339);
+    SetCondition(conditions, "Stalled", "False", "Completed", "the verdict is in", generation,
+                 now_rfc3339);
+  } else {
+    const std::string reason = phase.empty() ? "Pending" : phase;
+    std::string running;
+    if (status.contains("variants") && status["variants"].is_array()) {
+      for (const json& v : status["variants"]) {
+        if (v.value("phase", "") == "Running" || v.value("phase", "") == "Pending") {
+          running = v.value("name", "");
+          break;
+        }
+      }
+    }
+    const std::string message =
+        phase == "Pending" && !explanation.empty()
+            ? explanation
+            : (running.empty() ? "no verdict yet" : "running variant " + running);
+    SetCondition(conditions, "Ready", "False", reason, message, generation, now_rfc3339);
+    SetCondition(conditions, "Reconciling", "True", reason, message, generation, now_rfc3339);
+    SetCondition(conditions, "Stalled", "False", reason, message, generation, now_rfc3339);
+  }
 }
 
 }  // namespace allocguard::controllers

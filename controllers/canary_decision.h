@@ -71,6 +71,16 @@ api::AllocatorSpec VariantAllocator(const api::ReplayCanary& canary, const std::
 
 CanaryActions DecideCanary(const CanaryInput& input);
 
+// The kstatus conditions of a canary, from status.phase and status.verdict
+// (docs/gitops.md): while Pending or Running, Ready=False and
+// Reconciling=True; Completed with a verdict the judge reached (Flat,
+// Ratchet, ...), Ready=True with the verdict as reason; a canary that could
+// not judge (phase Failed, or verdict Failed), Ready=False and Stalled=True.
+// `kubectl wait --for=condition=Ready replaycanary/NAME` thus waits for a
+// verdict. DecideCanary calls it on every status it writes.
+void SetCanaryConditions(nlohmann::json& status, int64_t generation,
+                         const std::string& now_rfc3339);
+
 // Formats a slope for people and printer columns: "+0.12 GiB/h".
 std::string FormatSlope(double gib_per_hour);
 

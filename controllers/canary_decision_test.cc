@@ -183,6 +183,83 @@ TEST(DecideCanaryTest, FinishedCanaryOnlyCleansUpLeftoverJobs) {
   EXPECT_FALSE(a.status_changed);
 }
 
+const json* CanaryCondition(const json& status, const std::string& type) {
+  for (const json& c : status["conditions"]) {
+    if (c["type"] == type) return &c;
+  }
+  return nullptr;
+}
+
+// kstatus: Ready=True only once a verdict is in, Reconciling while running,
+// Stalled when the canary could not judge; each with observedGeneration.
+TEST(SetCanaryConditionsTest, FollowKstatus) {
+  struct Case {
+    const char* name;
+    json status;
+    const char* ready;
+    const char* ready_reason;
+    const char* reconciling;
+    const char* stalled;
+  };
+  const std::vector<Case> cases = {
+      {"no status", json::object(), "False", "Pending", "True", "False"},
+      {"queued",
+       {{"phase", "Pending"}, {"explanation", "queued: 2 canaries are running"}},
+       "False",
+       "Pending",
+       "True",
+       "False"},
+      {"running", {{"phase", "Running"}}, "False", "Running", "True", "False"},
+      {"flat", {{"phase", "Completed"}, {"verdict", "Flat"}}, "True", "Flat", "False", "False"},
+      {"ratchet",
+       {{"phase", "Completed"}, {"verdict", "Ratchet"}},
+       "True",
+       "Ratchet",
+       "False",
+       "False"},
+      {"variant failed",
+       {{"phase", "Completed"}, {"verdict", "Failed"}},
+       "False",
+       "Failed",
+       "False",
+       "True"},
+      {"invalid", {{"phase", "Failed"}, {"verdict", "Failed"}}, "False", "Failed", "False", "True"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    json status = c.status;
+    SetCanaryConditions(status, 4, "t");
+    const json* ready = CanaryCondition(status, "Ready");
+    ASSERT_NE(ready, nullptr);
+    EXPECT_EQ((*ready)["status"], c.ready);
+    EXPECT_EQ((*ready)["reason"], c.ready_reason);
+    EXPECT_EQ((*ready)["observedGeneration"], 4);
+    EXPECT_EQ((*CanaryCondition(status, "Reconciling"))["status"], c.reconciling);
+    EXPECT_EQ((*CanaryCondition(status, "Stalled"))["status"], c.stalled);
+  }
+}
+
+TEST(DecideCanaryTest, WritesConditionsAndKeepsTransitionTimes) {
+  CanaryInput in{TwoVariantCanary(), nullptr, {Running("candidate")}, "t1"};
+  CanaryActions a = DecideCanary(in);
+  const json* ready = CanaryCondition(a.status, "Ready");
+  ASSERT_NE(ready, nullptr);
+  EXPECT_EQ((*ready)["status"], "False");
+  EXPECT_EQ((*ready)["message"], "running variant candidate");
+  CanaryInput again{TwoVariantCanary(), a.status, {Running("candidate")}, "t2"};
+  CanaryActions b = DecideCanary(again);
+  EXPECT_FALSE(b.status_changed) << "the same state is not a new write";
+  CanaryInput done{TwoVariantCanary(),
+                   b.status,
+                   {Finished("candidate", "Flat", 0.0), Finished("jemalloc", "Flat", 0.0)},
+                   "t3"};
+  CanaryActions c = DecideCanary(done);
+  ASSERT_TRUE(c.finished);
+  EXPECT_EQ((*CanaryCondition(c.status, "Ready"))["status"], "True");
+  EXPECT_EQ((*CanaryCondition(c.status, "Ready"))["reason"], "Flat");
+  EXPECT_EQ((*CanaryCondition(c.status, "Ready"))["lastTransitionTime"], "t3");
+}
+
 TEST(VariantOrderTest, CandidateFirstThenSpecOrder) {
   api::ReplayCanary c = TwoVariantCanary();
   api::VariantSpec tc;

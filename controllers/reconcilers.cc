@@ -277,6 +277,7 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
     status["verdict"] = "Failed";
     status["explanation"] = "invalid ReplayCanary: " + parsed.status().message();
     status["completionTime"] = now;
+    SetCanaryConditions(status, kube::IntField(Field(*object, "metadata"), "generation"), now);
     AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::ReplayCanaries(), *object, status));
     RecordEvent(ctx_, *object, true, "InvalidCanary", parsed.status().message());
     return ReconcileResult{};
@@ -308,6 +309,7 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
     if (Str(status, "phase") != "Pending" || Str(status, "explanation") != why) {
       status["phase"] = "Pending";
       status["explanation"] = why;
+      SetCanaryConditions(status, canary.generation, now);
       AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::ReplayCanaries(), *object, status));
     }
     return ReconcileResult{std::chrono::seconds(15)};
