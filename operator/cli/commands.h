@@ -14,5 +14,6 @@ void RegisterReportCommand(CLI::App& app, int* exit_code);
 void RegisterEvaluateCommand(CLI::App& app, int* exit_code);
 void RegisterOperatorCommand(CLI::App& app, int* exit_code);
 void RegisterGuardCommand(CLI::App& app, int* exit_code);
+void RegisterGateCommand(CLI::App& app, int* exit_code);
 
 }  // namespace allocguard::cli

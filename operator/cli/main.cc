@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   allocguard::cli::RegisterEvaluateCommand(app, &exit_code);
   allocguard::cli::RegisterOperatorCommand(app, &exit_code);
   allocguard::cli::RegisterGuardCommand(app, &exit_code);
+  allocguard::cli::RegisterGateCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

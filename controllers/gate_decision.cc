@@ -1,0 +1,336 @@
+#include "controllers/gate_decision.h"
+
+#include <map>
+
+#include "controllers/rollout_decision.h"
+#include "operator/admission/deployment_gate.h"
+#include "operator/api/names.h"
+#include "operator/api/policy.h"
+
+namespace allocguard::controllers {
+namespace {
+
+using nlohmann::json;
+
+const json& Field(const json& object, const char* key) {
+  static const json kNull;
+  return object.is_object() && object.contains(key) ? object[key] : kNull;
+}
+
+std::string Str(const json& object, const char* key) {
+  const json& v = Field(object, key);
+  return v.is_string() ? v.get<std::string>() : "";
+}
+
+std::string Annotation(const json& object, const char* key) {
+  return Str(Field(Field(object, "metadata"), "annotations"), key);
+}
+
+bool HasAnnotation(const json& object, const char* key) {
+  const json& a = Field(Field(object, "metadata"), "annotations");
+  return a.is_object() && a.contains(key) && a[key].is_string();
+}
+
+std::map<std::string, std::string> Labels(const json& object) {
+  std::map<std::string, std::string> out;
+  const json& labels = Field(Field(object, "metadata"), "labels");
+  if (!labels.is_object()) return out;
+  for (auto it = labels.begin(); it != labels.end(); ++it) {
+    if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
+  }
+  return out;
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return s;
+}
+
+bool Finished(const std::string& phase) { return phase == "Completed" || phase == "Failed"; }
+
+// Copies what a canary's status says into the answer.
+void ReadCanary(const json& canary, GateAnswer& a) {
+  const json& status = Field(canary, "status");
+  a.canary = Str(Field(canary, "metadata"), "name");
+  a.canary_phase = Str(status, "phase");
+  a.verdict = Str(status, "verdict");
+  a.floor_slope = Str(status, "floorSlope");
+  a.flat_variant = Str(status, "flatVariant");
+  a.explanation = Str(status, "explanation");
+}
+
+// "found Ratchet (floor slope +0.40 GiB/h): <explanation>"
+std::string Found(const GateAnswer& a) {
+  std::string s = "found " + (a.verdict.empty() ? std::string("no verdict") : a.verdict);
+  if (!a.floor_slope.empty()) s += " (floor slope " + a.floor_slope + ")";
+  if (!a.explanation.empty()) s += ": " + a.explanation;
+  return s;
+}
+
+bool CanaryFailed(const GateAnswer& a) {
+  return a.canary_phase == "Failed" || a.verdict == "Failed";
+}
+
+std::string WaitingForCanary(const GateAnswer& a) {
+  if (a.canary_phase.empty()) return "canary " + a.canary + " has not started";
+  return "canary " + a.canary + " is " + a.canary_phase;
+}
+
+}  // namespace
+
+std::string GateTarget::Display() const {
+  return (kind == GateKind::kDeployment ? "deployment/" : "replaycanary/") + name;
+}
+
+Result<GateTarget> ParseGateTarget(const std::string& text) {
+  GateTarget t;
+  const size_t slash = text.find('/');
+  if (slash == std::string::npos) {
+    t.name = text;
+  } else {
+    const std::string kind = Lower(text.substr(0, slash));
+    t.name = text.substr(slash + 1);
+    if (kind == "deployment" || kind == "deployments" || kind == "deploy" ||
+        kind == "deployment.apps" || kind == "deployments.apps") {
+      t.kind = GateKind::kDeployment;
+    } else if (kind == "replaycanary" || kind == "replaycanaries" || kind == "rc" ||
+               kind == "replaycanary.allocguard.io" || kind == "replaycanaries.allocguard.io") {
+      t.kind = GateKind::kReplayCanary;
+    } else {
+      return InvalidArgument("unknown kind \"" + text.substr(0, slash) +
+                             "\": give deployment/NAME, replaycanary/NAME or NAME");
+    }
+  }
+  if (t.name.empty() || t.name.find('/') != std::string::npos) {
+    return InvalidArgument("\"" + text + "\" is not deployment/NAME, replaycanary/NAME or NAME");
+  }
+  return t;
+}
+
+const char* GateStateName(GateState state) {
+  switch (state) {
+    case GateState::kProceed:
+      return "Proceed";
+    case GateState::kHeld:
+      return "Held";
+    case GateState::kFailed:
+      return "Failed";
+    case GateState::kWaiting:
+      return "Waiting";
+    case GateState::kTimedOut:
+      return "TimedOut";
+    case GateState::kNotFound:
+      return "NotFound";
+  }
+  return "Unknown";
+}
+
+int GateExitCode(GateState state) {
+  switch (state) {
+    case GateState::kProceed:
+      return 0;
+    case GateState::kHeld:
+      return 2;
+    case GateState::kFailed:
+      return 3;
+    case GateState::kWaiting:
+    case GateState::kTimedOut:
+      return 4;
+    case GateState::kNotFound:
+      return 5;
+  }
+  return 1;
+}
+
+json GateAnswer::ToJson() const {
+  json j = {{"state", GateStateName(state)},
+            {"reason", reason},
+            {"message", message},
+            {"exitCode", GateExitCode(state)}};
+  const std::pair<const char*, const std::string*> optional_fields[] = {
+      {"policy", &policy},
+      {"rolloutMode", &rollout_mode},
+      {"templateHash", &template_hash},
+      {"canary", &canary},
+      {"canaryPhase", &canary_phase},
+      {"verdict", &verdict},
+      {"floorSlope", &floor_slope},
+      {"flatVariant", &flat_variant},
+      {"explanation", &explanation}};
+  for (const auto& [key, value] : optional_fields) {
+    if (!value->empty()) j[key] = *value;
+  }
+  return j;
+}
+
+GateAnswer DecideCanaryGate(const json& canary) {
+  GateAnswer a;
+  ReadCanary(canary, a);
+  a.policy = Str(Field(canary, "spec"), "policy");
+  a.template_hash = Str(Field(canary, "spec"), "templateHash");
+  if (!Finished(a.canary_phase)) {
+    a.state = GateState::kWaiting;
+    a.reason = a.canary_phase.empty() ? "CanaryPending" : "Canary" + a.canary_phase;
+    a.message = WaitingForCanary(a);
+    return a;
+  }
+  if (CanaryFailed(a)) {
+    a.state = GateState::kFailed;
+    a.reason = "CanaryFailed";
+    a.message = "canary " + a.canary + " could not judge the template: " + a.explanation;
+  } else if (a.verdict == "Flat") {
+    a.state = GateState::kProceed;
+    a.reason = "CanaryFlat";
+    a.message = "canary " + a.canary + " " + Found(a);
+  } else {
+    a.state = GateState::kHeld;
+    a.reason = "CanaryNotFlat";
+    a.message =
+        "canary " + a.canary + " " + Found(a) +
+        (a.flat_variant.empty() ? ""
+                                : "; variant " + a.flat_variant + " stayed flat on the same load");
+  }
+  return a;
+}
+
+GateAnswer DecideDeploymentGate(const json& deployment,
+                                const std::vector<api::AllocatorPolicy>& policies,
+                                const CanaryLookup& canaries) {
+  GateAnswer a;
+  const json& tmpl = Field(Field(deployment, "spec"), "template");
+  // The policy that governs it, as the rollout reconciler finds it: the one
+  // whose selector matches the pod template's labels.
+  const auto labels = Labels(tmpl);
+  std::vector<const api::AllocatorPolicy*> matching;
+  for (const api::AllocatorPolicy& p : policies) {
+    if (api::SelectorMatches(p.spec.selector, labels)) matching.push_back(&p);
+  }
+  if (matching.size() != 1) {
+    a.state = GateState::kProceed;
+    a.reason = "Ungoverned";
+    a.message = matching.empty()
+                    ? "no AllocatorPolicy in its namespace selects its pod template: allocguard "
+                      "does not gate this rollout"
+                    : std::to_string(matching.size()) +
+                          " AllocatorPolicies select its pod template, so none governs it: "
+                          "allocguard does not gate this rollout";
+    return a;
+  }
+  const api::AllocatorPolicy& policy = *matching.front();
+  a.policy = policy.name;
+  a.rollout_mode = api::RolloutModeName(policy.spec.rollout.mode);
+  if (policy.spec.rollout.mode == api::RolloutMode::kOff) {
+    a.state = GateState::kProceed;
+    a.reason = "RolloutModeOff";
+    a.message = "policy " + policy.name + " has rollout mode Off: nothing is held";
+    return a;
+  }
+  if (Annotation(deployment, api::kInjectAnnotation) == "false") {
+    a.state = GateState::kProceed;
+    a.reason = "OptedOut";
+    a.message = std::string("opted out with ") + api::kInjectAnnotation + "=false";
+    return a;
+  }
+  const std::string hash = admission::TemplateHash(tmpl);
+  a.template_hash = hash;
+  const std::string held = Annotation(deployment, api::kHeldCandidateAnnotation);
+  const std::string released = Annotation(deployment, api::kReleasedCandidateAnnotation);
+  const bool paused = Field(Field(deployment, "spec"), "paused") == json(true);
+  const std::string name = Str(Field(deployment, "metadata"), "name");
+  a.canary = CanaryName(name, hash, CanaryPolicyKey(policy));
+  std::optional<json> canary = canaries ? canaries(a.canary) : std::nullopt;
+  if (canary.has_value()) ReadCanary(*canary, a);
+  const bool finished = canary.has_value() && Finished(a.canary_phase);
+
+  if (!held.empty() && held == hash && !paused &&
+      HasAnnotation(deployment, api::kOverrideHoldAnnotation)) {
+    a.state = GateState::kProceed;
+    a.reason = "Overridden";
+    a.message = "the hold of template " + hash +
+                " was overridden by hand: " + Annotation(deployment, api::kOverrideHoldAnnotation);
+    return a;
+  }
+  if (held.empty() && released == hash) {
+    a.state = GateState::kProceed;
+    if (!finished) {
+      a.reason = "Released";
+      a.message = "template " + hash + " is the released baseline (no canary ran for it)";
+    } else if (a.verdict == "Flat") {
+      a.reason = "Released";
+      a.message = "template " + hash + " was released: canary " + a.canary + " " + Found(a);
+    } else {
+      a.reason = "NotHeld";
+      a.message = "template " + hash + " was let through without a hold (rollout mode " +
+                  a.rollout_mode + "); canary " + a.canary + " " + Found(a);
+    }
+    return a;
+  }
+  if (!held.empty() && held != hash) {
+    a.state = GateState::kWaiting;
+    a.reason = "TemplateChanged";
+    a.message = "the held candidate is " + held + " but the template is now " + hash +
+                "; waiting for the operator";
+    return a;
+  }
+  if (held.empty()) {
+    // Not held: Audit mode, or an Enforce Deployment not yet adopted or
+    // admitted while the webhook was down. The operator's canary reports.
+    if (policy.spec.rollout.mode == api::RolloutMode::kEnforce && released.empty()) {
+      a.state = GateState::kWaiting;
+      a.reason = "AwaitingAdoption";
+      a.message = "policy " + policy.name + " governs it but the operator has not adopted it yet";
+      return a;
+    }
+    if (!finished) {
+      a.state = GateState::kWaiting;
+      a.reason = canary.has_value() ? "CanaryRunning" : "CanaryPending";
+      a.message = "not held (rollout mode " + a.rollout_mode + "); " + WaitingForCanary(a);
+      return a;
+    }
+    a.state = GateState::kProceed;
+    a.reason = "NotHeld";
+    a.message = "template " + hash + " is not held (rollout mode " + a.rollout_mode + "); canary " +
+                a.canary + " " + Found(a);
+    return a;
+  }
+  // Held for this template.
+  if (!finished) {
+    a.state = GateState::kWaiting;
+    a.reason = canary.has_value() ? "CanaryRunning" : "CanaryPending";
+    a.message = "template " + hash + " is held; " + WaitingForCanary(a);
+    return a;
+  }
+  if (CanaryFailed(a)) {
+    a.state = GateState::kFailed;
+    a.reason = "CanaryFailed";
+    a.message = "template " + hash + " is held: canary " + a.canary +
+                " could not judge it: " + a.explanation;
+    return a;
+  }
+  if (a.verdict == "Flat") {
+    a.state = GateState::kWaiting;
+    a.reason = "Releasing";
+    a.message =
+        "canary " + a.canary + " is Flat; waiting for the operator to release template " + hash;
+    return a;
+  }
+  a.state = GateState::kHeld;
+  a.reason = "CanaryNotFlat";
+  a.message = "template " + hash + " is held: canary " + a.canary + " " + Found(a) +
+              (a.flat_variant.empty() ? ""
+                                      : "; variant " + a.flat_variant +
+                                            " stayed flat on the same load: switch the "
+                                            "policy's allocator") +
+              ". To roll out anyway, annotate the Deployment with " + api::kOverrideHoldAnnotation +
+              "=<reason> and unpause it";
+  return a;
+}
+
+std::string FormatGateLine(const GateTarget& target, const GateAnswer& answer) {
+  return target.Display() + " " + GateStateName(answer.state) + " " + answer.reason + ": " +
+         answer.message;
+}
+
+}  // namespace allocguard::controllers

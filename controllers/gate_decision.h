@@ -1,0 +1,86 @@
+#pragma once
+
+// What `allocguard gate` reports for a Deployment or a ReplayCanary: a pure
+// function of the objects as the API server has them (docs/gitops.md). The
+// command polls, calls DecideGate after every read, and stops at the first
+// answer that is not kWaiting.
+//
+// A Deployment is read the way the rollout reconciler reads it
+// (rollout_decision.h): the policy that governs its pod template, the
+// template's hash, the held-candidate and released-candidate annotations,
+// spec.paused, and the ReplayCanary keyed by (Deployment, template hash,
+// policy key). A ReplayCanary is read from its status alone.
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/api/types.h"
+#include "operator/common/status.h"
+
+namespace allocguard::controllers {
+
+enum class GateKind { kDeployment, kReplayCanary };
+
+struct GateTarget {
+  GateKind kind = GateKind::kDeployment;
+  std::string name;
+  // "deployment/web" or "replaycanary/web-1a2b-3c4d", as printed.
+  std::string Display() const;
+};
+
+// "NAME", "deployment/NAME" (also deploy, deployments, deployment.apps),
+// "replaycanary/NAME" (also replaycanaries, rc, replaycanary.allocguard.io).
+Result<GateTarget> ParseGateTarget(const std::string& text);
+
+// What the rollout may do. The order is the exit codes' (GateExitCode).
+enum class GateState {
+  kProceed,   // the rollout may proceed (released, flat, ungoverned, not held)
+  kHeld,      // the canary's verdict is not Flat: the Deployment stays paused
+  kFailed,    // the canary could not judge the template (workload failed, bad canary)
+  kWaiting,   // no verdict yet
+  kTimedOut,  // the command waited --timeout and the answer was still kWaiting
+  kNotFound,  // the Deployment or ReplayCanary does not exist
+};
+
+// "Proceed", "Held", "Failed", "Waiting", "TimedOut", "NotFound".
+const char* GateStateName(GateState state);
+// 0 Proceed, 2 Held, 3 Failed, 4 TimedOut, 5 NotFound; 1 is left for usage,
+// configuration and API errors; Waiting is never an exit (it maps to 4).
+int GateExitCode(GateState state);
+
+struct GateAnswer {
+  GateState state = GateState::kWaiting;
+  std::string reason;   // CamelCase: Released, Ungoverned, CanaryNotFlat, CanaryRunning, ...
+  std::string message;  // one sentence for people
+  // What the answer rests on; empty when it does not apply.
+  std::string policy;
+  std::string rollout_mode;
+  std::string template_hash;
+  std::string canary;
+  std::string canary_phase;
+  std::string verdict;
+  std::string floor_slope;
+  std::string flat_variant;
+  std::string explanation;
+
+  nlohmann::json ToJson() const;
+};
+
+// Looks up a ReplayCanary in the Deployment's namespace by name.
+using CanaryLookup = std::function<std::optional<nlohmann::json>(const std::string& name)>;
+
+// policies: the parsed AllocatorPolicies of the Deployment's namespace.
+GateAnswer DecideDeploymentGate(const nlohmann::json& deployment,
+                                const std::vector<api::AllocatorPolicy>& policies,
+                                const CanaryLookup& canaries);
+
+GateAnswer DecideCanaryGate(const nlohmann::json& canary);
+
+// One line: "deployment/web Held CanaryNotFlat: <message>".
+std::string FormatGateLine(const GateTarget& target, const GateAnswer& answer);
+
+}  // namespace allocguard::controllers

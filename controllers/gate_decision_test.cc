@@ -1,0 +1,230 @@
+#include "controllers/gate_decision.h"
+
+#include <gtest/gtest.h>
+
+#include "controllers/rollout_decision.h"
+#include "operator/admission/deployment_gate.h"
+#include "operator/api/names.h"
+
+namespace allocguard::controllers {
+namespace {
+
+using nlohmann::json;
+
+api::AllocatorPolicy Policy(api::RolloutMode mode, const std::string& name = "web-policy") {
+  api::AllocatorPolicy p;
+  p.ns = "shop";
+  p.name = name;
+  p.spec.selector.match_labels = {{"app", "web"}};
+  p.spec.allocator.name = api::Allocator::kJemalloc;
+  p.spec.rollout.mode = mode;
+  return p;
+}
+
+json Template() {
+  return {{"metadata", {{"labels", {{"app", "web"}}}}},
+          {"spec", {{"containers", json::array({{{"name", "server"}, {"image", "web:2"}}})}}}};
+}
+
+const std::string& Hash() {
+  static const std::string hash = admission::TemplateHash(Template());
+  return hash;
+}
+
+json Deployment(json annotations = json::object(), bool paused = false) {
+  json d = {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}};
+  d["metadata"] = {{"name", "web"}, {"namespace", "shop"}, {"annotations", annotations}};
+  d["spec"] = {{"paused", paused}, {"template", Template()}};
+  return d;
+}
+
+json Canary(const std::string& phase, const std::string& verdict,
+            const std::string& flat_variant = "") {
+  json status = {{"phase", phase}, {"explanation", "test explanation"}};
+  if (!verdict.empty()) {
+    status["verdict"] = verdict;
+    status["floorSlope"] = "+2.40 GiB/h";
+  }
+  if (!flat_variant.empty()) status["flatVariant"] = flat_variant;
+  return {{"metadata", {{"name", "c"}}},
+          {"spec", {{"policy", "web-policy"}, {"templateHash", Hash()}}},
+          {"status", status}};
+}
+
+TEST(ParseGateTargetTest, KindsAndErrors) {
+  struct Case {
+    const char* text;
+    bool ok;
+    GateKind kind;
+    const char* name;
+  };
+  const Case cases[] = {
+      {"web", true, GateKind::kDeployment, "web"},
+      {"deployment/web", true, GateKind::kDeployment, "web"},
+      {"deploy/web", true, GateKind::kDeployment, "web"},
+      {"Deployment.apps/web", true, GateKind::kDeployment, "web"},
+      {"replaycanary/web-1", true, GateKind::kReplayCanary, "web-1"},
+      {"replaycanaries.allocguard.io/web-1", true, GateKind::kReplayCanary, "web-1"},
+      {"pod/web", false, GateKind::kDeployment, ""},
+      {"deployment/", false, GateKind::kDeployment, ""},
+      {"", false, GateKind::kDeployment, ""},
+      {"deployment/a/b", false, GateKind::kDeployment, ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    auto t = ParseGateTarget(c.text);
+    ASSERT_EQ(t.ok(), c.ok);
+    if (!c.ok) continue;
+    EXPECT_EQ(t->kind, c.kind);
+    EXPECT_EQ(t->name, c.name);
+  }
+}
+
+TEST(GateExitCodeTest, DistinctPerOutcome) {
+  EXPECT_EQ(GateExitCode(GateState::kProceed), 0);
+  EXPECT_EQ(GateExitCode(GateState::kHeld), 2);
+  EXPECT_EQ(GateExitCode(GateState::kFailed), 3);
+  EXPECT_EQ(GateExitCode(GateState::kTimedOut), 4);
+  EXPECT_EQ(GateExitCode(GateState::kNotFound), 5);
+}
+
+TEST(DecideDeploymentGateTest, Table) {
+  const json held = {{api::kHeldCandidateAnnotation, Hash()}};
+  const json released = {{api::kReleasedCandidateAnnotation, Hash()}};
+  const json held_other = {{api::kHeldCandidateAnnotation, "0123456789abcdef"}};
+  const json overridden = {{api::kHeldCandidateAnnotation, Hash()},
+                           {api::kOverrideHoldAnnotation, "hotfix"}};
+  const json opted_out = {{api::kInjectAnnotation, "false"}};
+  const json released_old = {{api::kReleasedCandidateAnnotation, "0123456789abcdef"}};
+  using Policies = std::vector<api::AllocatorPolicy>;
+  const Policies enforce = {Policy(api::RolloutMode::kEnforce)};
+  const Policies audit = {Policy(api::RolloutMode::kAudit)};
+  struct Case {
+    const char* name;
+    Policies policies;
+    json deployment;
+    std::optional<json> canary;
+    GateState state;
+    const char* reason;
+    const char* in_message;
+  };
+  const std::vector<Case> cases = {
+      {"no policy",
+       {},
+       Deployment(held, true),
+       std::nullopt,
+       GateState::kProceed,
+       "Ungoverned",
+       "no AllocatorPolicy"},
+      {"two policies select it",
+       {Policy(api::RolloutMode::kEnforce, "a"), Policy(api::RolloutMode::kEnforce, "b")},
+       Deployment(held, true),
+       std::nullopt,
+       GateState::kProceed,
+       "Ungoverned",
+       "2 Allocator"},
+      {"mode Off",
+       {Policy(api::RolloutMode::kOff)},
+       Deployment(held, true),
+       std::nullopt,
+       GateState::kProceed,
+       "RolloutModeOff",
+       "Off"},
+      {"opted out", enforce, Deployment(opted_out), std::nullopt, GateState::kProceed, "OptedOut",
+       "inject=false"},
+      {"held, no canary yet", enforce, Deployment(held, true), std::nullopt, GateState::kWaiting,
+       "CanaryPending", "has not started"},
+      {"held, canary running", enforce, Deployment(held, true), Canary("Running", ""),
+       GateState::kWaiting, "CanaryRunning", "is Running"},
+      {"held, Ratchet", enforce, Deployment(held, true),
+       Canary("Completed", "AllocatorRetention", "jemalloc"), GateState::kHeld, "CanaryNotFlat",
+       "variant jemalloc stayed flat"},
+      {"held, variant failed", enforce, Deployment(held, true), Canary("Completed", "Failed"),
+       GateState::kFailed, "CanaryFailed", "could not judge"},
+      {"held, canary invalid", enforce, Deployment(held, true), Canary("Failed", "Failed"),
+       GateState::kFailed, "CanaryFailed", "test explanation"},
+      {"held, Flat, not yet released", enforce, Deployment(held, true), Canary("Completed", "Flat"),
+       GateState::kWaiting, "Releasing", "waiting for the operator"},
+      {"released after Flat", enforce, Deployment(released), Canary("Completed", "Flat"),
+       GateState::kProceed, "Released", "found Flat (floor slope +2.40 GiB/h)"},
+      {"released baseline, no canary", enforce, Deployment(released), std::nullopt,
+       GateState::kProceed, "Released", "baseline"},
+      {"override", enforce, Deployment(overridden, false), Canary("Completed", "Ratchet"),
+       GateState::kProceed, "Overridden", "hotfix"},
+      {"held candidate is an older template", enforce, Deployment(held_other, true), std::nullopt,
+       GateState::kWaiting, "TemplateChanged", "0123456789abcdef"},
+      {"enforce, not adopted yet", enforce, Deployment(), std::nullopt, GateState::kWaiting,
+       "AwaitingAdoption", "not adopted"},
+      {"audit, canary running", audit, Deployment(released_old), Canary("Running", ""),
+       GateState::kWaiting, "CanaryRunning", "not held"},
+      {"audit, Ratchet reported, not held", audit, Deployment(released_old),
+       Canary("Completed", "Ratchet"), GateState::kProceed, "NotHeld", "found Ratchet"},
+      {"audit, released after Ratchet", audit, Deployment(released), Canary("Completed", "Ratchet"),
+       GateState::kProceed, "NotHeld", "found Ratchet"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string asked;
+    GateAnswer a = DecideDeploymentGate(c.deployment, c.policies, [&](const std::string& name) {
+      asked = name;
+      return c.canary;
+    });
+    EXPECT_EQ(GateStateName(a.state), std::string(GateStateName(c.state)));
+    EXPECT_EQ(a.reason, c.reason);
+    EXPECT_NE(a.message.find(c.in_message), std::string::npos) << a.message;
+    if (c.policies.size() == 1 && c.policies[0].spec.rollout.mode != api::RolloutMode::kOff &&
+        a.reason != "OptedOut") {
+      // The canary looked up is the one the rollout reconciler creates.
+      EXPECT_EQ(asked, CanaryName("web", Hash(), CanaryPolicyKey(c.policies[0])));
+      EXPECT_EQ(a.template_hash, Hash());
+      EXPECT_EQ(a.policy, c.policies[0].name);
+    }
+  }
+}
+
+TEST(DecideCanaryGateTest, Table) {
+  struct Case {
+    const char* name;
+    json canary;
+    GateState state;
+    const char* reason;
+  };
+  json no_status = Canary("Running", "");
+  no_status.erase("status");
+  const std::vector<Case> cases = {
+      {"no status yet", no_status, GateState::kWaiting, "CanaryPending"},
+      {"pending", Canary("Pending", ""), GateState::kWaiting, "CanaryPending"},
+      {"running", Canary("Running", ""), GateState::kWaiting, "CanaryRunning"},
+      {"flat", Canary("Completed", "Flat"), GateState::kProceed, "CanaryFlat"},
+      {"ratchet", Canary("Completed", "Ratchet"), GateState::kHeld, "CanaryNotFlat"},
+      {"leak", Canary("Completed", "Leak"), GateState::kHeld, "CanaryNotFlat"},
+      {"inconclusive", Canary("Completed", "Inconclusive"), GateState::kHeld, "CanaryNotFlat"},
+      {"variant failed", Canary("Completed", "Failed"), GateState::kFailed, "CanaryFailed"},
+      {"invalid canary", Canary("Failed", "Failed"), GateState::kFailed, "CanaryFailed"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    GateAnswer a = DecideCanaryGate(c.canary);
+    EXPECT_EQ(GateStateName(a.state), std::string(GateStateName(c.state)));
+    EXPECT_EQ(a.reason, c.reason);
+  }
+}
+
+TEST(GateAnswerTest, LineAndJson) {
+  GateAnswer a = DecideCanaryGate(Canary("Completed", "Ratchet"));
+  GateTarget t{GateKind::kReplayCanary, "c"};
+  EXPECT_EQ(
+      FormatGateLine(t, a).rfind("replaycanary/c Held CanaryNotFlat: canary c found Ratchet", 0),
+      0u)
+      << FormatGateLine(t, a);
+  json j = a.ToJson();
+  EXPECT_EQ(j["state"], "Held");
+  EXPECT_EQ(j["exitCode"], 2);
+  EXPECT_EQ(j["verdict"], "Ratchet");
+  EXPECT_EQ(j["floorSlope"], "+2.40 GiB/h");
+  EXPECT_EQ(j["policy"], "web-policy");
+  EXPECT_FALSE(j.contains("flatVariant"));  // empty fields are left out
+}
+
+}  // namespace
+}  // namespace allocguard::controllers

@@ -1,0 +1,77 @@
+-- Runs the Argo CD health checks in this folder against sample objects, as
+-- Argo CD does (the object as the global `obj`), and checks that
+-- docs/gitops.md quotes each script verbatim.
+--   lua5.4 docs/argocd/health_test.lua      (from the repository root)
+local dir = arg[0]:match("^(.*)/[^/]*$") or "."
+
+local function read(path)
+  local f = assert(io.open(path, "r"))
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
+local function health(script, object)
+  obj = object
+  return assert(load(read(dir .. "/" .. script), script, "t"))()
+end
+
+local function cond(type, status, reason, message)
+  return { type = type, status = status, reason = reason, message = message or "" }
+end
+
+local failures = 0
+local function expect(script, name, object, status, message_part)
+  local hs = health(script, object)
+  local ok = hs.status == status and (message_part == nil or hs.message:find(message_part, 1, true))
+  print(string.format("%s %s / %s: %s (%s)", ok and "ok  " or "FAIL", script, name, hs.status, hs.message))
+  if not ok then failures = failures + 1 end
+end
+
+local function policy(generation, observed, conditions)
+  return { metadata = { name = "p", generation = generation },
+           status = { observedGeneration = observed, conditions = conditions } }
+end
+
+local P = "allocatorpolicy-health.lua"
+local ready = cond("Ready", "True", "Accepted", "governs 1 Deployment(s) with jemalloc; rollout mode Enforce")
+expect(P, "no status yet", { metadata = { name = "p", generation = 1 } }, "Progressing")
+expect(P, "old generation", policy(2, 1, { ready }), "Progressing", "generation 2")
+expect(P, "accepted", policy(1, 1, { ready, cond("RolloutBlocked", "False", "NothingHeld"),
+                                    cond("InjectionDrift", "False", "AllInjected") }), "Healthy", "governs 1")
+expect(P, "canary running", policy(1, 1, { ready, cond("RolloutBlocked", "False", "CanaryRunning",
+                                    "waiting for canaries of web") }), "Healthy", "waiting for canaries")
+expect(P, "invalid spec", policy(1, 1, { cond("Ready", "False", "InvalidSpec", "bad selector") }),
+       "Degraded", "InvalidSpec: bad selector")
+expect(P, "rollout held", policy(1, 1, { ready, cond("RolloutBlocked", "True", "CanaryNotFlat", "held: web") }),
+       "Degraded", "rollout held: web")
+expect(P, "injection drift", policy(1, 1, { ready, cond("InjectionDrift", "True", "PodsNotInjected",
+                                    "1 governed Pod(s) run without the allocator injection") }), "Degraded", "without")
+
+local function canary(status)
+  return { metadata = { name = "web-1a2b-3c4d" }, status = status }
+end
+local C = "replaycanary-health.lua"
+expect(C, "no status yet", canary(nil), "Progressing", "Pending")
+expect(C, "queued", canary({ phase = "Pending", explanation = "queued: 2 canaries are running" }), "Progressing", "queued")
+expect(C, "running", canary({ phase = "Running" }), "Progressing", "Running")
+expect(C, "flat", canary({ phase = "Completed", verdict = "Flat", floorSlope = "+0.01 GiB/h" }), "Healthy", "+0.01")
+expect(C, "ratchet", canary({ phase = "Completed", verdict = "AllocatorRetention", explanation = "glibc ratchets",
+                               flatVariant = "jemalloc" }), "Degraded", "variant jemalloc stayed flat")
+expect(C, "variant failed", canary({ phase = "Completed", verdict = "Failed", explanation = "exited 1" }),
+       "Degraded", "Failed: exited 1")
+expect(C, "invalid", canary({ phase = "Failed", verdict = "Failed", explanation = "invalid ReplayCanary" }),
+       "Degraded", "invalid")
+
+local guide = read(dir .. "/../gitops.md")
+for _, script in ipairs({ P, C }) do
+  if not guide:find(read(dir .. "/" .. script), 1, true) then
+    print("FAIL docs/gitops.md does not quote " .. script .. " verbatim")
+    failures = failures + 1
+  end
+end
+if failures > 0 then
+  print(failures .. " failure(s)")
+  os.exit(1)
+end
+print("all health checks behave")
