@@ -256,7 +256,8 @@ GateAnswer DecideDeploymentGate(const json& deployment,
     a.state = GateState::kProceed;
     if (!finished) {
       a.reason = "Released";
-      a.message = "template " + hash + " is the released baseline (no canary ran for it)";
+      a.message = "template " + hash + " is released (adopted as the baseline, or canaried " +
+                  "under an earlier version of the policy)";
     } else if (a.verdict == "Flat") {
       a.reason = "Released";
       a.message = "template " + hash + " was released: canary " + a.canary + " " + Found(a);

@@ -148,7 +148,7 @@ TEST(DecideDeploymentGateTest, Table) {
       {"released after Flat", enforce, Deployment(released), Canary("Completed", "Flat"),
        GateState::kProceed, "Released", "found Flat (floor slope +2.40 GiB/h)"},
       {"released baseline, no canary", enforce, Deployment(released), std::nullopt,
-       GateState::kProceed, "Released", "baseline"},
+       GateState::kProceed, "Released", "adopted as the baseline"},
       {"override", enforce, Deployment(overridden, false), Canary("Completed", "Ratchet"),
        GateState::kProceed, "Overridden", "hotfix"},
       {"held candidate is an older template", enforce, Deployment(held_other, true), std::nullopt,
