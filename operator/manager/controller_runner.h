@@ -17,14 +17,22 @@
 
 namespace allocguard::manager {
 
+// Metrics (when a registry is given), labelled controller=<name()>:
+//   allocguard_reconcile_total{controller,result}  success, error, requeue;
+//       every result starts at 0, so an error rate is defined before the
+//       first error
+//   allocguard_reconcile_duration_seconds{controller}  histogram
+//   allocguard_workqueue_depth{controller}  keys ready to be reconciled,
+//       read at scrape time
 class ControllerRunner {
  public:
-  // metrics may be null.
+  // metrics may be null; when given, it must outlive this object or never
+  // render after it is gone.
   ControllerRunner(std::unique_ptr<controllers::Reconciler> reconciler, Clock* clock,
                    metrics::Registry* metrics);
   ~ControllerRunner();  // stops
 
-  void Enqueue(const std::string& key) { queue_.Add(key); }
+  void Enqueue(const std::string& key) { queue_->Add(key); }
   // Starts `workers` threads. REQUIRES: called once.
   void Start(int workers);
   // Shuts the queue down and joins the workers (a reconcile in flight ends
@@ -32,14 +40,16 @@ class ControllerRunner {
   void Stop();
 
   const char* name() const { return reconciler_->name(); }
-  size_t queue_length() { return queue_.Len(); }
+  size_t queue_length() { return queue_->Len(); }
 
  private:
   void Work();
 
   std::unique_ptr<controllers::Reconciler> reconciler_;
   Clock* clock_;
-  kube::WorkQueue queue_;
+  // Shared with the registry's depth collector, which may outlive a scrape
+  // in flight.
+  std::shared_ptr<kube::WorkQueue> queue_;
   std::vector<std::thread> workers_;
   std::atomic<bool> stopped_{false};
   metrics::Counter* reconciles_ = nullptr;

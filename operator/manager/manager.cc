@@ -17,6 +17,7 @@
 #include "operator/kube/event_recorder.h"
 #include "operator/kube/informer.h"
 #include "operator/kube/leader_election.h"
+#include "operator/manager/canary_metrics.h"
 #include "operator/manager/controller_runner.h"
 #include "operator/manager/webhook_serving.h"
 #include "operator/metrics/process_metrics.h"
@@ -244,7 +245,15 @@ Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
     return h;
   };
   policies->store().SetHandlers(handlers(on_policy));
-  canaries->store().SetHandlers(handlers(on_canary));
+  // Verdicts are counted by the replica whose reconcilers write them.
+  std::atomic<bool> leading{false};
+  CanaryMetrics canary_metrics(registry);
+  kube::EventHandlers canary_handlers = handlers(on_canary);
+  canary_handlers.on_update = [&](const json& old_canary, const json& canary) {
+    if (leading.load()) canary_metrics.OnUpdate(old_canary, canary);
+    on_canary(canary);
+  };
+  canaries->store().SetHandlers(canary_handlers);
   deployments->store().SetHandlers(handlers(on_deployment));
   pods->store().SetHandlers(handlers(on_pod));
   jobs->store().SetHandlers(handlers(on_job_or_canary_pod));
@@ -303,8 +312,16 @@ Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
 
   std::vector<ControllerRunner*> runners = {&policy_runner, &canary_runner, &rollout_runner,
                                             &drift_runner};
+  metrics::GaugeHandle is_leader =
+      registry
+          .AddGauge("allocguard_leader_election_is_leader",
+                    "1 while this replica holds the leader lease and runs the reconcilers, else 0.",
+                    {"lease"})
+          .With({options.leader_election_id});
   auto start_controllers = [&] {
     spdlog::info("leading: starting the reconcilers");
+    leading = true;
+    is_leader.Set(1);
     for (ControllerRunner* r : runners) r->Start(options.workers);
     // Everything cached is looked at once after (re)gaining leadership.
     for (const json& p : policies->store().List()) on_policy(p);

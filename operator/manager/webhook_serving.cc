@@ -15,6 +15,7 @@
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 #include "operator/certs/certificate_manager.h"
+#include "operator/certs/certificate_metrics.h"
 #include "operator/certs/file_certificate_source.h"
 #include "operator/kube/config.h"
 #include "operator/webhook/admission_server.h"
@@ -136,7 +137,8 @@ class WebhookServingImpl final : public WebhookServing {
     so.worker_threads = 4;
     so.key_pair = certs::TlsKeyPairProviderOf(source_);
     AG_ASSIGN_OR_RETURN(server_, net::NewHttpsServer(so));
-    admission_ = std::make_unique<webhook::AdmissionServer>(server_.get(), deps_.clock);
+    admission_ =
+        std::make_unique<webhook::AdmissionServer>(server_.get(), deps_.clock, deps_.metrics);
     admission_->Handle(kPodMutationPath,
                        [this](const webhook::AdmissionRequest& r) { return MutatePod(r); });
     admission_->Handle(kDeploymentMutationPath,
@@ -149,7 +151,10 @@ class WebhookServingImpl final : public WebhookServing {
     AG_RETURN_IF_ERROR(server_->Bind());
     thread_ = std::thread([this] { server_->Serve(); });
     serving_ = true;
-    if (deps_.metrics != nullptr) RegisterMetrics(*deps_.metrics);
+    if (deps_.metrics != nullptr) {
+      certs::AddCertificateExpiryMetrics(*deps_.metrics, source_,
+                                         deps_.clock != nullptr ? deps_.clock : RealClock::Get());
+    }
     // URL mode: register the webhooks only once they can be answered.
     if (!options_.webhook_url.empty()) AG_RETURN_IF_ERROR(ApplyConfigurations());
     return Status::Ok();
@@ -321,32 +326,6 @@ class WebhookServingImpl final : public WebhookServing {
     admission::ValidationDecision d = admission::ValidatePolicy(*candidate, others);
     if (!d.allowed) return webhook::AdmissionResponse::Deny(d.message);
     return webhook::AdmissionResponse::Allow();
-  }
-
-  void RegisterMetrics(metrics::Registry& registry) {
-    registry.AddCollector([this] {
-      metrics::CollectedFamily requests{
-          "allocguard_webhook_requests_total",
-          "Admission requests by webhook path and outcome (allowed, denied, malformed, "
-          "handler_error).",
-          metrics::MetricType::kCounter,
-          {}};
-      metrics::CollectedFamily seconds{"allocguard_webhook_latency_seconds_sum",
-                                       "Total time spent answering admission requests.",
-                                       metrics::MetricType::kCounter,
-                                       {}};
-      for (const auto& [path, m] : admission_->Metrics().paths) {
-        for (auto [outcome, n] : {std::pair{"allowed", m.allowed},
-                                  {"denied", m.denied},
-                                  {"malformed", m.malformed},
-                                  {"handler_error", m.handler_errors}}) {
-          requests.samples.push_back(
-              {{{"path", path}, {"outcome", outcome}}, static_cast<double>(n)});
-        }
-        seconds.samples.push_back({{{"path", path}}, m.latency_seconds_sum});
-      }
-      return std::vector<metrics::CollectedFamily>{requests, seconds};
-    });
   }
 
   ManagerOptions options_;

@@ -5,6 +5,9 @@
 namespace allocguard::webhook {
 namespace {
 
+// Each request counts under exactly one.
+constexpr const char* kOutcomes[] = {"allowed", "denied", "malformed", "handler_error"};
+
 net::HttpResponse PlainText(int status, std::string text) {
   net::HttpResponse r;
   r.status = status;
@@ -15,9 +18,20 @@ net::HttpResponse PlainText(int status, std::string text) {
 
 }  // namespace
 
-AdmissionServer::AdmissionServer(net::HttpServer* server, Clock* clock)
+AdmissionServer::AdmissionServer(net::HttpServer* server, Clock* clock, metrics::Registry* metrics)
     : server_(server), clock_(clock != nullptr ? clock : RealClock::Get()) {
   server_->Handle("GET", "/healthz", [](const net::HttpRequest&) { return PlainText(200, "ok"); });
+  if (metrics != nullptr) {
+    requests_total_ = &metrics->AddCounter(
+        "allocguard_webhook_requests_total",
+        "Admission requests by webhook path and outcome (allowed, denied, malformed, "
+        "handler_error).",
+        {"path", "outcome"});
+    latency_seconds_ = &metrics->AddHistogram(
+        "allocguard_webhook_latency_seconds", "Time taken to answer an admission request.",
+        {"path"},
+        std::vector<double>(kLatencyBucketsSeconds.begin(), kLatencyBucketsSeconds.end()));
+  }
 }
 
 void AdmissionServer::Handle(const std::string& path, AdmissionHandler handler,
@@ -27,6 +41,10 @@ void AdmissionServer::Handle(const std::string& path, AdmissionHandler handler,
   {
     std::lock_guard<std::mutex> lock(mu_);
     metrics_[path];  // a registered path shows in metrics before its first request
+  }
+  if (requests_total_ != nullptr) {
+    for (const char* outcome : kOutcomes) requests_total_->With({path, outcome});
+    latency_seconds_->With({path});
   }
   server_->Handle("POST", path, [this, path, route](const net::HttpRequest& request) {
     return Answer(path, *route, request.body);
@@ -92,6 +110,14 @@ void AdmissionServer::Record(const std::string& path, Clock::Duration latency, b
     ++m.denied;
   }
   if (threw) ++m.handler_errors;
+  if (requests_total_ != nullptr) {
+    const char* outcome = malformed ? "malformed"
+                          : threw   ? "handler_error"
+                          : allowed ? "allowed"
+                                    : "denied";
+    requests_total_->With({path, outcome}).Inc();
+    latency_seconds_->With({path}).Observe(seconds);
+  }
   m.latency_seconds_sum += seconds;
   for (size_t i = 0; i < kLatencyBucketsSeconds.size(); ++i) {
     if (seconds <= kLatencyBucketsSeconds[i]) ++m.latency_buckets[i];

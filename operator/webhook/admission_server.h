@@ -3,6 +3,14 @@
 // Admission webhook plumbing on an HttpServer: one handler per path, parsing
 // and encoding of AdmissionReviews, errors answered instead of crashing, and
 // per-path counters for the metrics endpoint. GET /healthz answers 200.
+//
+// With a metrics registry, per path:
+//   allocguard_webhook_requests_total{path,outcome}  outcome is one of
+//       allowed, denied (the handler rejected the request), malformed (HTTP
+//       400), handler_error (the handler threw; answered per FailurePolicy);
+//       each request counts under exactly one, all start at 0
+//   allocguard_webhook_latency_seconds{path}  histogram of the time from
+//       receiving the body to the encoded answer (kLatencyBucketsSeconds)
 
 #include <array>
 #include <cstdint>
@@ -13,6 +21,7 @@
 #include <string>
 
 #include "operator/common/clock.h"
+#include "operator/metrics/registry.h"
 #include "operator/net/http.h"
 #include "operator/webhook/admission_review.h"
 
@@ -48,9 +57,10 @@ struct AdmissionMetricsSnapshot {
 
 class AdmissionServer {
  public:
-  // Registers GET /healthz on server. server and clock (nullptr: the real
-  // clock) must outlive this object.
-  explicit AdmissionServer(net::HttpServer* server, Clock* clock = nullptr);
+  // Registers GET /healthz on server. server, clock (nullptr: the real
+  // clock) and metrics (nullptr: none) must outlive this object.
+  explicit AdmissionServer(net::HttpServer* server, Clock* clock = nullptr,
+                           metrics::Registry* metrics = nullptr);
 
   // Serves POST path with handler. REQUIRES: called before the server starts
   // serving. handler runs on the server's worker threads; it must be
@@ -79,6 +89,8 @@ class AdmissionServer {
   std::map<std::string, std::shared_ptr<const Route>> routes_;  // written before serving
   mutable std::mutex mu_;
   std::map<std::string, PathMetrics> metrics_;
+  metrics::Counter* requests_total_ = nullptr;  // null without a registry
+  metrics::Histogram* latency_seconds_ = nullptr;
 };
 
 }  // namespace allocguard::webhook

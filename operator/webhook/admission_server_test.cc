@@ -134,6 +134,53 @@ TEST(AdmissionServerTest, CountsRequestsOutcomesAndLatencyPerPath) {
   EXPECT_EQ(slow.latency_buckets.back(), 3u);
 }
 
+TEST(AdmissionServerTest, RegistryShowsRequestsRejectionsAndLatencyPerPath) {
+  FakeClock clock;
+  metrics::Registry registry;
+  auto server = net::NewHttpServer({});
+  AdmissionServer admission(server.get(), &clock, &registry);
+  admission.Handle("/validate", [&](const AdmissionRequest& r) {
+    clock.Advance(std::chrono::milliseconds(30));
+    return r.namespace_ == "deny" ? AdmissionResponse::Deny("no") : AdmissionResponse::Allow();
+  });
+  admission.Handle(
+      "/broken",
+      [](const AdmissionRequest&) -> AdmissionResponse { throw std::runtime_error("x"); },
+      FailurePolicy::kIgnore);
+
+  // Registered paths render every outcome at 0 before their first request.
+  std::string text = registry.Render();
+  EXPECT_NE(
+      text.find("allocguard_webhook_requests_total{path=\"/validate\",outcome=\"denied\"} 0\n"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("allocguard_webhook_latency_seconds_count{path=\"/broken\"} 0\n"),
+            std::string::npos);
+
+  (void)admission.Review("/validate", Review("a"));
+  (void)admission.Review("/validate", Review("b", "deny"));
+  (void)admission.Review("/validate", Review("c", "deny"));
+  (void)admission.Review("/validate", "garbage");
+  (void)admission.Review("/broken", Review("d"));
+  text = registry.Render();
+  for (const char* line : {
+           "allocguard_webhook_requests_total{path=\"/validate\",outcome=\"allowed\"} 1\n",
+           "allocguard_webhook_requests_total{path=\"/validate\",outcome=\"denied\"} 2\n",
+           "allocguard_webhook_requests_total{path=\"/validate\",outcome=\"malformed\"} 1\n",
+           "allocguard_webhook_requests_total{path=\"/validate\",outcome=\"handler_error\"} 0\n",
+           // A handler that threw is counted once, as handler_error, though it
+           // was admitted.
+           "allocguard_webhook_requests_total{path=\"/broken\",outcome=\"handler_error\"} 1\n",
+           "allocguard_webhook_requests_total{path=\"/broken\",outcome=\"allowed\"} 0\n",
+           "# TYPE allocguard_webhook_latency_seconds histogram\n",
+           "allocguard_webhook_latency_seconds_bucket{path=\"/validate\",le=\"0.025\"} 1\n",
+           "allocguard_webhook_latency_seconds_bucket{path=\"/validate\",le=\"0.05\"} 4\n",
+           "allocguard_webhook_latency_seconds_count{path=\"/validate\"} 4\n",
+       }) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\nin\n" << text;
+  }
+}
+
 TEST(AdmissionServerTest, ReviewOfAnUnknownPathIs404) {
   auto server = net::NewHttpServer({});
   AdmissionServer admission(server.get());

@@ -1,0 +1,72 @@
+#include "operator/manager/canary_metrics.h"
+
+#include <array>
+
+#include "operator/kube/credentials.h"
+#include "operator/kube/object.h"
+
+namespace allocguard::manager {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::array<const char*, 8> kVerdicts = {"Flat",   "Ratchet",     "AllocatorRetention",
+                                                  "Leak",   "OOMKilled",   "Errors",
+                                                  "Failed", "Inconclusive"};
+
+std::string VerdictLabel(const std::string& verdict) {
+  for (const char* v : kVerdicts) {
+    if (verdict == v) return verdict;
+  }
+  return "Other";
+}
+
+std::optional<std::chrono::system_clock::time_point> Time(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  auto t = kube::ParseRfc3339(text);
+  if (!t.ok()) return std::nullopt;
+  return t.value();
+}
+
+}  // namespace
+
+std::optional<CanaryVerdictReached> VerdictReached(const json& before, const json& after) {
+  const auto& Field = kube::FieldOrNull;
+  const auto& Str = kube::StringField;
+  if (!before.is_object()) return std::nullopt;
+  if (!Str(Field(before, "status"), "verdict").empty()) return std::nullopt;
+  const json& status = Field(after, "status");
+  const std::string verdict = Str(status, "verdict");
+  if (verdict.empty()) return std::nullopt;
+  CanaryVerdictReached out{VerdictLabel(verdict), std::nullopt};
+  auto start = Time(Str(status, "startTime"));
+  if (!start.has_value()) start = Time(Str(Field(after, "metadata"), "creationTimestamp"));
+  auto end = Time(Str(status, "completionTime"));
+  if (start.has_value() && end.has_value() && *end >= *start) {
+    out.duration_seconds = std::chrono::duration<double>(*end - *start).count();
+  }
+  return out;
+}
+
+CanaryMetrics::CanaryMetrics(metrics::Registry& registry)
+    : verdicts_(registry.AddCounter("allocguard_canary_verdicts_total",
+                                    "ReplayCanaries that reached a verdict, by verdict.",
+                                    {"verdict"})),
+      durations_(registry.AddHistogram(
+          "allocguard_canary_duration_seconds",
+          "Time from a canary's start to its verdict, by verdict.", {"verdict"},
+          // 1 minute to about 4.5 hours: canaries run for minutes to hours.
+          metrics::ExponentialBuckets(60, 2, 9))) {
+  for (const char* v : kVerdicts) verdicts_.With({v});
+}
+
+void CanaryMetrics::OnUpdate(const json& before, const json& after) {
+  auto reached = VerdictReached(before, after);
+  if (!reached.has_value()) return;
+  verdicts_.With({reached->verdict}).Inc();
+  if (reached->duration_seconds.has_value()) {
+    durations_.With({reached->verdict}).Observe(*reached->duration_seconds);
+  }
+}
+
+}  // namespace allocguard::manager
