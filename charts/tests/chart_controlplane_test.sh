@@ -342,6 +342,19 @@ for a in json.load(sys.stdin):
     "MutatingWebhookConfiguration/$name/$uid_m"
   holder=$(jget lease allocguard-operator '{.spec.holderIdentity}' "$ns" 2>/dev/null || true)
   expect_eq "Lease holder (POD_NAME_pid)" "${holder%_*}" chart-test-operator
+  # /metrics of the leading replica: leader, certificate, webhooks, controllers.
+  metrics_port=$(sed -n 's/^metrics=//p' "$work/ports")
+  scrape=""
+  for _ in $(seq 20); do
+    scrape=$(curl -s "http://127.0.0.1:$metrics_port/metrics" || true)
+    grep -q '^allocguard_leader_election_is_leader{lease="allocguard-operator"} 1$' <<<"$scrape" && break
+    sleep 0.5
+  done
+  expect_eq "metrics: this replica leads"     "$(grep -c '^allocguard_leader_election_is_leader{lease="allocguard-operator"} 1$' <<<"$scrape")" 1
+  expiry=$(sed -n 's/^allocguard_webhook_certificate_expiry_seconds //p' <<<"$scrape")
+  expect_eq "metrics: certificate valid for more than a day"     "$(python3 -c 'import sys; print(float(sys.argv[1] or 0) > 86400)' "$expiry")" True
+  expect_eq "metrics: request counters of the 4 webhook paths"     "$(grep -c '^allocguard_webhook_requests_total{path="/[a-z0-9-]*",outcome="denied"} ' <<<"$scrape")" 4
+  expect_eq "metrics: queue depth of the 4 controllers"     "$(grep -c '^allocguard_workqueue_depth{controller="[a-z]*"} ' <<<"$scrape")" 4
   kill -TERM "$operator_pid" 2>/dev/null || true
   op_exit=0
   wait "$operator_pid" || op_exit=$?
