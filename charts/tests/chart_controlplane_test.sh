@@ -421,7 +421,7 @@ if [[ -n $operator ]] && ((kcm)); then
     pass "certificate Secret removed with its webhook configuration"
   fi
 fi
-left=$("$kubectl" get all,roles,rolebindings,serviceaccounts,pdb -n "$ns" -l "app.kubernetes.io/instance=$release" -o name 2>/dev/null)
+left=$("$kubectl" get all,roles,rolebindings,serviceaccounts,pdb,leases -n "$ns" -l "app.kubernetes.io/instance=$release" -o name 2>/dev/null)
 expect_eq "namespaced objects of the release left" "$left" ""
 
 if ((failures)); then
