@@ -56,4 +56,17 @@ fi
 e2e/cluster/down.sh
 trap - EXIT
 # --- end of control-plane tier ---
+
+# --- node tier: the whole product on a real single-node cluster ---
+# e2e/run.sh starts a node (containerd, kubelet, scheduler, controller-manager),
+# builds the images from the Dockerfile with buildah, installs the chart with
+# helm and runs the governed workload through hold, canary, switch and
+# uninstall. It prints how long each stage took. Set ALLOCGUARD_SKIP_NODE_TIER=1
+# to leave it out of a local run.
+if [[ -z ${ALLOCGUARD_SKIP_NODE_TIER:-} ]]; then
+  echo "== node tier: e2e/run.sh"
+  node_start=$SECONDS
+  e2e/run.sh || status=1
+  echo "== node tier finished in $((SECONDS - node_start)) s"
+fi
 exit $status
