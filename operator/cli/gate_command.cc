@@ -73,17 +73,18 @@ Look LookOnce(kube::Client& client, const std::string& ns, const controllers::Ga
     }
     return look;
   };
+  auto not_found = [&](const std::string& kind) {
+    GateAnswer a;
+    a.state = GateState::kNotFound;
+    a.reason = "NotFound";
+    a.message = "no " + kind + " " + target.name + " in namespace " + ns;
+    look.answer = a;
+    return look;
+  };
   if (target.kind == controllers::GateKind::kReplayCanary) {
     auto canary = client.Get(kube::ReplayCanaries(), ns, target.name);
     if (!canary.ok()) {
-      if (canary.error().IsNotFound()) {
-        GateAnswer a;
-        a.state = GateState::kNotFound;
-        a.reason = "NotFound";
-        a.message = "no ReplayCanary " + target.name + " in namespace " + ns;
-        look.answer = a;
-        return look;
-      }
+      if (canary.error().IsNotFound()) return not_found("ReplayCanary");
       return fail(canary.error(), "reading ReplayCanary " + ns + "/" + target.name);
     }
     look.answer = controllers::DecideCanaryGate(*canary);
@@ -91,14 +92,7 @@ Look LookOnce(kube::Client& client, const std::string& ns, const controllers::Ga
   }
   auto deployment = client.Get(kube::Deployments(), ns, target.name);
   if (!deployment.ok()) {
-    if (deployment.error().IsNotFound()) {
-      GateAnswer a;
-      a.state = GateState::kNotFound;
-      a.reason = "NotFound";
-      a.message = "no Deployment " + target.name + " in namespace " + ns;
-      look.answer = a;
-      return look;
-    }
+    if (deployment.error().IsNotFound()) return not_found("Deployment");
     return fail(deployment.error(), "reading Deployment " + ns + "/" + target.name);
   }
   std::vector<api::AllocatorPolicy> policies;

@@ -14,6 +14,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "operator/api/policy.h"
 #include "operator/cli/cli_util.h"
 #include "operator/cli/commands.h"
 #include "operator/guard/guard.h"
@@ -71,7 +72,7 @@ Result<std::chrono::milliseconds> Duration(const std::string& flag, const std::s
 
 Result<guard::GuardOptions> BuildOptions(const GuardFlags& f) {
   guard::GuardOptions o;
-  auto action = guard::ParseGuardAction(f.action);
+  auto action = api::GuardActionFromName(f.action);
   if (!action) return InvalidArgument("--action must be None, Backpressure or Restart");
   o.action = *action;
   if (!f.threshold.empty()) {

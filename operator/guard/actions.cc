@@ -5,25 +5,6 @@
 
 namespace allocguard::guard {
 
-const char* GuardActionName(GuardAction action) {
-  switch (action) {
-    case GuardAction::kNone:
-      return "None";
-    case GuardAction::kBackpressure:
-      return "Backpressure";
-    case GuardAction::kRestart:
-      return "Restart";
-  }
-  return "None";
-}
-
-std::optional<GuardAction> ParseGuardAction(const std::string& name) {
-  for (GuardAction a : {GuardAction::kNone, GuardAction::kBackpressure, GuardAction::kRestart}) {
-    if (name == GuardActionName(a)) return a;
-  }
-  return std::nullopt;
-}
-
 int64_t BackpressureGate::release_bytes() const {
   return static_cast<int64_t>(
       std::floor(static_cast<double>(threshold_) * options_.release_fraction));

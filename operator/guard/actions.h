@@ -8,12 +8,13 @@
 #include <optional>
 #include <string>
 
+#include "operator/api/types.h"
+
 namespace allocguard::guard {
 
-enum class GuardAction { kNone, kBackpressure, kRestart };
-const char* GuardActionName(GuardAction action);  // "None", "Backpressure", "Restart"
-// Accepts the policy's spelling ("Backpressure"); case-sensitive.
-std::optional<GuardAction> ParseGuardAction(const std::string& name);
+// The policy's spec.guard.action; api::GuardActionName and
+// api::GuardActionFromName spell and parse it.
+using GuardAction = api::GuardAction;
 
 struct HysteresisOptions {
   // The gate closes (not ready) when judged bytes exceed the threshold on

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "operator/api/policy.h"
+
 namespace allocguard::guard {
 namespace {
 
@@ -76,11 +78,11 @@ TEST(RestartTriggerTest, LowerOfThresholdAndLimitMinusMargin) {
 
 TEST(GuardActionTest, NamesRoundTripAsThePolicySpellsThem) {
   for (const char* name : {"None", "Backpressure", "Restart"}) {
-    auto a = ParseGuardAction(name);
+    auto a = api::GuardActionFromName(name);
     ASSERT_TRUE(a.has_value()) << name;
-    EXPECT_STREQ(GuardActionName(*a), name);
+    EXPECT_EQ(api::GuardActionName(*a), name);
   }
-  EXPECT_FALSE(ParseGuardAction("restart").has_value());
+  EXPECT_FALSE(api::GuardActionFromName("restart").has_value());
 }
 
 }  // namespace
