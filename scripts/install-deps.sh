@@ -17,6 +17,8 @@ packages=(
   wrk
   # The control-plane tier (e2e/cluster): certificates, health checks, free ports.
   openssl curl ca-certificates python3
+  # The Argo CD health checks in docs/argocd/ are Lua; their test runs them.
+  lua5.4
 )
 
 # The node tier (e2e/cluster/up.sh --with-node, e2e/images/): containerd and
