@@ -111,6 +111,16 @@ wait_for() {
   done
   say "$what ($((SECONDS - start)) s)"
 }
+# wait_for_quietly SECONDS COMMAND...: like wait_for, but returns 1 on timeout.
+wait_for_quietly() {
+  local timeout=$1 start=$SECONDS
+  shift
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS - start < timeout)) || return 1
+    sleep 2
+  done
+  say "$* after $((SECONDS - start)) s"
+}
 jp() { kubectl get "$@" 2>/dev/null; }  # kubectl get with -o jsonpath, quiet
 
 cleanup() {
@@ -343,13 +353,21 @@ kubectl get --raw /metrics | python3 "$here/product/webhook_latency.py"
 # --- 5. uninstall ---------------------------------------------------------------
 stage "uninstall: nothing of allocguard left, pods still admitted"
 helm uninstall "$release" --namespace "$system_ns" --wait --timeout 3m
-left=$( {
-  kubectl get mutatingwebhookconfigurations,validatingwebhookconfigurations -o name
-  kubectl get clusterroles,clusterrolebindings -o name | grep allocguard
-  kubectl get all,secrets,configmaps,leases,roles,rolebindings,serviceaccounts,poddisruptionbudgets \
-    -n "$system_ns" -o name | grep -v -e '^serviceaccount/default$' -e '^configmap/kube-root-ca.crt$'
-} 2>/dev/null || true)
-if [[ -n $left ]]; then fail "left behind after helm uninstall:"$'\n'"$left"; fi
+# `helm uninstall --wait` returns once Helm's own objects are gone; what they
+# owned (the operator's pods, the certificate Secret owned by the webhook
+# configuration) goes with the garbage collector and the pods' grace period.
+leftovers() {
+  {
+    kubectl get mutatingwebhookconfigurations,validatingwebhookconfigurations -o name
+    kubectl get clusterroles,clusterrolebindings -o name | grep allocguard
+    kubectl get all,secrets,configmaps,leases,roles,rolebindings,serviceaccounts,poddisruptionbudgets \
+      -n "$system_ns" -o name | grep -v -e '^serviceaccount/default$' -e '^configmap/kube-root-ca.crt$'
+  } 2>/dev/null || true
+}
+nothing_left() { [[ -z $(leftovers) ]]; }
+if ! wait_for_quietly 120 nothing_left; then
+  fail "left behind 120 s after helm uninstall:"$'\n'"$(leftovers)"
+fi
 say "no webhook configuration, RBAC object or object in $system_ns is left"
 kubectl get crd -o name | grep allocguard.io || true
 kubectl run admitted-after-uninstall -n "$demo_ns" --image=localhost/ratchet-service:e2e \
