@@ -360,8 +360,12 @@ for a in json.load(sys.stdin):
   wait "$operator_pid" || op_exit=$?
   operator_pid=""
   expect_eq "operator exit status after SIGTERM" "$op_exit" 0
-  if grep -Eiq "forbidden|\b403\b" "$work/operator.log"; then
-    fail "the operator was refused something: $(grep -Ei 'forbidden|\b403\b' "$work/operator.log" | head -5)"
+  # A refusal by RBAC, not the 403 every client gets for writing into a
+  # namespace that is being deleted (other tests' namespaces linger in this
+  # tier: no controller-manager finishes their deletion).
+  refusals=$(grep -Ei 'forbidden|\b403\b' "$work/operator.log" | grep -v 'because it is being terminated' || true)
+  if [[ -n $refusals ]]; then
+    fail "the operator was refused something: $(head -5 <<<"$refusals")"
   else
     pass "the operator was refused nothing (log: $(wc -l <"$work/operator.log") lines)"
   fi
