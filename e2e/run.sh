@@ -138,6 +138,22 @@ stage "cluster: binaries, node, smoke test"
 "$root/scripts/install-deps.sh" --node
 "$here/cluster/build.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl helm
 trap cleanup EXIT
+# A node cluster whose run was killed (a session or CI job stopped mid-run)
+# leaves its claim on the machine behind; its kubelet and containerd are gone.
+# Tear it down so this run can start; a live one is left alone (up.sh then
+# says who holds the machine).
+stale=$(cat /run/allocguard-node/owner 2>/dev/null || true)
+if [[ -n $stale ]]; then
+  alive=0
+  for pidfile in "$stale/kubelet.pid" "$stale/containerd.pid"; do
+    [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null && alive=1
+  done
+  if ((!alive)); then
+    say "tearing down the node cluster a killed run left in $stale"
+    ALLOCGUARD_CLUSTER_DIR=$stale "$here/cluster/down.sh" >/dev/null 2>&1 || true
+    rm -f /run/allocguard-node/owner
+  fi
+fi
 "$here/cluster/up.sh" --with-node
 source "$ALLOCGUARD_CLUSTER_DIR/env"
 export PATH=$HELM_BIN:$PATH
