@@ -74,7 +74,7 @@ summary() {
   for i in "${!stage_names[@]}"; do
     printf '  %5d s  %s\n' "${stage_times[$i]}" "${stage_names[$i]}"
   done
-  [[ -n $stage_name ]] && printf '  %5s    %s (did not finish)\n' "-" "$stage_name"
+  if [[ -n $stage_name ]]; then printf '  %5s    %s (did not finish)\n' "-" "$stage_name"; fi
 }
 say() { echo "e2e: $*"; }
 
