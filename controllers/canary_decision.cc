@@ -5,6 +5,7 @@
 #include <map>
 
 #include "controllers/policy_decision.h"
+#include "operator/api/policy.h"
 #include "operator/canary/job_builder.h"
 #include "operator/memory/verdict.h"
 
@@ -103,6 +104,17 @@ void SetVariantStatus(json& status, const json& entry) {
   status["variants"].push_back(entry);
 }
 
+// The earliest-listed reusable measurement with this key, if any.
+const EarlierMeasurement* FindEarlier(const CanaryInput& input, const std::string& key) {
+  for (const EarlierMeasurement& m : input.earlier) {
+    if (m.canary != input.canary.name && ReusableMeasurement(m.variant) &&
+        m.variant.value("measurementKey", "") == key) {
+      return &m;
+    }
+  }
+  return nullptr;
+}
+
 const VariantObservation* FindObservation(const CanaryInput& input, const std::string& variant) {
   for (const VariantObservation& o : input.observations) {
     if (o.variant == variant) return &o;
@@ -125,6 +137,27 @@ api::AllocatorSpec VariantAllocator(const api::ReplayCanary& canary, const std::
     if (v.name == variant) return canary::VariantAllocator(canary, v);
   }
   return canary.spec.candidate_allocator;
+}
+
+std::string MeasurementKey(const api::ReplayCanary& canary, const std::string& variant,
+                           const std::vector<std::string>& containers) {
+  api::ReplayCanarySpec spec;
+  spec.template_hash = canary.spec.template_hash;
+  spec.pod_template_json = canary.spec.pod_template_json;
+  spec.candidate_allocator = VariantAllocator(canary, variant);
+  spec.canary = canary.spec.canary;
+  spec.canary.variants.clear();  // which other variants ran changes nothing
+  spec.limits = canary.spec.limits;
+  json key = api::ReplayCanarySpecToJson(spec);
+  key["containers"] = containers;
+  return api::ContentHash(key.dump());
+}
+
+bool ReusableMeasurement(const json& variant_status) {
+  if (!variant_status.is_object() || variant_status.value("phase", "") != "Completed") return false;
+  if (variant_status.value("measurementKey", "").empty()) return false;
+  const std::string verdict = variant_status.value("verdict", "");
+  return verdict == "Flat" || verdict == "Ratchet" || verdict == "OOMKilled" || verdict == "Errors";
 }
 
 std::string FormatSlope(double gib_per_hour) {
@@ -163,11 +196,32 @@ CanaryActions DecideCanary(const CanaryInput& input) {
     }
     if (waiting) break;
     const std::string allocator = api::AllocatorName(VariantAllocator(canary, name).name);
+    const std::string key = MeasurementKey(canary, name, input.containers);
+    if (obs == nullptr || !obs->job_exists) {
+      if (const EarlierMeasurement* earlier = FindEarlier(input, key)) {
+        json entry = earlier->variant;
+        entry["name"] = name;
+        entry.erase("job");
+        if (!entry.contains("reusedFrom")) entry["reusedFrom"] = earlier->canary;
+        SetVariantStatus(status, entry);
+        if (!status.contains("arenaLimit") && earlier->arena_limit.is_object() &&
+            VariantAllocator(canary, name).name == api::Allocator::kGlibc) {
+          status["arenaLimit"] = earlier->arena_limit;
+        }
+        out.events.push_back({entry["verdict"] != "Flat", "VariantReused",
+                              "variant " + name + " (" + allocator +
+                                  "): " + entry["verdict"].get<std::string>() +
+                                  ", measured by canary " + entry["reusedFrom"].get<std::string>() +
+                                  " with identical inputs; not run again"});
+        continue;
+      }
+    }
     const bool ended = obs != nullptr && obs->job_exists &&
                        (obs->result.has_value() || obs->result_error.has_value() ||
                         obs->job_failure.has_value() || obs->workload_oom_killed);
     if (ended) {
       json entry = RecordedVariant(name, allocator, *obs);
+      entry["measurementKey"] = key;
       SetVariantStatus(status, entry);
       out.delete_jobs.push_back(obs->job_name);
       out.events.push_back({entry["verdict"] != "Flat", "VariantFinished",

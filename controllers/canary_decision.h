@@ -38,11 +38,22 @@ struct VariantObservation {
   std::optional<std::string> pod_problem;
 };
 
+// A variant result recorded in another ReplayCanary's status.
+struct EarlierMeasurement {
+  std::string canary;          // the ReplayCanary that ran it
+  nlohmann::json variant;      // its status.variants entry, with "measurementKey"
+  nlohmann::json arena_limit;  // that canary's status.arenaLimit (may be null)
+};
+
 struct CanaryInput {
   api::ReplayCanary canary;
   nlohmann::json status;  // the object's current .status (may be null)
   std::vector<VariantObservation> observations;
   std::string now_rfc3339;
+  // The policy's containers (which ones get the allocator and are measured).
+  std::vector<std::string> containers;
+  // Results other canaries of the namespace recorded; see MeasurementKey.
+  std::vector<EarlierMeasurement> earlier;
 };
 
 struct CanaryEvent {
@@ -68,6 +79,21 @@ std::vector<std::string> VariantOrder(const api::ReplayCanary& canary);
 
 // The allocator a variant runs ("candidate" resolves to the candidate's).
 api::AllocatorSpec VariantAllocator(const api::ReplayCanary& canary, const std::string& variant);
+
+// What a variant's result depends on, as a digest: the candidate pod
+// template, the variant's allocator with its tunables, the canary's load,
+// duration, sampling, node selector and production CPUs, the limits the
+// verdict is judged against, and the measured containers. Two variants with
+// the same key measure the same thing; the key is recorded in each finished
+// variant's status as `measurementKey`.
+std::string MeasurementKey(const api::ReplayCanary& canary, const std::string& variant,
+                           const std::vector<std::string>& containers);
+
+// Whether a recorded variant may stand in for a new run: it carries a
+// measurement key and a verdict the judge reached (Flat, Ratchet, OOMKilled,
+// Errors). Failed and Inconclusive runs are never reused: a new run may well
+// settle them.
+bool ReusableMeasurement(const nlohmann::json& variant_status);
 
 CanaryActions DecideCanary(const CanaryInput& input);
 

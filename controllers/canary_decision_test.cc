@@ -260,6 +260,137 @@ TEST(DecideCanaryTest, WritesConditionsAndKeepsTransitionTimes) {
   EXPECT_EQ((*CanaryCondition(c.status, "Ready"))["lastTransitionTime"], "t3");
 }
 
+// The canary a policy switched to jemalloc creates for the same template:
+// its candidate is jemalloc, with no comparison variants.
+api::ReplayCanary SwitchedToJemalloc() {
+  api::ReplayCanary c = TwoVariantCanary();
+  c.name = "web-def";
+  c.spec.candidate_allocator.name = api::Allocator::kJemalloc;
+  c.spec.canary.variants.clear();
+  return c;
+}
+
+// The status of TwoVariantCanary after both variants ran.
+json MeasuredStatus(const std::string& jemalloc_verdict) {
+  CanaryInput first{TwoVariantCanary(), nullptr, {Finished("candidate", "Ratchet", 2.4)}, "t"};
+  CanaryInput second{TwoVariantCanary(),
+                     DecideCanary(first).status,
+                     {Finished("jemalloc", jemalloc_verdict, 0.01)},
+                     "t2"};
+  return DecideCanary(second).status;
+}
+
+std::vector<EarlierMeasurement> Earlier(const std::string& canary, const json& status) {
+  std::vector<EarlierMeasurement> out;
+  for (const json& v : status["variants"]) out.push_back({canary, v, nullptr});
+  return out;
+}
+
+TEST(MeasurementKeyTest, RecordedWithEachFinishedVariant) {
+  json status = MeasuredStatus("Flat");
+  const api::ReplayCanary c = TwoVariantCanary();
+  EXPECT_EQ((*Variant(status, "candidate"))["measurementKey"], MeasurementKey(c, "candidate", {}));
+  EXPECT_EQ((*Variant(status, "jemalloc"))["measurementKey"], MeasurementKey(c, "jemalloc", {}));
+  EXPECT_NE(MeasurementKey(c, "candidate", {}), MeasurementKey(c, "jemalloc", {}))
+      << "glibc and jemalloc runs measure different things";
+}
+
+TEST(MeasurementKeyTest, SameAllocatorAsCandidateOrVariantIsTheSameMeasurement) {
+  EXPECT_EQ(MeasurementKey(TwoVariantCanary(), "jemalloc", {"server"}),
+            MeasurementKey(SwitchedToJemalloc(), "candidate", {"server"}));
+}
+
+TEST(MeasurementKeyTest, EveryInputOfTheRunChangesIt) {
+  const api::ReplayCanary base = SwitchedToJemalloc();
+  const std::string key = MeasurementKey(base, "candidate", {"server"});
+  std::vector<std::pair<std::string, api::ReplayCanary>> changed;
+  auto with = [&](const std::string& what, auto mutate) {
+    api::ReplayCanary c = base;
+    mutate(c);
+    changed.emplace_back(what, c);
+  };
+  with("template", [](api::ReplayCanary& c) { c.spec.template_hash = "other"; });
+  with("template body", [](api::ReplayCanary& c) { c.spec.pod_template_json = R"({"spec":{}})"; });
+  with("tunables", [](api::ReplayCanary& c) {
+    c.spec.candidate_allocator.jemalloc_malloc_conf = "dirty_decay_ms:0";
+  });
+  with("duration", [](api::ReplayCanary& c) { c.spec.canary.duration = std::chrono::seconds(60); });
+  with("sampling", [](api::ReplayCanary& c) {
+    c.spec.canary.sample_interval = std::chrono::milliseconds(500);
+  });
+  with("load rate", [](api::ReplayCanary& c) { c.spec.canary.load.rate = 99; });
+  with("node selector", [](api::ReplayCanary& c) { c.spec.canary.node_selector["pool"] = "big"; });
+  with("production CPUs", [](api::ReplayCanary& c) { c.spec.canary.production_cpus = 64; });
+  with("limits",
+       [](api::ReplayCanary& c) { c.spec.limits.max_floor_slope_bytes_per_hour = 1LL << 20; });
+  for (const auto& [what, c] : changed) {
+    EXPECT_NE(MeasurementKey(c, "candidate", {"server"}), key) << what;
+  }
+  EXPECT_NE(MeasurementKey(base, "candidate", {"sidecar"}), key) << "containers";
+  api::ReplayCanary other_name = base;
+  other_name.name = "renamed";
+  other_name.spec.policy = "another-policy";
+  EXPECT_EQ(MeasurementKey(other_name, "candidate", {"server"}), key)
+      << "names are not inputs of the measurement";
+}
+
+TEST(DecideCanaryTest, AVariantMeasuredWithIdenticalInputsIsCopiedNotRun) {
+  CanaryInput in{SwitchedToJemalloc(), nullptr, {}, "t3"};
+  in.earlier = Earlier("web-abc", MeasuredStatus("Flat"));
+  CanaryActions a = DecideCanary(in);
+  EXPECT_FALSE(a.create_job_for_variant.has_value()) << "no second run of jemalloc";
+  ASSERT_TRUE(a.finished);
+  EXPECT_EQ(a.status["verdict"], "Flat");
+  const json* c = Variant(a.status, "candidate");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ((*c)["reusedFrom"], "web-abc");
+  EXPECT_EQ((*c)["allocator"], "jemalloc");
+  EXPECT_FALSE(c->contains("job")) << "no Job of this canary ran it";
+  EXPECT_EQ((*c)["floorsMiB"].size(), 3u) << "the measured floors come along";
+  bool event = false;
+  for (const CanaryEvent& e : a.events) {
+    event = event || (e.reason == "VariantReused" && !e.warning &&
+                      e.note.find("web-abc") != std::string::npos);
+  }
+  EXPECT_TRUE(event) << "the copy is announced with the canary that measured it";
+}
+
+TEST(DecideCanaryTest, AFailedOrDifferentMeasurementIsRunAgain) {
+  {
+    json status = MeasuredStatus("Failed");
+    CanaryInput in{SwitchedToJemalloc(), nullptr, {}, "t3"};
+    in.earlier = Earlier("web-abc", status);
+    CanaryActions a = DecideCanary(in);
+    ASSERT_TRUE(a.create_job_for_variant.has_value()) << "a Failed run settles nothing";
+    EXPECT_EQ(*a.create_job_for_variant, "candidate");
+  }
+  {
+    api::ReplayCanary longer = SwitchedToJemalloc();
+    longer.spec.canary.duration = std::chrono::seconds(1800);
+    CanaryInput in{longer, nullptr, {}, "t3"};
+    in.earlier = Earlier("web-abc", MeasuredStatus("Flat"));
+    EXPECT_TRUE(DecideCanary(in).create_job_for_variant.has_value())
+        << "a longer run is a different measurement";
+  }
+  {
+    CanaryInput in{SwitchedToJemalloc(), nullptr, {}, "t3"};
+    in.earlier = Earlier("web-def", MeasuredStatus("Flat"));  // its own name
+    EXPECT_TRUE(DecideCanary(in).create_job_for_variant.has_value())
+        << "a canary never copies from itself";
+  }
+}
+
+TEST(DecideCanaryTest, AVariantWithARunningJobIsNotReplacedByACopy) {
+  // A Job already started (e.g. before the earlier canary finished) is
+  // followed to its own result.
+  CanaryInput in{SwitchedToJemalloc(), nullptr, {Running("candidate")}, "t3"};
+  in.earlier = Earlier("web-abc", MeasuredStatus("Flat"));
+  CanaryActions a = DecideCanary(in);
+  EXPECT_FALSE(a.finished);
+  EXPECT_EQ((*Variant(a.status, "candidate"))["phase"], "Running");
+  EXPECT_FALSE(Variant(a.status, "candidate")->contains("reusedFrom"));
+}
+
 TEST(VariantOrderTest, CandidateFirstThenSpecOrder) {
   api::ReplayCanary c = TwoVariantCanary();
   api::VariantSpec tc;

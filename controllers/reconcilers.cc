@@ -284,10 +284,34 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
   }
   const api::ReplayCanary& canary = parsed.value();
 
+  // The policy's container list (not part of the canary's snapshot) says
+  // which containers get the allocator and are measured.
+  std::vector<std::string> containers;
+  if (!canary.spec.policy.empty()) {
+    if (auto p = ctx_.policies->Get(canary.ns + "/" + canary.spec.policy)) {
+      auto policy = api::ParseAllocatorPolicy(*p);
+      if (policy.ok()) containers = policy->spec.containers;
+    }
+  }
+
   CanaryInput input;
   input.canary = canary;
   input.status = Field(*object, "status");
   input.now_rfc3339 = now;
+  input.containers = containers;
+  // What other canaries of this template recorded: a variant measured with
+  // identical inputs is copied instead of run again (MeasurementKey).
+  for (const json& other : ctx_.canaries->List()) {
+    const json& meta = Field(other, "metadata");
+    if (Str(meta, "namespace") != canary.ns || Str(meta, "name") == canary.name) continue;
+    if (Str(Field(other, "spec"), "templateHash") != canary.spec.template_hash) continue;
+    const json& other_status = Field(other, "status");
+    const json& variants = Field(other_status, "variants");
+    if (!variants.is_array()) continue;
+    for (const json& v : variants) {
+      input.earlier.push_back({Str(meta, "name"), v, Field(other_status, "arenaLimit")});
+    }
+  }
   std::map<std::string, std::string> job_names;
   for (const std::string& variant : VariantOrder(canary)) {
     const std::string job_name = canary::CanaryJobName(canary.name, variant);
@@ -325,15 +349,8 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
   if (actions.create_job_for_variant.has_value()) {
     const std::string& variant = *actions.create_job_for_variant;
     api::VariantSpec spec{variant, VariantAllocator(canary, variant)};
-    // The policy's container list (not part of the canary's snapshot) says
-    // which containers get the allocator and are measured.
     canary::CanaryJobOptions job_options = ctx_.job_options;
-    if (!canary.spec.policy.empty()) {
-      if (auto p = ctx_.policies->Get(canary.ns + "/" + canary.spec.policy)) {
-        auto policy = api::ParseAllocatorPolicy(*p);
-        if (policy.ok()) job_options.containers = policy->spec.containers;
-      }
-    }
+    job_options.containers = containers;
     canary::CanaryJobInfo info;
     auto built = canary::BuildCanaryJob(canary, spec, job_options, &info);
     if (!built.ok()) {

@@ -1,7 +1,6 @@
 #include "controllers/rollout_decision.h"
 
 #include <cstdint>
-#include <cstdio>
 
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
@@ -48,15 +47,7 @@ std::string CanaryPolicyKey(const api::AllocatorPolicy& policy) {
   spec.candidate_allocator = policy.spec.allocator;
   spec.canary = policy.spec.canary;
   spec.limits = policy.spec.limits;
-  const std::string text = api::ReplayCanarySpecToJson(spec).dump();
-  uint64_t hash = 14695981039346656037ull;  // FNV-1a, 64 bits
-  for (unsigned char ch : text) {
-    hash ^= ch;
-    hash *= 1099511628211ull;
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
-  return hex;
+  return api::ContentHash(api::ReplayCanarySpecToJson(spec).dump());
 }
 
 std::string CanaryName(const std::string& deployment, const std::string& template_hash,

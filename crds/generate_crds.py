@@ -398,6 +398,11 @@ def canary_status():
         "oomKilled": {"type": "boolean", "description": "Killed by the OOM killer."},
         "oomMinute": integer("Minute of the OOM kill."),
         "message": string("What went wrong, if anything."),
+        "measurementKey": string("Digest of everything the result depends on (template, "
+                                 "allocator, load, duration, sampling, placement, limits, "
+                                 "containers)."),
+        "reusedFrom": string("The canary that measured this result with identical inputs; "
+                             "set when the variant was not run again."),
     })
     return obj("Observed state, written by the operator.", {
         "observedGeneration": integer("The generation last reconciled.", format="int64"),

@@ -18,8 +18,9 @@
 #      workload under the demo load in canary pods; glibc (a 64-CPU node's
 #      arena limit) ratchets, jemalloc stays flat; the Deployment stays paused
 #      with a Warning event that names jemalloc
-#   4. switch: the policy goes to jemalloc; a new canary is Flat; the rollout
-#      is released and completes; the new pods have jemalloc mapped
+#   4. switch: the policy goes to jemalloc; a new canary is Flat (the hold's
+#      jemalloc measurement, reused: same template, load and settings); the
+#      rollout is released and completes; the new pods have jemalloc mapped
 #   5. uninstall: `helm uninstall` leaves nothing of allocguard behind, and
 #      pods are still admitted
 # Also printed: the operator's memory and CPU while a canary runs, and the
@@ -333,7 +334,10 @@ kubectl get allocatorpolicies,replaycanaries -n "$demo_ns"
 # --- 4. switch ------------------------------------------------------------------
 stage "switch: the policy goes to jemalloc, a new canary is Flat, the rollout completes on jemalloc"
 # The canary of a jemalloc candidate needs no comparison run: the glibc
-# comparison was just made (variants: [] keeps this stage to one run).
+# comparison was just made (variants: [] keeps it to the candidate). And the
+# candidate itself, jemalloc on this template under this load, is exactly what
+# the hold's canary measured as its jemalloc variant: the operator copies
+# that result (status.variants[].reusedFrom) instead of running it again.
 kubectl patch allocatorpolicy/"$policy" -n "$demo_ns" --type merge \
   -p '{"spec":{"allocator":{"name":"jemalloc"},"canary":{"variants":[]}}}'
 old_canary=$canary
@@ -349,6 +353,10 @@ say "canary $canary finished in $((SECONDS - canary_start)) s"
 kubectl get replaycanary/"$canary" -n "$demo_ns" -o jsonpath='{range .status.variants[*]}  variant {.name} ({.allocator}): {.verdict}, floor slope {.floorSlopeGiBPerHour} GiB/h, peak {.peakMiB} MiB, {.requests} requests, floors (MiB) {.floorsMiB}{"\n"}{end}' || true
 verdict=$(jp replaycanary/"$canary" -n "$demo_ns" -o jsonpath='{.status.verdict}')
 [[ $verdict == Flat ]] || fail "canary $canary of the jemalloc policy: verdict '$verdict', want Flat"
+reused=$(jp replaycanary/"$canary" -n "$demo_ns" -o jsonpath='{.status.variants[?(@.name=="candidate")].reusedFrom}')
+[[ $reused == "$old_canary" ]] ||
+  fail "canary $canary ran jemalloc again instead of reusing $old_canary's identical measurement (reusedFrom '$reused')"
+say "the jemalloc result was measured by $reused (identical inputs), not run again"
 unpaused() { [[ $(jp deployment/"$deploy" -n "$demo_ns" -o jsonpath='{.spec.paused}') != true ]]; }
 wait_for 60 "the Deployment released" unpaused
 kubectl rollout status -n "$demo_ns" deployment/"$deploy" --timeout=180s

@@ -1,5 +1,8 @@
 #include "operator/api/types.h"
 
+#include <cstdint>
+#include <cstdio>
+
 namespace allocguard::api {
 
 std::string AllocatorName(Allocator allocator) {
@@ -38,6 +41,17 @@ std::string GuardActionName(GuardAction action) {
       return "Restart";
   }
   return "unknown";
+}
+
+std::string ContentHash(std::string_view text) {
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a, 64 bits
+  for (unsigned char ch : text) {
+    hash ^= ch;
+    hash *= 1099511628211ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return hex;
 }
 
 }  // namespace allocguard::api

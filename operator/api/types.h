@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace allocguard::api {
@@ -186,5 +187,10 @@ struct ReplayCanary {
 std::string AllocatorName(Allocator allocator);   // "jemalloc"
 std::string RolloutModeName(RolloutMode mode);    // "Enforce"
 std::string GuardActionName(GuardAction action);  // "Backpressure"
+
+// A short, stable digest of `text` (FNV-1a, 64 bits, as 16 hex digits) for
+// names and keys derived from content: not a security boundary, only a way
+// to tell two specs apart.
+std::string ContentHash(std::string_view text);
 
 }  // namespace allocguard::api
