@@ -116,6 +116,7 @@ deb-src $mirror $SOURCE_SUITE main
 SRC
   cp /etc/resolv.conf "$tmp/etc/resolv.conf"
   in_chroot "$tmp" apt-get update -qq >/dev/null
+  in_chroot "$tmp" apt-get clean  # the .debs debootstrap left, about 200 MB
   mv "$tmp" "$root"
   touch "$root/.allocguard-ready"
 }

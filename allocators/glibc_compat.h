@@ -6,9 +6,11 @@
  * that calls them and is linked against glibc >= 2.29 therefore requires
  * GLIBC_2.29 and refuses to load on older systems (RHEL 8, Debian 10,
  * Amazon Linux 2) although nothing else in it needs a newer glibc. The
- * allocators call them only for sampling intervals and statistics, where the
- * original versions (still exported by every glibc, at most a last-bit
- * rounding apart) serve as well, so the references are bound to those. */
+ * allocators call them only for heap-profile sampling and its statistics,
+ * where the original versions (still exported by every glibc, at most a
+ * last-bit rounding apart) serve as well, so the references are bound to
+ * those. */
+#pragma once
 #if defined(__x86_64__) && defined(__linux__)
 #include <features.h>
 #if defined(__GLIBC__)

@@ -23,9 +23,15 @@ static int Churn(unsigned seed) {
     size_t size = 1 + (seed >> 12) % 9000;
     free(slots[slot]);
     switch (i % 4) {
-      case 0: slots[slot] = malloc(size); break;
-      case 1: slots[slot] = calloc(1, size); break;
-      case 2: slots[slot] = realloc(malloc(16), size); break;
+      case 0:
+        slots[slot] = malloc(size);
+        break;
+      case 1:
+        slots[slot] = calloc(1, size);
+        break;
+      case 2:
+        slots[slot] = realloc(malloc(16), size);
+        break;
       default:
         if (posix_memalign(&slots[slot], 64, size) != 0) slots[slot] = NULL;
         if (slots[slot] != NULL && ((uintptr_t)slots[slot] % 64) != 0) return 1;
@@ -37,9 +43,7 @@ static int Churn(unsigned seed) {
   return 0;
 }
 
-static void* ChurnThread(void* arg) {
-  return (void*)(intptr_t)Churn((unsigned)(intptr_t)arg);
-}
+static void* ChurnThread(void* arg) { return (void*)(intptr_t)Churn((unsigned)(intptr_t)arg); }
 
 int main(void) {
   pthread_t thread;
