@@ -6,6 +6,7 @@ build chroots it keeps: the oldest suite's for glibc, bookworm's with musl).
 Without them it prints why and exits 77, which ctest reports as skipped.
 
 What it shows, each in a process started with chroot(8) and LD_PRELOAD:
+- no glibc build needs libstdc++.so.6 or libgcc_s.so.1;
 - every glibc build starts in the oldest rootfs (Debian 11, glibc 2.31) and
   in Debian 12: /bin/echo, a C++ program (apt-cache) and malloc_probe.c, which
   reports that malloc is served by the preloaded library, while
@@ -172,6 +173,12 @@ class GlibcBuilds(unittest.TestCase):
         names = {os.path.basename(p) for p in self.libraries}
         self.assertEqual(names, {"libjemalloc.so.2", "libmimalloc.so.2",
                                  "libtcmalloc_minimal.so.4"})
+        # No C++ runtime or libgcc_s, so they load in images that lack
+        # them (distroless base has neither).
+        for lib in self.libraries:
+            with self.subTest(library=lib):
+                needed = set(manifest(lib)["needed"])
+                self.assertFalse(needed & {"libstdc++.so.6", "libgcc_s.so.1"}, needed)
 
     def test_system_malloc_without_preload(self):
         # The probe tells libc's malloc from a preloaded one.
