@@ -8,7 +8,8 @@ Without them it prints why and exits 77, which ctest reports as skipped.
 What it shows, each in a process started with chroot(8) and LD_PRELOAD:
 - no glibc build needs libstdc++.so.6 or libgcc_s.so.1;
 - every glibc build starts in the oldest rootfs (Debian 11, glibc 2.31) and
-  in Debian 12: /bin/echo, a C++ program (apt-cache) and malloc_probe.c, which
+  in Debian 12: /bin/echo, C++ programs (apt-cache, cxx_probe.cc: threads
+  and exceptions) and malloc_probe.c, which
   reports that malloc is served by the preloaded library, while
   /proc/PID/maps shows the library and the rootfs' own libc mapped;
 - Debian 12's own packages of the same sources fail in Debian 11 exactly
@@ -156,6 +157,7 @@ class GlibcBuilds(unittest.TestCase):
         cls.old = Rootfs(OLD_ROOT)
         cls.new = Rootfs(MUSL_ROOT)
         cls.probes = {}
+        cls.cxx_probes = {}
         for rootfs in (cls.old, cls.new):
             src = rootfs.copy_in(os.path.join(HERE, "malloc_probe.c"))
             probe = rootfs.inside + "/malloc_probe"
@@ -163,6 +165,12 @@ class GlibcBuilds(unittest.TestCase):
             if cc.returncode != 0:
                 raise RuntimeError(f"gcc in {rootfs.root}: {cc.stderr}")
             cls.probes[rootfs.root] = probe
+            src = rootfs.copy_in(os.path.join(HERE, "cxx_probe.cc"))
+            probe = rootfs.inside + "/cxx_probe"
+            cc = rootfs.run(["g++", "-std=c++17", "-O2", "-pthread", "-o", probe, src])
+            if cc.returncode != 0:
+                raise RuntimeError(f"g++ in {rootfs.root}: {cc.stderr}")
+            cls.cxx_probes[rootfs.root] = probe
 
     @classmethod
     def tearDownClass(cls):
@@ -200,6 +208,9 @@ class GlibcBuilds(unittest.TestCase):
                 apt = rootfs.run(["apt-cache", "policy", "libc6"], preload=inside)
                 self.assertEqual(apt.returncode, 0, apt.stderr)
                 self.assertIn("Installed:", apt.stdout)
+                cxx = rootfs.run([self.cxx_probes[rootfs.root]], preload=inside)
+                self.assertEqual((cxx.returncode, cxx.stdout), (0, "caught 80\n"),
+                                 cxx.stderr)
                 result = run_probe(rootfs, self.probes[rootfs.root], preload=inside)
                 self.assertEqual(result.returncode, 0, result.stderr)
                 self.assertEqual(result.malloc_from, inside)
@@ -208,8 +219,8 @@ class GlibcBuilds(unittest.TestCase):
                     "libc-" + libc.split()[1] + ".so")
                 self.assertTrue(libc_maps, f"the rootfs' {libc} is not mapped")
                 note(f"{rootfs.describe()}: {name} (requires "
-                     f"{manifest(lib)['max_glibc_version']}) started /bin/echo "
-                     f"and apt-cache; malloc served by {result.malloc_from}; "
+                     f"{manifest(lib)['max_glibc_version']}) started /bin/echo, "
+                     f"apt-cache and cxx_probe (threads, exceptions); malloc served by {result.malloc_from}; "
                      f"mapped {result.mapped(inside)[0]} beside {libc_maps[0]}")
 
     def test_loads_in_oldest_rootfs(self):
