@@ -12,7 +12,12 @@
 # Build stage: Debian 12 with the packages scripts/install-deps.sh lists. The
 # compiler cache lives in a cache mount, so a rebuild after a small change
 # recompiles only what changed (BuildKit and buildah both keep cache mounts
-# between builds on the same machine).
+# between builds on the same machine). The cache is keyed by content, not by
+# path (base dir /src, directory not hashed) and the build directory sits two
+# levels below the source like scripts/test.sh's build/release, and the
+# locale variables ccache hashes are the ones scripts/test.sh builds with, so
+# a cache shared with the host's build (e2e/images/allocguard.sh passes
+# CCACHE_DIR and mounts the host's cache there) serves the same objects to both.
 FROM debian:bookworm-slim AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
@@ -22,11 +27,17 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
+ARG CCACHE_DIR=/ccache
 RUN --mount=type=cache,target=/ccache \
-    CCACHE_DIR=/ccache cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    export CCACHE_DIR="$CCACHE_DIR" CCACHE_BASEDIR=/src CCACHE_NOHASHDIR=true \
+      LANG=C.UTF-8 LC_ALL=C.UTF-8 \
+ && cmake -S . -B /src/build/image -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DBUILD_TESTING=OFF -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
- && CCACHE_DIR=/ccache cmake --build /build --target allocguard ratchet_service \
- && strip /build/operator/cli/allocguard /build/e2e/workloads/ratchet_service
+ && cmake --build /src/build/image --target allocguard ratchet_service \
+ && { ccache --show-stats | grep -E '^ *(Hits|Misses):' || true; } \
+ && mkdir /build \
+ && strip -o /build/allocguard /src/build/image/operator/cli/allocguard \
+ && strip -o /build/ratchet_service /src/build/image/e2e/workloads/ratchet_service
 
 # The shared libraries both images run with, and the allocators at a fixed
 # path (/opt/allocguard/lib) for the injection init container to copy.
@@ -45,7 +56,7 @@ RUN apt-get update \
 # with a large node's arena limit (e2e/workloads/README.md). Dynamically linked
 # against glibc, so an injected LD_PRELOAD takes effect.
 FROM runtime-base AS demo-workload
-COPY --from=build /build/e2e/workloads/ratchet_service /usr/local/bin/ratchet_service
+COPY --from=build /build/ratchet_service /usr/local/bin/ratchet_service
 USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/ratchet_service", "--host", "0.0.0.0", "--port", "8080"]
@@ -53,7 +64,7 @@ ENTRYPOINT ["/usr/local/bin/ratchet_service", "--host", "0.0.0.0", "--port", "80
 # The operator image (the default target): allocguard runs as the operator,
 # the canary driver, the injection init container and the guard sidecar.
 FROM runtime-base
-COPY --from=build /build/operator/cli/allocguard /usr/local/bin/allocguard
+COPY --from=build /build/allocguard /usr/local/bin/allocguard
 ENV ALLOCGUARD_ALLOCATOR_DIR=/opt/allocguard/lib
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/allocguard"]

@@ -9,6 +9,15 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 
 jobs=$(nproc)
+# The compiler cache lives outside the repository (CI builds in a fresh clone
+# every time) and is keyed by content, not by path: paths below the clone are
+# hashed relative to it and the working directory is not hashed. The image
+# build (e2e/images/allocguard.sh) shares it.
+export CCACHE_DIR=${CCACHE_DIR:-/var/cache/allocguard/ccache}
+export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true
+mkdir -p "$CCACHE_DIR"
+ccache --max-size 8G >/dev/null
+ccache --zero-stats >/dev/null
 for build in release asan; do
   dir=build/$build
   if [[ $build == asan ]]; then
@@ -17,9 +26,15 @@ for build in release asan; do
     flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
   fi
   echo "== building ($build)"
-  cmake -S . -B "$dir" -G Ninja "${flags[@]}" >/dev/null
-  cmake --build "$dir" -j "$jobs"
+  cmake -S . -B "$dir" -G Ninja "${flags[@]}" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+    -DCMAKE_C_COMPILER_LAUNCHER=ccache >/dev/null
+  build_start=$SECONDS
+  # ccache hashes the locale variables (they change the compiler's messages);
+  # the Dockerfile's build stage sets the same ones, so it gets these objects.
+  env -u LC_CTYPE -u LC_MESSAGES LANG=C.UTF-8 LC_ALL=C.UTF-8 cmake --build "$dir" -j "$jobs"
+  echo "== built ($build) in $((SECONDS - build_start)) s"
 done
+{ ccache --show-stats | grep -E '^ *(Hits|Misses):' | sed 's/^ */== compiler cache: /'; } || true
 
 status=0
 for build in release asan; do

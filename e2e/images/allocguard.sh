@@ -10,8 +10,11 @@
 #   e2e/images/allocguard.sh [--tag TAG] [--no-import]
 #
 # The same Dockerfile builds unchanged with `docker build` elsewhere. buildah
-# keeps layers (--layers) and the compiler cache mount between builds on this
-# machine, so a rebuild after a small change recompiles only what changed.
+# keeps layers (--layers) between builds on this machine, and the build stage
+# uses the host's compiler cache (/var/cache/allocguard/ccache, or $CCACHE_DIR),
+# which scripts/test.sh fills: after the tests' build, the image's compile
+# steps are cache hits, and a rebuild after a small change recompiles only
+# what changed.
 # Prints the time each step took.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,6 +33,8 @@ done
 operator_image=localhost/allocguard:$tag
 workload_image=localhost/ratchet-service:$tag
 
+ccache_dir=${CCACHE_DIR:-/var/cache/allocguard/ccache}
+
 step() { echo "allocguard.sh: $*" >&2; }
 t0=$SECONDS
 "$here/base.sh" >/dev/null
@@ -40,6 +45,11 @@ bud() {  # target image
   local args=(--pull=never --isolation=chroot --network=host --layers -f "$root/Dockerfile"
     -t "$image")
   [[ -n $target ]] && args+=(--target "$target")
+  # The host's compiler cache (scripts/test.sh fills it), mounted where the
+  # Dockerfile's build stage looks for it: what the tests' build compiled is
+  # not compiled again for the image.
+  mkdir -p "$ccache_dir"
+  args+=(--volume "$ccache_dir:/host-ccache" --build-arg CCACHE_DIR=/host-ccache)
   # buildah prints every step; keep it in a log and show the tail on failure.
   local log
   log=$(mktemp /tmp/allocguard-bud.XXXXXX.log)
