@@ -21,7 +21,13 @@
 #   4. switch: the policy goes to jemalloc; a new canary is Flat (the hold's
 #      jemalloc measurement, reused: same template, load and settings); the
 #      rollout is released and completes; the new pods have jemalloc mapped
-#   5. uninstall: `helm uninstall` leaves nothing of allocguard behind, and
+#      (`allocguard gate` exits 2 on the held Deployment, 0 once released)
+#   5. guard: a second workload under a policy whose guard acts on memory
+#      (e2e/product/guard-demo.yaml); its metrics are scraped; pushed over the
+#      threshold, Backpressure takes the pod out of its Service's endpoints
+#      and back; with Restart, the guard SIGTERMs a workload creeping towards
+#      its cgroup limit before the OOM killer acts
+#   6. uninstall: `helm uninstall` leaves nothing of allocguard behind, and
 #      pods are still admitted
 # Also printed: the operator's memory and CPU while a canary runs, and the
 # webhook latency the API server measured.
@@ -123,6 +129,30 @@ wait_for_quietly() {
   say "$* after $((SECONDS - start)) s"
 }
 jp() { kubectl get "$@" 2>/dev/null; }  # kubectl get with -o jsonpath, quiet
+
+# gate_expect CODE WHAT: `allocguard gate` on the demo Deployment, as a CI job
+# would run it: in the cluster (the leader's container, its ServiceAccount)
+# and, when this checkout has a build, from here with the kubeconfig. Both
+# must exit CODE (docs/gitops.md: 0 proceed, 2 held).
+gate_expect() {
+  local want=$1 what=$2 rc out
+  set +e
+  out=$(kubectl exec -n "$system_ns" "$leader" -c operator -- \
+    allocguard gate deployment/"$deploy" -n "$demo_ns" --timeout 0 -o json 2>&1)
+  rc=$?
+  set -e
+  say "allocguard gate (in cluster) exit $rc: $out"
+  [[ $rc == "$want" ]] || fail "allocguard gate in the cluster exited $rc on a $what Deployment, want $want"
+  local local_gate=$root/build/release/operator/cli/allocguard
+  if [[ -x $local_gate ]]; then
+    set +e
+    out=$("$local_gate" gate deployment/"$deploy" -n "$demo_ns" --timeout 0 --kubeconfig "$KUBECONFIG" 2>&1)
+    rc=$?
+    set -e
+    say "allocguard gate (kubeconfig) exit $rc: $out"
+    [[ $rc == "$want" ]] || fail "allocguard gate with the kubeconfig exited $rc on a $what Deployment, want $want"
+  fi
+}
 
 cleanup() {
   local status=$?
@@ -330,6 +360,7 @@ kubectl events -n "$demo_ns" --for deployment/"$deploy" --types=Warning | grep R
   fail "the Deployment was unpaused although the canary was not Flat"
 echo "\$ kubectl get allocatorpolicies,replaycanaries -n $demo_ns"
 kubectl get allocatorpolicies,replaycanaries -n "$demo_ns"
+gate_expect 2 "held"
 
 # --- 4. switch ------------------------------------------------------------------
 stage "switch: the policy goes to jemalloc, a new canary is Flat, the rollout completes on jemalloc"
@@ -368,13 +399,96 @@ maps_have "$pod" libjemalloc.so.2 || fail "ratchet_service in $pod does not map 
 say "pod $pod: guard metric allocator=$(guard_allocator "$pod"); /proc maps show libjemalloc.so.2"
 echo "\$ kubectl get allocatorpolicies,replaycanaries -n $demo_ns"
 kubectl get allocatorpolicies,replaycanaries -n "$demo_ns"
+gate_expect 0 "released"
+
+# --- 5. guard -------------------------------------------------------------------
+stage "guard: metrics scraped, Backpressure takes the pod out of its Service and back, Restart before the OOM killer"
+# e2e/product/guard-demo.yaml: the demo workload behind a Service, under a
+# policy whose guard acts at 256Mi. GET /ballast on the workload (through the
+# API server's pod proxy) moves its anonymous memory on demand.
+kubectl apply -n "$demo_ns" -f "$here/product/guard-demo.yaml"
+kubectl rollout status -n "$demo_ns" deployment/guard-demo --timeout=120s
+guard_pod() {
+  kubectl get pods -n "$demo_ns" -l app=guard-demo -o json | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["items"]:
+    if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp"):
+        print(p["metadata"]["name"]); break'
+}
+ballast() {  # POD QUERY
+  kubectl get --raw "/api/v1/namespaces/$demo_ns/pods/$1:8080/proxy/ballast?$2"
+}
+pod_condition() {  # POD TYPE
+  jp pod/"$1" -n "$demo_ns" -o jsonpath="{.status.conditions[?(@.type==\"$2\")].status}"
+}
+endpoint_ready() {  # the Service's EndpointSlice: is the pod's address ready?
+  jp endpointslices -n "$demo_ns" -l kubernetes.io/service-name=guard-demo \
+    -o jsonpath='{.items[*].endpoints[*].conditions.ready}'
+}
+gpod=$(guard_pod)
+[[ -n $gpod ]] || fail "no running pod of guard-demo"
+headroom_is() { [[ $(pod_condition "$gpod" allocguard.io/MemoryHeadroom) == "$1" ]]; }
+ready_is() { [[ $(pod_condition "$gpod" Ready) == "$1" && $(endpoint_ready) == "$2" ]]; }
+wait_for 60 "pod $gpod Ready, its readiness gate allocguard.io/MemoryHeadroom True" headroom_is True
+wait_for 60 "pod $gpod in the Service's endpoints, ready" ready_is True true
+echo "\$ kubectl get --raw .../pods/$gpod:9464/proxy/metrics (the guard's own metrics)"
+guard_metrics_of() { kubectl get --raw "/api/v1/namespaces/$demo_ns/pods/$1:9464/proxy/metrics" 2>/dev/null; }
+guard_metrics_of "$gpod" | grep -E '^allocguard_guard_(anon_bytes|judged_bytes|threshold_bytes|limit_bytes|pressure_ratio|floor_bytes|floor_slope_gib_per_hour|allocator_processes|allocator_loaded|state)' ||
+  fail "the guard of $gpod serves no metrics"
+
+say "holding 320 MiB in $gpod (threshold 256Mi): $(ballast "$gpod" mib=320)"
+t0=$SECONDS
+wait_for 60 "the guard set MemoryHeadroom False" headroom_is False
+wait_for 60 "pod $gpod not Ready, its endpoint not ready: the Service sends it no traffic" ready_is False false
+backpressure_s=$((SECONDS - t0))
+say "releasing the ballast: $(ballast "$gpod" mib=0)"
+t0=$SECONDS
+wait_for 60 "the guard set MemoryHeadroom True again (after its release samples)" headroom_is True
+wait_for 60 "pod $gpod Ready and in the Service's endpoints again" ready_is True true
+release_s=$((SECONDS - t0))
+pod_events() { kubectl events -n "$demo_ns" --for pod/"$1" 2>/dev/null; }
+events=$(pod_events "$gpod")
+grep -qw MemoryBackpressure <<<"$events" || fail "no MemoryBackpressure event on $gpod"
+grep -q MemoryBackpressureReleased <<<"$events" || fail "no MemoryBackpressureReleased event on $gpod"
+grep -E 'MemoryBackpressure' <<<"$events" || true
+say "Backpressure: out of the Service ${backpressure_s} s after crossing the threshold, back ${release_s} s after the memory went"
+
+# Restart: the same workload under a 512Mi cgroup limit, its memory creeping
+# up at 16 MiB/s towards 700 MiB. The guard must SIGTERM it at its restart
+# level (the threshold, 384Mi) before the kernel's OOM killer would SIGKILL it.
+kubectl patch allocatorpolicy/guard-demo -n "$demo_ns" --type merge \
+  -p '{"spec":{"guard":{"action":"Restart","threshold":"384Mi"}}}'
+kubectl rollout restart -n "$demo_ns" deployment/guard-demo
+kubectl rollout status -n "$demo_ns" deployment/guard-demo --timeout=120s
+gpod=$(guard_pod)
+[[ -n $gpod ]] || fail "no running pod of guard-demo after the restart"
+restarts() {
+  jp pod/"$gpod" -n "$demo_ns" -o jsonpath='{.status.containerStatuses[?(@.name=="server")].restartCount}'
+}
+[[ $(restarts) == 0 ]] || fail "pod $gpod restarted before the test began"
+guard_args=$(jp pod/"$gpod" -n "$demo_ns" -o jsonpath='{.spec.initContainers[?(@.name=="allocguard-guard")].args}{.spec.containers[?(@.name=="allocguard-guard")].args}')
+[[ $guard_args == *Restart* ]] || fail "the guard of $gpod was not injected with the Restart action: $guard_args"
+guard_serves() { guard_metrics_of "$gpod" | grep -q '^allocguard_guard_limit_bytes'; }
+wait_for 60 "the guard of $gpod (action Restart) serves its metrics" guard_serves
+say "growing $gpod towards 700 MiB at 16 MiB/s (limit 512Mi): $(ballast "$gpod" 'mib=700&rate=16')"
+t0=$SECONDS
+restarted() { [[ $(restarts) -ge 1 ]]; }
+wait_for 120 "the server container restarted" restarted
+restart_s=$((SECONDS - t0))
+last=$(jp pod/"$gpod" -n "$demo_ns" -o jsonpath='{.status.containerStatuses[?(@.name=="server")].lastState.terminated.reason} exit {.status.containerStatuses[?(@.name=="server")].lastState.terminated.exitCode}')
+say "the server container's last termination: $last"
+[[ $last != OOMKilled* ]] || fail "the kernel OOM-killed the workload: the guard did not act first"
+restart_event() { pod_events "$gpod" | grep -q MemoryRestart; }
+wait_for 30 "a MemoryRestart event on $gpod" restart_event
+pod_events "$gpod" | grep MemoryRestart | tail -1
+say "Restart: SIGTERM from the guard, container restarted ${restart_s} s after the growth began, not OOM-killed"
 
 # --- webhook latency as the API server measures it ------------------------------
 echo
 echo "== webhook latency (apiserver_admission_webhook_admission_duration_seconds)"
 kubectl get --raw /metrics | python3 "$here/product/webhook_latency.py"
 
-# --- 5. uninstall ---------------------------------------------------------------
+# --- 6. uninstall ---------------------------------------------------------------
 stage "uninstall: nothing of allocguard left, pods still admitted"
 helm uninstall "$release" --namespace "$system_ns" --wait --timeout 3m
 # `helm uninstall --wait` returns once Helm's own objects are gone; what they

@@ -73,6 +73,8 @@ void RenderService::Register(net::HttpServer& server) {
                 [this](const net::HttpRequest& request) { return HandleRender(request); });
   server.Handle("GET", "/stats",
                 [this](const net::HttpRequest& request) { return HandleStats(request); });
+  server.Handle("GET", "/ballast",
+                [this](const net::HttpRequest& request) { return ballast_.Handle(request); });
 }
 
 net::HttpResponse RenderService::HandleRender(const net::HttpRequest& request) {
@@ -106,6 +108,7 @@ net::HttpResponse RenderService::HandleStats(const net::HttpRequest&) const {
                   ",\"peak_threads\":" + std::to_string(peak_threads_.load()) +
                   ",\"live_pins\":" + std::to_string(pins_.live_count()) +
                   ",\"live_pin_bytes\":" + std::to_string(pins_.live_bytes()) +
+                  ",\"ballast_mib\":" + std::to_string(ballast_.held_mib()) +
                   ",\"leak\":" + (options_.leak ? "true" : "false") + "}\n";
   return response;
 }

@@ -1,7 +1,8 @@
 #pragma once
 
 // The demo service's behaviour, separate from its main() so that tests can run
-// it in-process on port 0: GET /healthz, GET /render and GET /stats.
+// it in-process on port 0: GET /healthz, GET /render, GET /stats and
+// GET /ballast (ballast.h: memory held on request, for the guard's tests).
 
 #include <atomic>
 #include <condition_variable>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "e2e/workloads/ballast.h"
 #include "e2e/workloads/render_plan.h"
 #include "operator/common/clock.h"
 #include "operator/net/http.h"
@@ -71,7 +73,7 @@ class RenderService {
   RenderService(const RenderService&) = delete;
   RenderService& operator=(const RenderService&) = delete;
 
-  // Registers GET /healthz, /render and /stats.
+  // Registers GET /healthz, /render, /stats and /ballast.
   void Register(net::HttpServer& server);
 
   net::HttpResponse HandleRender(const net::HttpRequest& request);
@@ -89,6 +91,7 @@ class RenderService {
   const RenderServiceOptions options_;
   Clock* const clock_;
   PinStore pins_;
+  Ballast ballast_;
 
   std::atomic<uint64_t> requests_{0};
   std::atomic<int> live_threads_{0};
