@@ -75,6 +75,11 @@ json RecordedVariant(const std::string& name, const std::string& allocator,
     } else {
       message = "the workload was OOM-killed";
     }
+  } else if (obs.workload_start_failure.has_value()) {
+    // Whatever the driver reported afterwards, nothing was measured.
+    verdict = "Failed";
+    v["startFailure"] = *obs.workload_start_failure;
+    message = "the workload did not start under " + allocator + ": " + *obs.workload_start_failure;
   } else if (obs.result.has_value()) {
     verdict = obs.result->verdict;
     message = obs.result->message;
@@ -216,9 +221,10 @@ CanaryActions DecideCanary(const CanaryInput& input) {
         continue;
       }
     }
-    const bool ended = obs != nullptr && obs->job_exists &&
-                       (obs->result.has_value() || obs->result_error.has_value() ||
-                        obs->job_failure.has_value() || obs->workload_oom_killed);
+    const bool ended =
+        obs != nullptr && obs->job_exists &&
+        (obs->result.has_value() || obs->result_error.has_value() || obs->job_failure.has_value() ||
+         obs->workload_oom_killed || obs->workload_start_failure.has_value());
     if (ended) {
       json entry = RecordedVariant(name, allocator, *obs);
       entry["measurementKey"] = key;
@@ -254,6 +260,13 @@ CanaryActions DecideCanary(const CanaryInput& input) {
       verdicts.push_back({name, v->value("allocator", ""), ParseVerdict(v->value("verdict", ""))});
     }
     memory::OverallVerdict overall = memory::ClassifyVariants(verdicts);
+    for (const std::string& name : order) {
+      const json* v = FindVariantStatus(status, name);
+      if (v->contains("startFailure") && (*v)["startFailure"].is_string()) {
+        overall.explanation += "; variant " + name + " (" + v->value("allocator", "") +
+                               ") did not start: " + (*v)["startFailure"].get<std::string>();
+      }
+    }
     const json* candidate = FindVariantStatus(status, kCandidate);
     status["phase"] = "Completed";
     status["verdict"] = overall.verdict;

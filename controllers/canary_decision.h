@@ -34,6 +34,10 @@ struct VariantObservation {
   std::optional<std::string> result_error;
   // A workload container of the variant's pod was OOM-killed.
   bool workload_oom_killed = false;
+  // A workload container could not start under the injected allocator: the
+  // loader's message from its termination message ("app: <loader line>",
+  // FindLoaderError). The variant ends Failed with it.
+  std::optional<std::string> workload_start_failure;
   // A pod-level problem a person should see (unschedulable, image pull).
   std::optional<std::string> pod_problem;
 };
@@ -95,6 +99,10 @@ std::string MeasurementKey(const api::ReplayCanary& canary, const std::string& v
 // settle them.
 bool ReusableMeasurement(const nlohmann::json& variant_status);
 
+// A variant whose workload could not start under its allocator is recorded
+// Failed with the loader's message in its `message` and `startFailure`, and
+// the canary's explanation (which the held Deployment's RolloutHeld event
+// quotes) names it.
 CanaryActions DecideCanary(const CanaryInput& input);
 
 // The kstatus conditions of a canary, from status.phase and status.verdict

@@ -165,6 +165,63 @@ TEST(DecideCanaryTest, OutcomesWithoutAResultAreNamed) {
   }
 }
 
+constexpr char kLoaderLine[] =
+    "app: /app/server: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found (required "
+    "by /opt/allocguard/inject/libjemalloc.so.2)";
+
+TEST(DecideCanaryTest, AWorkloadThatCannotStartIsFailedWithTheLoadersMessage) {
+  api::ReplayCanary canary = TwoVariantCanary();
+  canary.spec.candidate_allocator.name = api::Allocator::kJemalloc;
+  canary.spec.canary.variants[0].name = "glibc";
+  canary.spec.canary.variants[0].allocator.name = api::Allocator::kGlibc;
+  VariantObservation failed = Running("candidate");
+  failed.workload_start_failure = kLoaderLine;
+  // The driver gave up waiting for the workload and reported too: the loader
+  // failure is what the person needs, not the driver's timeout.
+  failed.result = Result("Failed", 0);
+  CanaryActions a = DecideCanary({canary, nullptr, {failed}, "t"});
+  const json* v = Variant(a.status, "candidate");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ((*v)["verdict"], "Failed");
+  EXPECT_EQ((*v)["phase"], "Failed");
+  EXPECT_EQ((*v)["startFailure"], kLoaderLine);
+  EXPECT_NE((*v)["message"].get<std::string>().find("did not start under jemalloc"),
+            std::string::npos)
+      << (*v)["message"];
+  EXPECT_EQ(a.delete_jobs, std::vector<std::string>{"web-abc-candidate"});
+  const CanaryEvent* finished = nullptr;
+  for (const CanaryEvent& e : a.events) {
+    if (e.reason == "VariantFinished") finished = &e;
+  }
+  ASSERT_NE(finished, nullptr);
+  EXPECT_TRUE(finished->warning);
+  EXPECT_NE(finished->note.find("GLIBC_2.34"), std::string::npos) << finished->note;
+
+  // The glibc variant runs; the canary ends Failed and its explanation (the
+  // held Deployment's RolloutHeld event quotes it) carries the loader's words.
+  CanaryActions b = DecideCanary({canary, a.status, {Finished("glibc", "Flat", 0.0)}, "t2"});
+  EXPECT_TRUE(b.finished);
+  EXPECT_EQ(b.status["verdict"], "Failed");
+  const std::string explanation = b.status["explanation"];
+  EXPECT_NE(explanation.find("variant candidate (jemalloc) did not start"), std::string::npos)
+      << explanation;
+  EXPECT_NE(explanation.find("version `GLIBC_2.34' not found"), std::string::npos) << explanation;
+}
+
+TEST(DecideCanaryTest, AComparisonVariantThatCannotStartIsNamedInTheExplanation) {
+  VariantObservation failed = Running("jemalloc");
+  failed.workload_start_failure =
+      "app: Error relocating /opt/allocguard/inject/libjemalloc.so.2: "
+      "__memcpy_chk: symbol not found";
+  CanaryActions a =
+      DecideCanary({TwoVariantCanary(), nullptr, {Finished("candidate", "Ratchet", 2.4)}, "t"});
+  CanaryActions b = DecideCanary({TwoVariantCanary(), a.status, {failed}, "t2"});
+  EXPECT_EQ(b.status["verdict"], "Ratchet");
+  EXPECT_EQ((*Variant(b.status, "jemalloc"))["verdict"], "Failed");
+  EXPECT_NE(b.status["explanation"].get<std::string>().find("Error relocating"), std::string::npos)
+      << b.status["explanation"];
+}
+
 TEST(DecideCanaryTest, NaNSlopeIsLeftOutOfStatus) {
   VariantObservation o = Finished("candidate", "Inconclusive", 0);
   o.result->slope_gib_per_hour = std::nan("");

@@ -85,6 +85,7 @@ std::vector<DriftedPod> FindInjectionDrift(const api::AllocatorPolicy& policy,
     auto opt = annotations.find(api::kInjectAnnotation);
     if (opt != annotations.end() && opt->second == "false") continue;
     if (annotations.count(api::kInjectedAnnotation) > 0) continue;
+    if (annotations.count(api::kInjectionSuspendedAnnotation) > 0) continue;  // circuit breaker
     drift.push_back({Str(meta, "name"),
                      "runs without allocguard's injection (created while the webhook was "
                      "unavailable, or before policy " +
@@ -169,6 +170,18 @@ PolicyActions DecidePolicyStatus(const PolicyInput& input) {
   }
   status["injectionDrift"] = drift;
 
+  BreakerInput breaker_input;
+  breaker_input.policy = policy;
+  breaker_input.recorded = Field(status, "injectionSuspended");
+  breaker_input.deployments = input.deployments;
+  breaker_input.pods = input.pods;
+  breaker_input.deleted_pod_uids = input.deleted_pod_uids;
+  breaker_input.now_rfc3339 = input.now_rfc3339;
+  BreakerDecision breaker = DecideInjectionBreaker(breaker_input);
+  out.injection_failing = std::move(breaker.tripped);
+  out.delete_pods = std::move(breaker.delete_pods);
+  status["injectionSuspended"] = breaker.suspended;
+
   json& conditions = status["conditions"];
   SetCondition(conditions, "Ready", "True", "Accepted",
                "governs " + std::to_string(governed_names.size()) + " Deployment(s) with " +
@@ -207,6 +220,25 @@ PolicyActions DecidePolicyStatus(const PolicyInput& input) {
   } else {
     SetCondition(conditions, "InjectionDrift", "False", "AllInjected",
                  "every governed Pod runs with the injection", gen, input.now_rfc3339);
+  }
+
+  if (!breaker.suspended.empty()) {
+    std::vector<std::string> failing;
+    for (const json& e : breaker.suspended) {
+      failing.push_back(Str(e, "workload") + " (pod-template-hash " + Str(e, "podTemplateHash") +
+                        "): " + Str(e, "message"));
+    }
+    SetCondition(
+        conditions, "InjectionFailing", "True", "LoaderError",
+        "injection suspended for " + std::to_string(failing.size()) +
+            " pod template(s) whose pods failed to start with " +
+            api::AllocatorName(policy.spec.allocator.name) + " preloaded; they run on " +
+            "the system allocator until the template or the policy changes: " + Join(failing, 3),
+        gen, input.now_rfc3339);
+  } else {
+    SetCondition(conditions, "InjectionFailing", "False", "NoFailures",
+                 "no governed pod failed to start with the injected allocator", gen,
+                 input.now_rfc3339);
   }
 
   out.status = status;

@@ -11,12 +11,19 @@
 //                   non-Flat canary; the message names the flat variant.
 //   InjectionDrift  True while governed Pods run without the injection
 //                   (created while the webhook was down, or before the policy).
+//                   Pods the circuit breaker kept uninjected are not drift.
+//   InjectionFailing True while the circuit breaker suspends injection for a
+//                   pod template whose pods failed to start with the
+//                   allocator (status.injectionSuspended; injection_breaker.h);
+//                   the message names the workloads and the loader's words.
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "controllers/injection_breaker.h"
 #include "operator/api/types.h"
 
 namespace allocguard::controllers {
@@ -29,6 +36,7 @@ struct PolicyInput {
   std::vector<nlohmann::json> canaries;     // labelled with the policy's name
   std::string operator_namespace;
   std::string now_rfc3339;
+  std::set<std::string> deleted_pod_uids;  // pods the circuit breaker already deleted
 };
 
 struct DriftedPod {
@@ -40,6 +48,11 @@ struct PolicyActions {
   nlohmann::json status;
   bool status_changed = false;
   std::vector<DriftedPod> drift;  // for events on the pods
+  // Circuit breaker: templates suspended now (Warning events InjectionFailing
+  // on the policy and the Deployment), and failing pods to delete after the
+  // status is written (a Warning event on each).
+  std::vector<SuspendedTemplate> injection_failing;
+  std::vector<PodDeletion> delete_pods;
 };
 
 // Governed Pods that run without allocguard's injection.

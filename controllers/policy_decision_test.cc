@@ -131,6 +131,9 @@ TEST(FindInjectionDriftTest, Table) {
       {"operator namespace", Pod("f", "allocguard-system", json::object()), false},
       {"finished", finished, false},
       {"canary pod", canary_pod, false},
+      {"kept uninjected by the circuit breaker",
+       Pod("g", "shop", {{api::kInjectionSuspendedAnnotation, "AllocatorPolicy web-policy ..."}}),
+       false},
   };
   for (const Case& c : cases) {
     auto drift = FindInjectionDrift(Policy(), {c.pod}, "allocguard-system");
@@ -149,6 +152,81 @@ TEST(DecidePolicyStatusTest, DriftBecomesACondition) {
             std::string::npos);
   EXPECT_EQ(a.status["injectionDrift"][0]["pod"], "web-1");
   ASSERT_EQ(a.drift.size(), 1u);
+}
+
+// A pod of Deployment "web" that policy generation 2 injected and whose
+// container crash-loops on the loader's error.
+json CrashLoopingPod(const std::string& name) {
+  json pod = Pod(name, "shop",
+                 {{api::kInjectedAnnotation, "jemalloc"},
+                  {api::kPolicyAnnotation, "web-policy"},
+                  {api::kPolicyGenerationAnnotation, "2"}},
+                 {{"app", "web"}, {api::kPodTemplateHashLabel, "7d9f8c6b5"}});
+  pod["metadata"]["uid"] = "uid-" + name;
+  pod["metadata"]["ownerReferences"] = {
+      {{"kind", "ReplicaSet"}, {"name", "web-7d9f8c6b5"}, {"controller", true}}};
+  pod["status"]["containerStatuses"] = {
+      {{"name", "app"},
+       {"ready", false},
+       {"restartCount", 3},
+       {"state", {{"waiting", {{"reason", "CrashLoopBackOff"}}}}},
+       {"lastState",
+        {{"terminated",
+          {{"exitCode", 127},
+           {"message",
+            "Error relocating /opt/allocguard/inject/libjemalloc.so.2: __memcpy_chk: symbol not "
+            "found\n"}}}}}}};
+  return pod;
+}
+
+TEST(DecidePolicyStatusTest, InjectionFailingFromTripToResumption) {
+  PolicyInput in;
+  in.policy = Policy();
+  in.deployments = {Deployment("web", "web")};
+  in.pods = {CrashLoopingPod("web-7d9f8c6b5-a")};
+  in.now_rfc3339 = "2026-11-30T06:00:00Z";
+
+  // Trip: status, condition and events; no deletion before the status is stored.
+  PolicyActions tripped = DecidePolicyStatus(in);
+  const json* failing = Condition(tripped.status, "InjectionFailing");
+  ASSERT_NE(failing, nullptr);
+  EXPECT_EQ((*failing)["status"], "True");
+  EXPECT_EQ((*failing)["reason"], "LoaderError");
+  const std::string message = (*failing)["message"];
+  EXPECT_NE(message.find("Deployment/web (pod-template-hash 7d9f8c6b5)"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("Error relocating"), std::string::npos) << message;
+  ASSERT_EQ(tripped.status["injectionSuspended"].size(), 1u);
+  ASSERT_EQ(tripped.injection_failing.size(), 1u);
+  EXPECT_EQ(tripped.injection_failing[0].deployment, "web");
+  EXPECT_TRUE(tripped.delete_pods.empty());
+  EXPECT_TRUE(tripped.status_changed);
+
+  // The stored status comes back: the failing pod is deleted, no new event.
+  in.status = tripped.status;
+  in.now_rfc3339 = "2026-11-30T06:00:05Z";
+  PolicyActions acting = DecidePolicyStatus(in);
+  EXPECT_FALSE(acting.status_changed);
+  EXPECT_TRUE(acting.injection_failing.empty());
+  ASSERT_EQ(acting.delete_pods.size(), 1u);
+  EXPECT_EQ(acting.delete_pods[0].pod, "web-7d9f8c6b5-a");
+
+  // The replacement runs without injection: not drift, still suspended.
+  json replacement = Pod("web-7d9f8c6b5-b", "shop",
+                         {{api::kInjectionSuspendedAnnotation, "AllocatorPolicy web-policy ..."}});
+  in.pods = {replacement};
+  PolicyActions settled = DecidePolicyStatus(in);
+  EXPECT_TRUE(settled.delete_pods.empty());
+  EXPECT_EQ((*Condition(settled.status, "InjectionDrift"))["status"], "False");
+  EXPECT_EQ((*Condition(settled.status, "InjectionFailing"))["status"], "True");
+
+  // A policy edit resumes injection.
+  in.policy.generation = 3;
+  in.status = settled.status;
+  PolicyActions resumed = DecidePolicyStatus(in);
+  EXPECT_EQ(resumed.status["injectionSuspended"], json::array());
+  EXPECT_EQ((*Condition(resumed.status, "InjectionFailing"))["status"], "False");
+  EXPECT_EQ((*Condition(resumed.status, "InjectionFailing"))["reason"], "NoFailures");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "controllers/canary_decision.h"
+#include "controllers/injection_breaker.h"
 #include "controllers/policy_decision.h"
 #include "controllers/rollout_decision.h"
 #include "operator/admission/deployment_gate.h"
@@ -91,6 +92,14 @@ VariantObservation Observe(const ControllerContext& ctx, const std::string& ns,
         if (Str(terminated, "reason") == "OOMKilled" ||
             Str(last_terminated, "reason") == "OOMKilled") {
           obs.workload_oom_killed = true;
+        }
+        // The injection sets FallbackToLogsOnError: a loader that refused
+        // the variant's library left its words in the termination message.
+        for (const json* t : {&terminated, &last_terminated}) {
+          if (obs.workload_start_failure.has_value()) break;
+          if (auto loader = FindLoaderError(Str(*t, "message"))) {
+            obs.workload_start_failure = Str(cs, "name") + ": " + *loader;
+          }
         }
         const json& waiting = Field(Field(cs, "state"), "waiting");
         const std::string wreason = Str(waiting, "reason");
@@ -256,9 +265,46 @@ Result<ReconcileResult> PolicyReconciler::Reconcile(const std::string& key) {
   }
   input.operator_namespace = ctx_.operator_namespace;
   input.now_rfc3339 = now;
+  {
+    std::set<std::string> present;
+    for (const json& pod : input.pods) present.insert(Str(Field(pod, "metadata"), "uid"));
+    std::lock_guard<std::mutex> lock(deleted_mu_);
+    for (auto it = deleted_pod_uids_.begin(); it != deleted_pod_uids_.end();) {
+      if (it->second == policy.ns && present.count(it->first) == 0) {
+        it = deleted_pod_uids_.erase(it);
+      } else {
+        input.deleted_pod_uids.insert(it->first);
+        ++it;
+      }
+    }
+  }
   PolicyActions actions = DecidePolicyStatus(input);
   if (actions.status_changed) {
     AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::AllocatorPolicies(), *object, actions.status));
+  }
+  for (const SuspendedTemplate& t : actions.injection_failing) {
+    RecordEvent(ctx_, *object, true, "InjectionFailing", t.note);
+    if (auto deployment = ctx_.deployments->Get(policy.ns + "/" + t.deployment)) {
+      RecordEvent(ctx_, *deployment, true, "InjectionFailing", t.note);
+    }
+  }
+  // Only suspensions the cache already showed (so the webhook knows them)
+  // lead to deletions; see DecideInjectionBreaker.
+  for (const PodDeletion& d : actions.delete_pods) {
+    std::optional<json> pod = ctx_.pods->Get(policy.ns + "/" + d.pod);
+    kube::DeleteOptions options;
+    options.precondition_uid = d.uid;
+    auto deleted = ctx_.client->Delete(kube::Pods(), policy.ns, d.pod, options);
+    // NotFound, or Conflict on the uid precondition: that pod is gone already.
+    if (!deleted.ok() && !deleted.error().IsNotFound() && !deleted.error().IsConflict()) {
+      return ApiStatus(deleted.error(),
+                       "deleting pod " + policy.ns + "/" + d.pod + " whose injection failed");
+    }
+    {
+      std::lock_guard<std::mutex> lock(deleted_mu_);
+      deleted_pod_uids_[d.uid] = policy.ns;
+    }
+    if (deleted.ok() && pod.has_value()) RecordEvent(ctx_, *pod, true, "InjectionFailing", d.note);
   }
   return ReconcileResult{};
 }

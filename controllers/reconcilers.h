@@ -6,7 +6,9 @@
 // backoff, or OK with an optional delay after which to look again.
 //
 //   PolicyReconciler   AllocatorPolicy status: governed workloads, verdicts,
-//                      conditions (policy_decision.h)
+//                      conditions (policy_decision.h); the injection circuit
+//                      breaker's suspensions, events and pod deletions
+//                      (injection_breaker.h)
 //   CanaryReconciler   ReplayCanary: one Job per variant, results read from
 //                      the driver's termination message (canary_decision.h)
 //   RolloutReconciler  governed Deployments: canary per template, hold
@@ -106,6 +108,11 @@ class PolicyReconciler : public Reconciler {
 
  private:
   ControllerContext ctx_;
+  // Pods the circuit breaker deleted (uid -> namespace), so each is deleted
+  // once even before the cache shows its deletionTimestamp; forgotten when
+  // the pod leaves the cache.
+  std::mutex deleted_mu_;
+  std::map<std::string, std::string> deleted_pod_uids_;
 };
 
 class CanaryReconciler : public Reconciler {

@@ -374,6 +374,28 @@ def policy_status():
             }),
             "x-kubernetes-list-type": "atomic",
         },
+        "injectionSuspended": {
+            "type": "array",
+            "description": "Pod templates the circuit breaker stopped injecting into: their pods "
+                           "failed to start with the allocator preloaded. New pods of such a "
+                           "template are admitted without the allocator until the template or "
+                           "the policy changes.",
+            "items": obj("A suspended pod template.", {
+                "workload": string("The workload, kind/name (Deployment/web)."),
+                "podTemplateHash": string("The pod-template-hash label of its pods."),
+                "templateHash": string("Digest of the Deployment's pod template when "
+                                       "suspended; a different one resumes injection."),
+                "policyGeneration": integer("The policy generation it applies to; a newer "
+                                            "generation resumes injection.", format="int64"),
+                "pod": string("The pod whose failure tripped the breaker."),
+                "container": string("Its container that failed to start."),
+                "reason": string("Why, CamelCase (LoaderError)."),
+                "message": string("The loader's message from the container's termination "
+                                  "message."),
+                "since": string("When injection was suspended.", format="date-time"),
+            }),
+            "x-kubernetes-list-type": "atomic",
+        },
     })
 
 
@@ -398,6 +420,8 @@ def canary_status():
         "oomKilled": {"type": "boolean", "description": "Killed by the OOM killer."},
         "oomMinute": integer("Minute of the OOM kill."),
         "message": string("What went wrong, if anything."),
+        "startFailure": string("The loader's message when the workload could not start "
+                               "under this variant's allocator."),
         "measurementKey": string("Digest of everything the result depends on (template, "
                                  "allocator, load, duration, sampling, placement, limits, "
                                  "containers)."),

@@ -206,6 +206,7 @@ can yes update replaycanaries.allocguard.io --subresource=status -n default
 can yes update replaycanaries.allocguard.io --subresource=finalizers -n default
 can yes patch deployments.apps -n default
 can yes watch pods --all-namespaces
+can yes delete pods -n default
 can yes create jobs.batch -n default
 can yes delete jobs.batch -n default
 can yes create events.events.k8s.io -n default
@@ -228,7 +229,6 @@ can no create mutatingwebhookconfigurations.admissionregistration.k8s.io
 can no update allocatorpolicies.allocguard.io -n default
 can no delete replaycanaries.allocguard.io -n default
 can no update deployments.apps -n default
-can no delete pods -n default
 can no create pods -n default
 can no update lease/kube-scheduler -n kube-system
 can no create leases.coordination.k8s.io -n default

@@ -309,6 +309,13 @@ Status InjectAllocator(json& pod_spec, const api::AllocatorSpec& allocator,
       if (!Contains(selected, name)) continue;
       if (!library.empty() && MountLibrary(container, name, conflicts)) {
         MergePreload(container, name, preload, conflicts);
+        // A loader that refuses the library writes to stderr and exits before
+        // the program could write a termination message: with the logs as
+        // fallback its words reach the pod status, where the circuit breaker
+        // and the canary read them.
+        if (!container.contains("terminationMessagePolicy")) {
+          container["terminationMessagePolicy"] = "FallbackToLogsOnError";
+        }
       }
       for (const auto& [var, value] : tunables) SetTunable(container, name, var, value, conflicts);
     }

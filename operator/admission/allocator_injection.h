@@ -10,7 +10,10 @@
 //     api::kLibraryMountPath (`cp <dir>/<lib> <mount path>`);
 //   - in each selected container: the volume mounted read-only at
 //     api::kLibraryMountPath, LD_PRELOAD=<mount path>/<lib> merged into any
-//     literal LD_PRELOAD, and the allocator's tunables as env vars.
+//     literal LD_PRELOAD, terminationMessagePolicy: FallbackToLogsOnError
+//     unless the container sets a policy (so a loader's error, written to
+//     stderr before the program runs, becomes the termination message), and
+//     the allocator's tunables as env vars.
 // For glibc only the tunables are set (no volume, no init container).
 //
 // Containers allocguard adds itself (kInitContainerName, kGuardContainerName,

@@ -77,7 +77,8 @@ TEST(InjectAllocatorTest, JemallocAddsVolumeInitContainerMountAndEnv) {
               {"name": "LD_PRELOAD", "value": "/opt/allocguard/inject/libjemalloc.so.2"},
               {"name": "MALLOC_CONF", "value": "background_thread:true"}],
       "volumeMounts": [{"name": "allocguard-lib", "mountPath": "/opt/allocguard/inject",
-                        "readOnly": true}]
+                        "readOnly": true}],
+      "terminationMessagePolicy": "FallbackToLogsOnError"
     }]
   })");
   EXPECT_EQ(spec, expected) << spec.dump(2);
@@ -106,7 +107,9 @@ TEST_P(InjectAllocatorKindsTest, InjectsLibraryAndTunables) {
     EXPECT_FALSE(spec.contains("volumes"));
     EXPECT_FALSE(app.contains("volumeMounts"));
     EXPECT_EQ(Env(app, "LD_PRELOAD"), nullptr);
+    EXPECT_FALSE(app.contains("terminationMessagePolicy"));
   } else {
+    EXPECT_EQ(app.value("terminationMessagePolicy", ""), "FallbackToLogsOnError");
     const json* init = FindByName(spec["initContainers"], api::kInitContainerName);
     ASSERT_NE(init, nullptr);
     EXPECT_EQ((*init)["command"][1], "/opt/allocguard/lib/" + c.library);
@@ -170,6 +173,52 @@ INSTANTIATE_TEST_SUITE_P(Allocators, InjectAllocatorKindsTest,
                                                          "libjemalloc.so.2",
                                                          {{"MALLOC_CONF", "dirty_decay_ms:1000"}}}),
                          [](const auto& test_case) { return test_case.param.label; });
+
+// The loader's stderr must reach the termination message (the circuit
+// breaker and the canary read it there), but a container's own policy wins.
+struct TerminationPolicyCase {
+  std::string label;
+  json container;
+  std::vector<std::string> policy_containers;
+  std::string expected;  // "": no terminationMessagePolicy field
+};
+
+void PrintTo(const TerminationPolicyCase& c, std::ostream* os) { *os << c.label; }
+
+class TerminationMessagePolicyTest : public ::testing::TestWithParam<TerminationPolicyCase> {};
+
+TEST_P(TerminationMessagePolicyTest, LoaderErrorsReachTheTerminationMessage) {
+  const TerminationPolicyCase& c = GetParam();
+  json spec = {{"containers", {c.container}}};
+  ASSERT_TRUE(InjectAllocator(spec, Jemalloc(), c.policy_containers, Options(), nullptr).ok());
+  EXPECT_EQ(spec["containers"][0].value("terminationMessagePolicy", ""), c.expected)
+      << spec.dump(2);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, TerminationMessagePolicyTest,
+    ::testing::Values(
+        TerminationPolicyCase{"unset_becomes_fallback",
+                              {{"name", "app"}, {"image", "web:1"}},
+                              {},
+                              "FallbackToLogsOnError"},
+        TerminationPolicyCase{
+            "explicit_file_is_kept",
+            {{"name", "app"}, {"image", "web:1"}, {"terminationMessagePolicy", "File"}},
+            {},
+            "File"},
+        TerminationPolicyCase{"unselected_container_untouched",
+                              {{"name", "sidecar"}, {"image", "proxy:1"}},
+                              {"app"},
+                              ""},
+        TerminationPolicyCase{
+            "mount_conflict_no_preload_no_change",
+            {{"name", "app"},
+             {"image", "web:1"},
+             {"volumeMounts", {{{"name", "mine"}, {"mountPath", "/opt/allocguard/inject"}}}}},
+            {},
+            ""}),
+    [](const auto& test_case) { return test_case.param.label; });
 
 struct PreloadCase {
   std::string label;

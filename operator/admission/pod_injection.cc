@@ -141,7 +141,74 @@ void AddGuard(json& spec, const api::AllocatorPolicy& policy, const PodInjection
   list.insert(list.begin() + static_cast<std::ptrdiff_t>(position), guard);
 }
 
+// At most this much of a loader message goes into the annotation.
+constexpr size_t kMaxAnnotationMessage = 512;
+
+const InjectionSuspension* FindSuspension(const std::vector<InjectionSuspension>& suspensions,
+                                          const api::AllocatorPolicy& policy,
+                                          const PodTemplateKey& key) {
+  if (key.pod_template_hash.empty()) return nullptr;
+  for (const InjectionSuspension& s : suspensions) {
+    if (s.policy == policy.name && s.policy_generation == policy.generation &&
+        s.workload == key.workload && s.pod_template_hash == key.pod_template_hash) {
+      return &s;
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+PodTemplateKey PodTemplateKeyOf(const json& pod) {
+  PodTemplateKey key;
+  const auto labels = MetadataMap(pod, "labels");
+  auto hash = labels.find(api::kPodTemplateHashLabel);
+  if (hash == labels.end() || hash->second.empty()) return key;
+  if (!pod.is_object() || !pod.contains("metadata") || !pod["metadata"].is_object()) return key;
+  const json& owners = pod["metadata"].value("ownerReferences", json::array());
+  if (!owners.is_array()) return key;
+  const std::string suffix = "-" + hash->second;
+  for (const json& owner : owners) {
+    if (!owner.is_object() || owner.value("kind", "") != "ReplicaSet" ||
+        owner.value("controller", false) != true) {
+      continue;
+    }
+    const std::string rs = owner.value("name", "");
+    // A ReplicaSet of a Deployment is named "<deployment>-<pod-template-hash>".
+    if (rs.size() <= suffix.size() ||
+        rs.compare(rs.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      return key;
+    }
+    key.workload = "Deployment/" + rs.substr(0, rs.size() - suffix.size());
+    key.pod_template_hash = hash->second;
+    return key;
+  }
+  return key;
+}
+
+std::vector<InjectionSuspension> SuspensionsOfPolicy(const json& policy_object) {
+  std::vector<InjectionSuspension> out;
+  const std::string name = MetadataString(policy_object, "name");
+  if (!policy_object.is_object() || !policy_object.contains("status")) return out;
+  const json& status = policy_object["status"];
+  if (!status.is_object() || !status.contains("injectionSuspended")) return out;
+  const json& entries = status["injectionSuspended"];
+  if (!entries.is_array()) return out;
+  for (const json& e : entries) {
+    if (!e.is_object()) continue;
+    InjectionSuspension s;
+    s.policy = name;
+    s.workload = e.value("workload", "");
+    s.pod_template_hash = e.value("podTemplateHash", "");
+    auto gen = e.find("policyGeneration");
+    if (gen == e.end() || !gen->is_number_integer()) continue;
+    s.policy_generation = gen->get<int64_t>();
+    s.message = e.value("message", "");
+    if (s.workload.empty() || s.pod_template_hash.empty()) continue;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
 
 std::string PodDisplayName(const json& pod) {
   std::string name = MetadataString(pod, "name");
@@ -226,6 +293,25 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
   PodInjectionDecision decision;
   decision.policy = policy;
   json mutated = pod;
+  const PodTemplateKey template_key = PodTemplateKeyOf(pod);
+  if (const InjectionSuspension* s = FindSuspension(input.suspensions, policy, template_key)) {
+    std::string why = "AllocatorPolicy " + policy.name + " (generation " +
+                      std::to_string(policy.generation) + ") suspended injection for " +
+                      template_key.workload + " pod-template-hash " +
+                      template_key.pod_template_hash + ": its pods failed to start with " +
+                      AllocatorLabel(policy.spec.allocator.name) + " preloaded";
+    if (!s->message.empty()) why += " (" + s->message.substr(0, kMaxAnnotationMessage) + ")";
+    decision.annotations = {{api::kInjectionSuspendedAnnotation, why}};
+    json& metadata = mutated["metadata"];
+    if (!metadata.is_object()) metadata = json::object();
+    json& written = metadata["annotations"];
+    if (!written.is_object()) written = json::object();
+    written[api::kInjectionSuspendedAnnotation] = why;
+    decision.action = PodInjectionAction::kSuspended;
+    decision.patch = json::diff(pod, mutated);
+    decision.reason = "pod " + pod_name + " was not injected: " + why;
+    return decision;
+  }
   Status status = InjectAllocator(mutated["spec"], policy.spec.allocator, policy.spec.containers,
                                   input.options, &decision.conflicts);
   if (!status.ok()) {

@@ -17,7 +17,12 @@
 //   6. More than one policy selects it: skipped, with a conflict naming them
 //      (the validating webhook refuses overlapping policies; this covers
 //      policies stored before it ran).
-//   7. Otherwise: InjectAllocator with the policy's allocator and containers,
+//   7. The pod's template is suspended by the policy's circuit breaker (an
+//      entry of `suspensions` for this policy at its current generation with
+//      the pod's workload and pod-template-hash; docs/injection.md):
+//      kSuspended, nothing injected, only the annotation
+//      api::kInjectionSuspendedAnnotation saying why.
+//   8. Otherwise: InjectAllocator with the policy's allocator and containers,
 //      the guard sidecar when spec.guard.enabled, and the annotations
 //      kInjectedAnnotation (allocator), kPolicyAnnotation (policy name) and
 //      kPolicyGenerationAnnotation (metadata.generation).
@@ -38,6 +43,31 @@
 
 namespace allocguard::admission {
 
+// The template a pod was made from: its Deployment (from the controlling
+// ReplicaSet's name, "<deployment>-<pod-template-hash>") and the
+// pod-template-hash label. Empty fields when the pod has no such owner.
+struct PodTemplateKey {
+  std::string workload;  // "Deployment/web"
+  std::string pod_template_hash;
+
+  bool operator==(const PodTemplateKey&) const = default;
+};
+PodTemplateKey PodTemplateKeyOf(const nlohmann::json& pod);
+
+// A pod template the circuit breaker stopped injecting into: an entry of the
+// policy's status.injectionSuspended.
+struct InjectionSuspension {
+  std::string policy;  // the AllocatorPolicy whose status holds it
+  std::string workload;
+  std::string pod_template_hash;
+  int64_t policy_generation = 0;
+  std::string message;  // the loader's words, as recorded
+};
+
+// The suspensions in an AllocatorPolicy object's status.injectionSuspended;
+// malformed entries are left out.
+std::vector<InjectionSuspension> SuspensionsOfPolicy(const nlohmann::json& policy_object);
+
 struct PodInjectionInput {
   nlohmann::json pod;  // AdmissionRequest.object; metadata.name may be empty (generateName)
   std::string ns;      // AdmissionRequest.namespace
@@ -45,15 +75,19 @@ struct PodInjectionInput {
   std::string operator_namespace;
   InjectionOptions options;
   bool native_sidecars = false;  // the API server supports restartPolicy: Always init containers
+  std::vector<InjectionSuspension> suspensions;  // of the policies of `ns`
 };
 
-enum class PodInjectionAction { kSkip, kInject };
+// kSuspended: nothing injected; the patch only writes
+// api::kInjectionSuspendedAnnotation.
+enum class PodInjectionAction { kSkip, kInject, kSuspended };
 
 struct PodInjectionDecision {
   PodInjectionAction action = PodInjectionAction::kSkip;
   // Why the pod was skipped, or what was injected; one sentence for logs/events.
   std::string reason;
-  // RFC 6902 JSON Patch against input.pod; an empty array when skipped.
+  // RFC 6902 JSON Patch against input.pod; an empty array when skipped, the
+  // suspension annotation alone when suspended.
   nlohmann::json patch = nlohmann::json::array();
   // The annotations the patch writes (empty when skipped).
   std::map<std::string, std::string> annotations;

@@ -413,6 +413,113 @@ TEST(PodInjectionTest, PolicySelectorWithExpressions) {
   EXPECT_EQ(DecidePodInjection(input).action, PodInjectionAction::kInject);
 }
 
+// A pod as the ReplicaSet controller of Deployment "web" creates it.
+json ReplicaSetPod(const std::string& hash = "7d9f8c6b5") {
+  json pod = WebPod();
+  pod["metadata"]["generateName"] = "web-" + hash + "-";
+  pod["metadata"]["labels"][api::kPodTemplateHashLabel] = hash;
+  pod["metadata"]["ownerReferences"] = {{{"apiVersion", "apps/v1"},
+                                         {"kind", "ReplicaSet"},
+                                         {"name", "web-" + hash},
+                                         {"uid", "rs-uid"},
+                                         {"controller", true}}};
+  return pod;
+}
+
+InjectionSuspension Suspended(std::string policy = "web-jemalloc", int64_t generation = 3,
+                              std::string hash = "7d9f8c6b5",
+                              std::string workload = "Deployment/web") {
+  return {std::move(policy), std::move(workload), std::move(hash), generation,
+          "/app: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found (required by "
+          "/opt/allocguard/inject/libjemalloc.so.2)"};
+}
+
+struct SuspensionCase {
+  std::string label;
+  json pod;
+  InjectionSuspension suspension;
+  PodInjectionAction expected;
+};
+
+void PrintTo(const SuspensionCase& c, std::ostream* os) { *os << c.label; }
+
+class PodInjectionSuspensionTest : public ::testing::TestWithParam<SuspensionCase> {};
+
+TEST_P(PodInjectionSuspensionTest, SuspendedTemplatesAreNotInjected) {
+  const SuspensionCase& c = GetParam();
+  PodInjectionInput input = Input(c.pod);
+  input.suspensions = {c.suspension};
+  PodInjectionDecision decision = DecidePodInjection(input);
+  EXPECT_EQ(decision.action, c.expected) << decision.reason;
+  const json mutated = Apply(input, decision);
+  const json& annotations = mutated["metadata"].value("annotations", json::object());
+  if (c.expected == PodInjectionAction::kSuspended) {
+    // Only the annotation: no allocator, no guard, no injected marker.
+    EXPECT_EQ(mutated["spec"], c.pod["spec"]);
+    EXPECT_FALSE(annotations.contains(api::kInjectedAnnotation));
+    ASSERT_TRUE(annotations.contains(api::kInjectionSuspendedAnnotation));
+    const std::string why = annotations[api::kInjectionSuspendedAnnotation];
+    EXPECT_THAT(why, HasSubstr("web-jemalloc"));
+    EXPECT_THAT(why, HasSubstr("Deployment/web"));
+    EXPECT_THAT(why, HasSubstr("GLIBC_2.34"));
+    EXPECT_THAT(decision.reason, HasSubstr("not injected"));
+  } else {
+    EXPECT_TRUE(annotations.contains(api::kInjectedAnnotation));
+    EXPECT_FALSE(annotations.contains(api::kInjectionSuspendedAnnotation));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PodInjectionSuspensionTest,
+    ::testing::Values(SuspensionCase{"same_template_and_generation", ReplicaSetPod(), Suspended(),
+                                     PodInjectionAction::kSuspended},
+                      // A policy edit moves the generation on: injection resumes.
+                      SuspensionCase{"older_policy_generation", ReplicaSetPod(),
+                                     Suspended("web-jemalloc", 2), PodInjectionAction::kInject},
+                      // A template edit gives a new pod-template-hash: injection resumes.
+                      SuspensionCase{"new_template", ReplicaSetPod("5c8f6d9b7"), Suspended(),
+                                     PodInjectionAction::kInject},
+                      SuspensionCase{"other_workload", ReplicaSetPod(),
+                                     Suspended("web-jemalloc", 3, "7d9f8c6b5", "Deployment/api"),
+                                     PodInjectionAction::kInject},
+                      SuspensionCase{"other_policy", ReplicaSetPod(), Suspended("db"),
+                                     PodInjectionAction::kInject},
+                      SuspensionCase{"pod_without_replicaset", WebPod(), Suspended(),
+                                     PodInjectionAction::kInject}),
+    [](const auto& test_case) { return test_case.param.label; });
+
+TEST(PodInjectionTest, PodTemplateKeyComesFromTheControllingReplicaSet) {
+  EXPECT_EQ(PodTemplateKeyOf(ReplicaSetPod()), (PodTemplateKey{"Deployment/web", "7d9f8c6b5"}));
+  json not_controller = ReplicaSetPod();
+  not_controller["metadata"]["ownerReferences"][0]["controller"] = false;
+  EXPECT_EQ(PodTemplateKeyOf(not_controller), PodTemplateKey{});
+  json bare_replicaset = ReplicaSetPod();
+  bare_replicaset["metadata"]["ownerReferences"][0]["name"] = "web";
+  EXPECT_EQ(PodTemplateKeyOf(bare_replicaset), PodTemplateKey{});
+  EXPECT_EQ(PodTemplateKeyOf(WebPod()), PodTemplateKey{});
+}
+
+TEST(PodInjectionTest, SuspensionsAreReadFromThePolicyStatus) {
+  const json policy = json::parse(R"({
+    "metadata": {"name": "web-jemalloc", "namespace": "shop"},
+    "status": {"injectionSuspended": [
+      {"workload": "Deployment/web", "podTemplateHash": "7d9f8c6b5", "policyGeneration": 3,
+       "message": "Error relocating /opt/allocguard/inject/libjemalloc.so.2: __memcpy_chk: symbol not found"},
+      {"workload": "Deployment/api", "podTemplateHash": "6b5", "policyGeneration": "3"},
+      {"podTemplateHash": "6b5", "policyGeneration": 3},
+      "junk"
+    ]}
+  })");
+  std::vector<InjectionSuspension> s = SuspensionsOfPolicy(policy);
+  ASSERT_THAT(s, SizeIs(1));
+  EXPECT_EQ(s[0].policy, "web-jemalloc");
+  EXPECT_EQ(s[0].workload, "Deployment/web");
+  EXPECT_EQ(s[0].pod_template_hash, "7d9f8c6b5");
+  EXPECT_EQ(s[0].policy_generation, 3);
+  EXPECT_THAT(s[0].message, HasSubstr("Error relocating"));
+  EXPECT_THAT(SuspensionsOfPolicy(json::parse(R"({"metadata": {"name": "p"}})")), IsEmpty());
+}
+
 TEST(PodInjectionTest, PodDisplayNames) {
   EXPECT_EQ(PodDisplayName(json::parse(R"({"metadata": {"name": "a"}})")), "a");
   EXPECT_EQ(PodDisplayName(json::parse(R"({"metadata": {"generateName": "a-"}})")), "a-*");

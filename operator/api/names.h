@@ -14,6 +14,14 @@ inline constexpr char kInjectAnnotation[] = "allocguard.io/inject";
 inline constexpr char kInjectedAnnotation[] = "allocguard.io/injected";  // allocator name
 inline constexpr char kPolicyAnnotation[] = "allocguard.io/policy";
 inline constexpr char kPolicyGenerationAnnotation[] = "allocguard.io/policy-generation";
+// Written by the injection webhook instead of kInjectedAnnotation when the
+// pod's template is suspended by the injection circuit breaker (its pods
+// failed to start with the allocator preloaded; docs/injection.md). The
+// value says which policy suspended it and the loader's message.
+inline constexpr char kInjectionSuspendedAnnotation[] = "allocguard.io/injection-suspended";
+// Set by the ReplicaSet controller on the pods of a Deployment: the key of
+// the pod template. The circuit breaker suspends injection per value.
+inline constexpr char kPodTemplateHashLabel[] = "pod-template-hash";
 
 // Pod conditions the guard sidecar writes (docs/guard.md). With the
 // Backpressure action the injection adds a readinessGates entry for

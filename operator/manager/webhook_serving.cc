@@ -249,9 +249,19 @@ class WebhookServingImpl final : public WebhookServing {
     in.operator_namespace = options_.operator_namespace;
     in.options.image = options_.image;
     in.native_sidecars = true;  // Kubernetes >= 1.29 (beta, on by default); GA in 1.33
+    // The circuit breaker's suspensions, from the policies' status.
+    for (const json& p :
+         deps_.policies->ByIndex(controllers::kNamespaceIndex, request.namespace_)) {
+      for (admission::InjectionSuspension& s : admission::SuspensionsOfPolicy(p)) {
+        in.suspensions.push_back(std::move(s));
+      }
+    }
     admission::PodInjectionDecision d = admission::DecidePodInjection(in);
     webhook::AdmissionResponse response;
-    if (d.action == admission::PodInjectionAction::kInject) response.patch = d.patch;
+    if (d.action != admission::PodInjectionAction::kSkip) response.patch = d.patch;
+    if (d.action == admission::PodInjectionAction::kSuspended) {
+      response.warnings.push_back("allocguard: " + d.reason);
+    }
     for (const std::string& c : d.conflicts) response.warnings.push_back("allocguard: " + c);
     if (!d.conflicts.empty() && d.policy.has_value() && !request.dry_run) {
       if (auto policy = deps_.policies->Get(d.policy->ns + "/" + d.policy->name)) {

@@ -1,0 +1,294 @@
+#include "controllers/injection_breaker.h"
+
+#include <algorithm>
+#include <array>
+#include <tuple>
+#include <utility>
+
+#include "controllers/reconcilers.h"
+#include "operator/admission/deployment_gate.h"
+#include "operator/api/names.h"
+#include "operator/api/policy.h"
+#include "operator/kube/object.h"
+
+namespace allocguard::controllers {
+namespace {
+
+using nlohmann::json;
+
+// JSON accessors that never throw (operator/kube/object.h).
+const auto& Field = kube::FieldOrNull;
+const auto& Str = kube::StringField;
+const auto& StringMap = kube::StringMap;
+
+constexpr size_t kMaxLoaderMessage = 512;
+constexpr size_t kMaxSuspended = 50;
+
+// What the loaders print when they refuse a library, as measured
+// (docs/allocators.md) and as their sources word it:
+//   glibc ld.so (elf/dl-load.c, dl-version.c, rtld.c, dl-lookup.c):
+//     "<prog>: error while loading shared libraries: <lib>: cannot open shared object file"
+//     "<prog>: <libc>: version `GLIBC_2.34' not found (required by <lib>)"
+//     "<prog>: symbol lookup error: <lib>: undefined symbol: <sym>"
+//     "ERROR: ld.so: object '<lib>' from LD_PRELOAD cannot be preloaded (...): ignored."
+//     "... invalid ELF header", "... wrong ELF class: ELFCLASS32"
+//   musl (ldso/dynlink.c):
+//     "Error relocating <lib>: <sym>: symbol not found"
+//     "Error loading shared library <lib>: <errno text> (needed by <lib>)"
+// glibc's "cannot be preloaded ... ignored" is a warning, not fatal: the
+// program runs without the allocator. It is listed because a crash-looping
+// pod that shows it runs without the allocator anyway; suspending the
+// injection takes nothing away and says what happened.
+constexpr std::array<std::string_view, 12> kLoaderPatterns = {
+    "error while loading shared libraries",
+    "not found (required by",
+    "version `GLIBC_",
+    "version 'GLIBC_",
+    "symbol lookup error",
+    "cannot be preloaded",
+    "invalid ELF header",
+    "wrong ELF class",
+    "cannot open shared object file",
+    "Error relocating",
+    "Error loading shared library",
+    "undefined symbol:",
+};
+
+bool IsOwnContainer(const std::string& name) {
+  return name == api::kInitContainerName || name == api::kGuardContainerName ||
+         name == api::kDriverContainerName;
+}
+
+std::string Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return std::string(s);
+}
+
+// Cuts to at most max bytes without splitting a UTF-8 sequence (status
+// strings must stay valid UTF-8).
+std::string CutUtf8(std::string s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  s.resize(n);
+  return s + "...";
+}
+
+// The Deployment in `deployments` named `name`, or null.
+const json* FindDeployment(const std::vector<json>& deployments, const std::string& name) {
+  for (const json& d : deployments) {
+    if (Str(Field(d, "metadata"), "name") == name) return &d;
+  }
+  return nullptr;
+}
+
+std::string DeploymentName(const std::string& workload) {
+  static constexpr std::string_view kPrefix = "Deployment/";
+  if (workload.rfind(kPrefix, 0) != 0) return "";
+  return workload.substr(kPrefix.size());
+}
+
+struct EntryKey {
+  std::string workload;
+  std::string hash;
+  int64_t generation;
+  bool operator<(const EntryKey& o) const {
+    return std::tie(workload, hash, generation) < std::tie(o.workload, o.hash, o.generation);
+  }
+};
+
+EntryKey KeyOf(const json& entry) {
+  return {Str(entry, "workload"), Str(entry, "podTemplateHash"),
+          kube::IntField(entry, "policyGeneration", -1)};
+}
+
+// Every governed container of the pod reports ready.
+bool GovernedContainersReady(const api::AllocatorPolicy& policy, const json& pod) {
+  const json& status = Field(pod, "status");
+  bool any = false;
+  for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
+    const json& statuses = Field(status, list);
+    if (!statuses.is_array()) continue;
+    const bool init = std::string(list) == "initContainerStatuses";
+    for (const json& cs : statuses) {
+      const std::string name = Str(cs, "name");
+      if (IsOwnContainer(name)) continue;
+      const auto& wanted = policy.spec.containers;
+      if (wanted.empty() ? init : std::find(wanted.begin(), wanted.end(), name) == wanted.end()) {
+        continue;
+      }
+      any = true;
+      if (!Field(cs, "ready").is_boolean() || !cs["ready"].get<bool>()) return false;
+    }
+  }
+  return any;
+}
+
+}  // namespace
+
+std::optional<std::string> FindLoaderError(std::string_view text) {
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(start, end - start);
+    for (std::string_view pattern : kLoaderPatterns) {
+      if (line.find(pattern) != std::string_view::npos) {
+        return CutUtf8(Trim(line), kMaxLoaderMessage);
+      }
+    }
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+std::string DeploymentTemplateDigest(const json& deployment) {
+  std::string digest = Str(deployment, kCachedTemplateHashField);
+  if (digest.empty())
+    digest = admission::TemplateHash(Field(Field(deployment, "spec"), "template"));
+  return digest;
+}
+
+std::optional<InjectionFailure> DetectInjectionFailure(const api::AllocatorPolicy& policy,
+                                                       const json& pod) {
+  const json& meta = Field(pod, "metadata");
+  if (!Field(meta, "deletionTimestamp").is_null()) return std::nullopt;
+  const auto labels = StringMap(Field(meta, "labels"));
+  if (labels.count(api::kCanaryLabel) > 0) return std::nullopt;
+  if (!api::SelectorMatches(policy.spec.selector, labels)) return std::nullopt;
+  const auto annotations = StringMap(Field(meta, "annotations"));
+  auto value = [&annotations](const char* key) {
+    auto it = annotations.find(key);
+    return it == annotations.end() ? std::string() : it->second;
+  };
+  if (value(api::kInjectedAnnotation).empty() || value(api::kPolicyAnnotation) != policy.name ||
+      value(api::kPolicyGenerationAnnotation) != std::to_string(policy.generation)) {
+    return std::nullopt;
+  }
+  const admission::PodTemplateKey key = admission::PodTemplateKeyOf(pod);
+  if (key.pod_template_hash.empty()) return std::nullopt;
+
+  const json& status = Field(pod, "status");
+  for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
+    const json& statuses = Field(status, list);
+    if (!statuses.is_array()) continue;
+    const bool init = std::string(list) == "initContainerStatuses";
+    for (const json& cs : statuses) {
+      const std::string name = Str(cs, "name");
+      if (IsOwnContainer(name)) continue;
+      const auto& wanted = policy.spec.containers;
+      if (wanted.empty() ? init : std::find(wanted.begin(), wanted.end(), name) == wanted.end()) {
+        continue;
+      }
+      const std::string waiting = Str(Field(Field(cs, "state"), "waiting"), "reason");
+      const int64_t restarts = kube::IntField(cs, "restartCount", 0);
+      if (waiting != "CrashLoopBackOff" && restarts < 2) continue;
+      std::optional<std::string> loader;
+      for (const char* state : {"state", "lastState"}) {
+        loader = FindLoaderError(Str(Field(Field(cs, state), "terminated"), "message"));
+        if (loader.has_value()) break;
+      }
+      if (!loader.has_value()) continue;
+      InjectionFailure failure;
+      failure.pod = Str(meta, "name");
+      failure.uid = Str(meta, "uid");
+      failure.container = name;
+      failure.key = key;
+      failure.loader_message = *loader;
+      failure.restart_count = restarts;
+      failure.waiting_reason = waiting;
+      return failure;
+    }
+  }
+  return std::nullopt;
+}
+
+BreakerDecision DecideInjectionBreaker(const BreakerInput& input) {
+  BreakerDecision out;
+  const api::AllocatorPolicy& policy = input.policy;
+
+  // Entries that still hold: same policy generation, the Deployment still
+  // there with the template it had when its pods failed.
+  std::set<EntryKey> recorded_keys;
+  std::set<EntryKey> kept_keys;
+  if (input.recorded.is_array()) {
+    for (const json& entry : input.recorded) {
+      if (!entry.is_object()) continue;
+      const EntryKey key = KeyOf(entry);
+      recorded_keys.insert(key);
+      if (key.generation != policy.generation || key.hash.empty()) continue;
+      const json* deployment = FindDeployment(input.deployments, DeploymentName(key.workload));
+      if (deployment == nullptr) continue;
+      if (DeploymentTemplateDigest(*deployment) != Str(entry, "templateHash")) continue;
+      if (kept_keys.insert(key).second && out.suspended.size() < kMaxSuspended) {
+        out.suspended.push_back(entry);
+      }
+    }
+  }
+
+  // New failures.
+  for (const json& pod : input.pods) {
+    std::optional<InjectionFailure> failure = DetectInjectionFailure(policy, pod);
+    if (!failure.has_value()) continue;
+    const EntryKey key{failure->key.workload, failure->key.pod_template_hash, policy.generation};
+    if (kept_keys.count(key) > 0) continue;
+    const std::string deployment_name = DeploymentName(key.workload);
+    const json* deployment = FindDeployment(input.deployments, deployment_name);
+    if (deployment == nullptr) continue;  // a resumption could not be told apart: leave it
+    if (out.suspended.size() >= kMaxSuspended) break;
+    kept_keys.insert(key);
+    const std::string allocator = api::AllocatorName(policy.spec.allocator.name);
+    const std::string message =
+        "container " + failure->container + " of pod " + failure->pod + " failed to start with " +
+        allocator + " preloaded (" +
+        (failure->waiting_reason.empty() ? std::to_string(failure->restart_count) + " restarts"
+                                         : failure->waiting_reason) +
+        "): " + failure->loader_message;
+    out.suspended.push_back({{"workload", key.workload},
+                             {"podTemplateHash", key.hash},
+                             {"templateHash", DeploymentTemplateDigest(*deployment)},
+                             {"policyGeneration", policy.generation},
+                             {"pod", failure->pod},
+                             {"container", failure->container},
+                             {"reason", "LoaderError"},
+                             {"message", message},
+                             {"since", input.now_rfc3339}});
+    out.tripped.push_back(
+        {deployment_name, "AllocatorPolicy " + policy.name + " stopped injecting " + allocator +
+                              " into " + key.workload + " (pod-template-hash " + key.hash +
+                              "): " + message +
+                              ". Its failing pods are deleted and come back on the system "
+                              "allocator; injection resumes when the pod template or the "
+                              "policy changes."});
+  }
+
+  // Failing pods of suspensions the webhook already knows about.
+  for (const json& pod : input.pods) {
+    const json& meta = Field(pod, "metadata");
+    if (!Field(meta, "deletionTimestamp").is_null()) continue;
+    const std::string uid = Str(meta, "uid");
+    if (input.deleted_pod_uids.count(uid) > 0) continue;
+    const std::string phase = Str(Field(pod, "status"), "phase");
+    if (phase == "Succeeded" || phase == "Failed") continue;
+    if (StringMap(Field(meta, "annotations")).count(api::kInjectedAnnotation) == 0) continue;
+    const admission::PodTemplateKey key = admission::PodTemplateKeyOf(pod);
+    if (key.pod_template_hash.empty()) continue;
+    const EntryKey entry_key{key.workload, key.pod_template_hash, policy.generation};
+    if (kept_keys.count(entry_key) == 0 || recorded_keys.count(entry_key) == 0) continue;
+    if (GovernedContainersReady(policy, pod)) continue;
+    out.delete_pods.push_back(
+        {Str(meta, "name"), uid,
+         "deleted by allocguard: injection of AllocatorPolicy " + policy.name +
+             " is suspended for " + key.workload + " (pod-template-hash " + key.pod_template_hash +
+             ") because its pods failed to start with the allocator; the ReplicaSet recreates "
+             "this pod without it"});
+  }
+  return out;
+}
+
+}  // namespace allocguard::controllers
