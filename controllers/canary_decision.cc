@@ -4,15 +4,22 @@
 #include <cstdio>
 #include <map>
 
+#include "controllers/injection_breaker.h"
 #include "controllers/policy_decision.h"
+#include "operator/api/names.h"
 #include "operator/api/policy.h"
 #include "operator/canary/job_builder.h"
+#include "operator/kube/object.h"
 #include "operator/memory/verdict.h"
 
 namespace allocguard::controllers {
 namespace {
 
 using nlohmann::json;
+
+// JSON accessors that never throw (operator/kube/object.h).
+const auto& Field = kube::FieldOrNull;
+const auto& Str = kube::StringField;
 
 constexpr char kCandidate[] = "candidate";
 constexpr double kBytesPerMiB = 1024.0 * 1024.0;
@@ -169,6 +176,75 @@ std::string FormatSlope(double gib_per_hour) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%+.2f GiB/h", gib_per_hour);
   return buf;
+}
+
+VariantObservation ObserveVariant(const std::string& variant, const std::string& job_name,
+                                  const json* job, const std::vector<json>& pods) {
+  VariantObservation obs;
+  obs.variant = variant;
+  obs.job_name = job_name;
+  if (job == nullptr) return obs;
+  obs.job_exists = true;
+  const json& conditions = Field(Field(*job, "status"), "conditions");
+  if (conditions.is_array()) {
+    for (const json& c : conditions) {
+      if (Str(c, "type") == "Failed" && Str(c, "status") == "True") {
+        obs.job_failure = "the canary Job failed: " + Str(c, "reason") + " " + Str(c, "message");
+      }
+    }
+  }
+  for (const json& pod : pods) {
+    const json& status = Field(pod, "status");
+    const json& statuses = Field(status, "containerStatuses");
+    if (statuses.is_array()) {
+      for (const json& cs : statuses) {
+        const json& terminated = Field(Field(cs, "state"), "terminated");
+        const json& last_terminated = Field(Field(cs, "lastState"), "terminated");
+        if (Str(cs, "name") == api::kDriverContainerName) {
+          if (terminated.is_object()) {
+            auto decoded = replay::DecodeCanaryResult(Str(terminated, "message"));
+            if (decoded.ok()) {
+              obs.result = decoded.value();
+            } else {
+              obs.result_error = decoded.status().message();
+            }
+          }
+          continue;
+        }
+        if (Str(terminated, "reason") == "OOMKilled" ||
+            Str(last_terminated, "reason") == "OOMKilled") {
+          obs.workload_oom_killed = true;
+        }
+        // The injection sets FallbackToLogsOnError: a loader that refused
+        // the variant's library left its words in the termination message.
+        for (const json* t : {&terminated, &last_terminated}) {
+          if (obs.workload_start_failure.has_value()) break;
+          if (auto loader = FindLoaderError(Str(*t, "message"))) {
+            obs.workload_start_failure = Str(cs, "name") + ": " + *loader;
+          }
+        }
+        const json& waiting = Field(Field(cs, "state"), "waiting");
+        const std::string wreason = Str(waiting, "reason");
+        if (wreason == "ImagePullBackOff" || wreason == "ErrImagePull" ||
+            wreason == "CreateContainerConfigError" || wreason == "CrashLoopBackOff") {
+          obs.pod_problem = Str(cs, "name") + ": " + wreason + " " + Str(waiting, "message");
+        }
+      }
+    }
+    const json& pod_conditions = Field(status, "conditions");
+    if (pod_conditions.is_array()) {
+      for (const json& c : pod_conditions) {
+        if (Str(c, "type") == "PodScheduled" && Str(c, "status") == "False") {
+          obs.pod_problem = "not scheduled: " + Str(c, "message");
+        }
+      }
+    }
+    if (Str(status, "phase") == "Failed" && !obs.result.has_value() && !obs.workload_oom_killed) {
+      obs.job_failure =
+          "the canary pod failed: " + Str(status, "reason") + " " + Str(status, "message");
+    }
+  }
+  return obs;
 }
 
 CanaryActions DecideCanary(const CanaryInput& input) {

@@ -42,6 +42,15 @@ struct VariantObservation {
   std::optional<std::string> pod_problem;
 };
 
+// What a variant's Job (null when it does not exist) and its pods show: the
+// Job's Failed condition, the driver's decoded termination message, an
+// OOM-killed workload container, a workload container whose termination
+// message holds a loader error (FindLoaderError), and pod problems
+// (unschedulable, image pull, config error, crash loop).
+VariantObservation ObserveVariant(const std::string& variant, const std::string& job_name,
+                                  const nlohmann::json* job,
+                                  const std::vector<nlohmann::json>& pods);
+
 // A variant result recorded in another ReplayCanary's status.
 struct EarlierMeasurement {
   std::string canary;          // the ReplayCanary that ran it

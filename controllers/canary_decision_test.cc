@@ -1,5 +1,7 @@
 #include "controllers/canary_decision.h"
 
+#include <optional>
+
 #include <gtest/gtest.h>
 
 namespace allocguard::controllers {
@@ -220,6 +222,57 @@ TEST(DecideCanaryTest, AComparisonVariantThatCannotStartIsNamedInTheExplanation)
   EXPECT_EQ((*Variant(b.status, "jemalloc"))["verdict"], "Failed");
   EXPECT_NE(b.status["explanation"].get<std::string>().find("Error relocating"), std::string::npos)
       << b.status["explanation"];
+}
+
+// A canary pod with the workload container "app" and the driver.
+json CanaryPod(json app_status) {
+  app_status["name"] = "app";
+  return {{"status",
+           {{"phase", "Running"},
+            {"containerStatuses",
+             {app_status,
+              {{"name", "allocguard-replay"}, {"state", {{"running", json::object()}}}}}}}}};
+}
+
+TEST(ObserveVariantTest, ALoaderErrorInTheWorkloadsTerminationMessageIsAStartFailure) {
+  const json job = {{"status", json::object()}};
+  struct Case {
+    const char* name;
+    json app_status;
+    std::optional<std::string> start_failure;
+  };
+  const std::vector<Case> cases = {
+      {"terminated by the loader (restartPolicy Never)",
+       {{"state",
+         {{"terminated",
+           {{"exitCode", 127},
+            {"reason", "Error"},
+            {"message",
+             "Error relocating /opt/allocguard/inject/libjemalloc.so.2: __memcpy_chk: symbol not "
+             "found\n"}}}}}},
+       "app: Error relocating /opt/allocguard/inject/libjemalloc.so.2: __memcpy_chk: symbol not "
+       "found"},
+      {"restarted after the loader refused",
+       {{"state", {{"waiting", {{"reason", "CrashLoopBackOff"}}}}},
+        {"lastState", {{"terminated", {{"exitCode", 1}, {"message", kLoaderLine}}}}}},
+       std::string("app: ") + kLoaderLine},
+      {"the application's own failure",
+       {{"state", {{"terminated", {{"exitCode", 2}, {"message", "panic: boom"}}}}}},
+       std::nullopt},
+      {"running", {{"state", {{"running", json::object()}}}}, std::nullopt},
+  };
+  for (const Case& c : cases) {
+    VariantObservation obs =
+        ObserveVariant("candidate", "web-abc-candidate", &job, {CanaryPod(c.app_status)});
+    EXPECT_TRUE(obs.job_exists) << c.name;
+    EXPECT_EQ(obs.workload_start_failure, c.start_failure) << c.name;
+  }
+}
+
+TEST(ObserveVariantTest, NoJobNoObservation) {
+  VariantObservation obs = ObserveVariant("candidate", "web-abc-candidate", nullptr, {});
+  EXPECT_FALSE(obs.job_exists);
+  EXPECT_EQ(obs.job_name, "web-abc-candidate");
 }
 
 TEST(DecideCanaryTest, NaNSlopeIsLeftOutOfStatus) {

@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include "controllers/canary_decision.h"
-#include "controllers/injection_breaker.h"
 #include "controllers/policy_decision.h"
 #include "controllers/rollout_decision.h"
 #include "operator/admission/deployment_gate.h"
@@ -54,75 +53,13 @@ Status WriteStatus(const ControllerContext& ctx, const kube::ResourceType& type,
   return Status::Ok();
 }
 
-// What a canary variant's Job and pod show.
+// What a canary variant's Job and pods show (ObserveVariant).
 VariantObservation Observe(const ControllerContext& ctx, const std::string& ns,
                            const std::string& variant, const std::string& job_name) {
-  VariantObservation obs;
-  obs.variant = variant;
-  obs.job_name = job_name;
   std::optional<json> job = ctx.jobs->Get(ns + "/" + job_name);
-  if (!job.has_value()) return obs;
-  obs.job_exists = true;
-  const json& conditions = Field(Field(*job, "status"), "conditions");
-  if (conditions.is_array()) {
-    for (const json& c : conditions) {
-      if (Str(c, "type") == "Failed" && Str(c, "status") == "True") {
-        obs.job_failure = "the canary Job failed: " + Str(c, "reason") + " " + Str(c, "message");
-      }
-    }
-  }
-  for (const json& pod : ctx.pods->ByIndex(kCanaryIndex, ns + "/" + job_name)) {
-    const json& status = Field(pod, "status");
-    const json& statuses = Field(status, "containerStatuses");
-    if (statuses.is_array()) {
-      for (const json& cs : statuses) {
-        const json& terminated = Field(Field(cs, "state"), "terminated");
-        const json& last_terminated = Field(Field(cs, "lastState"), "terminated");
-        if (Str(cs, "name") == api::kDriverContainerName) {
-          if (terminated.is_object()) {
-            auto decoded = replay::DecodeCanaryResult(Str(terminated, "message"));
-            if (decoded.ok()) {
-              obs.result = decoded.value();
-            } else {
-              obs.result_error = decoded.status().message();
-            }
-          }
-          continue;
-        }
-        if (Str(terminated, "reason") == "OOMKilled" ||
-            Str(last_terminated, "reason") == "OOMKilled") {
-          obs.workload_oom_killed = true;
-        }
-        // The injection sets FallbackToLogsOnError: a loader that refused
-        // the variant's library left its words in the termination message.
-        for (const json* t : {&terminated, &last_terminated}) {
-          if (obs.workload_start_failure.has_value()) break;
-          if (auto loader = FindLoaderError(Str(*t, "message"))) {
-            obs.workload_start_failure = Str(cs, "name") + ": " + *loader;
-          }
-        }
-        const json& waiting = Field(Field(cs, "state"), "waiting");
-        const std::string wreason = Str(waiting, "reason");
-        if (wreason == "ImagePullBackOff" || wreason == "ErrImagePull" ||
-            wreason == "CreateContainerConfigError" || wreason == "CrashLoopBackOff") {
-          obs.pod_problem = Str(cs, "name") + ": " + wreason + " " + Str(waiting, "message");
-        }
-      }
-    }
-    const json& pod_conditions = Field(status, "conditions");
-    if (pod_conditions.is_array()) {
-      for (const json& c : pod_conditions) {
-        if (Str(c, "type") == "PodScheduled" && Str(c, "status") == "False") {
-          obs.pod_problem = "not scheduled: " + Str(c, "message");
-        }
-      }
-    }
-    if (Str(status, "phase") == "Failed" && !obs.result.has_value() && !obs.workload_oom_killed) {
-      obs.job_failure =
-          "the canary pod failed: " + Str(status, "reason") + " " + Str(status, "message");
-    }
-  }
-  return obs;
+  if (!job.has_value()) return ObserveVariant(variant, job_name, nullptr, {});
+  return ObserveVariant(variant, job_name, &*job,
+                        ctx.pods->ByIndex(kCanaryIndex, ns + "/" + job_name));
 }
 
 json ArenaStatus(const canary::ArenaLimit& limit, std::optional<int> production_cpus) {
