@@ -107,6 +107,16 @@ EntryKey KeyOf(const json& entry) {
           kube::IntField(entry, "policyGeneration", -1)};
 }
 
+// Whether the policy governs the container of this status: as
+// InjectAllocator selects (its own containers never; init containers only
+// when named).
+bool Governs(const api::AllocatorPolicy& policy, const std::string& name, bool init) {
+  if (IsOwnContainer(name)) return false;
+  const auto& wanted = policy.spec.containers;
+  if (wanted.empty()) return !init;
+  return std::find(wanted.begin(), wanted.end(), name) != wanted.end();
+}
+
 // Every governed container of the pod reports ready.
 bool GovernedContainersReady(const api::AllocatorPolicy& policy, const json& pod) {
   const json& status = Field(pod, "status");
@@ -116,12 +126,7 @@ bool GovernedContainersReady(const api::AllocatorPolicy& policy, const json& pod
     if (!statuses.is_array()) continue;
     const bool init = std::string(list) == "initContainerStatuses";
     for (const json& cs : statuses) {
-      const std::string name = Str(cs, "name");
-      if (IsOwnContainer(name)) continue;
-      const auto& wanted = policy.spec.containers;
-      if (wanted.empty() ? init : std::find(wanted.begin(), wanted.end(), name) == wanted.end()) {
-        continue;
-      }
+      if (!Governs(policy, Str(cs, "name"), init)) continue;
       any = true;
       if (!Field(cs, "ready").is_boolean() || !cs["ready"].get<bool>()) return false;
     }
@@ -180,11 +185,7 @@ std::optional<InjectionFailure> DetectInjectionFailure(const api::AllocatorPolic
     const bool init = std::string(list) == "initContainerStatuses";
     for (const json& cs : statuses) {
       const std::string name = Str(cs, "name");
-      if (IsOwnContainer(name)) continue;
-      const auto& wanted = policy.spec.containers;
-      if (wanted.empty() ? init : std::find(wanted.begin(), wanted.end(), name) == wanted.end()) {
-        continue;
-      }
+      if (!Governs(policy, name, init)) continue;
       const std::string waiting = Str(Field(Field(cs, "state"), "waiting"), "reason");
       const int64_t restarts = kube::IntField(cs, "restartCount", 0);
       if (waiting != "CrashLoopBackOff" && restarts < 2) continue;

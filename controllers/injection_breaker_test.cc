@@ -167,7 +167,7 @@ TEST_P(DetectInjectionFailureTest, TripsOnlyOnRepeatedLoaderFailuresOfInjectedPo
   if (failure.has_value()) {
     EXPECT_EQ(failure->key.workload, "Deployment/web");
     EXPECT_EQ(failure->key.pod_template_hash, "7d9f8c6b5");
-    EXPECT_EQ(failure->container, "app");
+    EXPECT_EQ(failure->container, policy.spec.containers.empty() ? "app" : "migrate");
     EXPECT_THAT(failure->loader_message, HasSubstr("GLIBC_2.34"));
   }
 }
@@ -237,6 +237,15 @@ INSTANTIATE_TEST_SUITE_P(
                      std::swap(statuses[0]["name"], statuses[1]["name"]);
                    },
                    false},
+        DetectCase{"init_container_the_policy_names",
+                   [](api::AllocatorPolicy& policy, json& pod) {
+                     policy.spec.containers = {"migrate"};
+                     json failing = AppStatus(pod);
+                     failing["name"] = "migrate";
+                     pod["status"]["initContainerStatuses"] = {failing};
+                     AppStatus(pod) = {{"name", "app"}, {"ready", false}, {"restartCount", 0}};
+                   },
+                   true},
         DetectCase{"container_the_policy_does_not_govern",
                    [](api::AllocatorPolicy& policy, json&) { policy.spec.containers = {"worker"}; },
                    false}),
