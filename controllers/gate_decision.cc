@@ -252,6 +252,15 @@ GateAnswer DecideDeploymentGate(const json& deployment,
                 " was overridden by hand: " + Annotation(deployment, api::kOverrideHoldAnnotation);
     return a;
   }
+  const std::string overridden = Annotation(deployment, api::kOverriddenCandidateAnnotation);
+  if (held.empty() && released == hash && overridden.rfind(hash + " ", 0) == 0) {
+    // The operator cleared a hold the user overrode.
+    a.state = GateState::kProceed;
+    a.reason = "Overridden";
+    a.message = "the hold of template " + hash +
+                " was overridden by hand: " + overridden.substr(hash.size() + 1);
+    return a;
+  }
   if (held.empty() && released == hash) {
     a.state = GateState::kProceed;
     if (!finished) {

@@ -398,13 +398,26 @@ Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
   const json& tmpl = Field(Field(*deployment, "spec"), "template");
   RolloutInput input;
   input.deployment = *deployment;
-  input.policy = GoverningPolicy(PoliciesInNamespace(*ctx_.policies, ns),
-                                 StringMap(Field(Field(tmpl, "metadata"), "labels")));
-  if (!input.policy.has_value()) return ReconcileResult{};
+  const std::vector<api::AllocatorPolicy> policies = PoliciesInNamespace(*ctx_.policies, ns);
+  const std::map<std::string, std::string> labels =
+      StringMap(Field(Field(tmpl, "metadata"), "labels"));
+  input.policy = GoverningPolicy(policies, labels);
+  const bool held =
+      !Str(Field(Field(*deployment, "metadata"), "annotations"), api::kHeldCandidateAnnotation)
+           .empty();
+  // An ungoverned Deployment matters only when a hold is left on it.
+  if (!input.policy.has_value() && !held) return ReconcileResult{};
+  int matching = 0;
+  for (const api::AllocatorPolicy& p : policies) {
+    if (api::SelectorMatches(p.spec.selector, labels)) ++matching;
+  }
+  input.policy_ambiguous = matching > 1;
   input.template_hash = Str(*deployment, kCachedTemplateHashField);
   if (input.template_hash.empty()) input.template_hash = admission::TemplateHash(tmpl);
-  input.canary = ctx_.canaries->Get(
-      ns + "/" + CanaryName(name, input.template_hash, CanaryPolicyKey(*input.policy)));
+  if (input.policy.has_value()) {
+    input.canary = ctx_.canaries->Get(
+        ns + "/" + CanaryName(name, input.template_hash, CanaryPolicyKey(*input.policy)));
+  }
   RolloutActions actions = DecideRollout(input);
   if (actions.create_canary.has_value()) {
     // The cache holds no full template: read the Deployment, and snapshot

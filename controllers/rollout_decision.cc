@@ -88,8 +88,62 @@ json BuildReplayCanary(const json& deployment, const api::AllocatorPolicy& polic
           {"spec", spec_json}};
 }
 
+namespace {
+
+// Why a held Deployment is no longer under an Enforce policy's hold, or ""
+// when it still is (or when that cannot be told: several policies match).
+std::string OrphanedHoldReason(const RolloutInput& input) {
+  if (!input.policy.has_value()) {
+    return input.policy_ambiguous ? "" : "no AllocatorPolicy governs it any more";
+  }
+  const api::AllocatorPolicy& policy = *input.policy;
+  if (Annotation(input.deployment, api::kInjectAnnotation) == "false") {
+    return std::string("it opted out with ") + api::kInjectAnnotation + "=false";
+  }
+  if (policy.spec.rollout.mode != api::RolloutMode::kEnforce) {
+    return "policy " + policy.name + " has rollout mode " +
+           api::RolloutModeName(policy.spec.rollout.mode) + ", which never holds";
+  }
+  return "";
+}
+
+bool Paused(const json& deployment) {
+  return deployment.contains("spec") && deployment["spec"].is_object() &&
+         deployment["spec"].value("paused", false);
+}
+
+}  // namespace
+
 RolloutActions DecideRollout(const RolloutInput& input) {
   RolloutActions out;
+  const std::string held_hash = Annotation(input.deployment, api::kHeldCandidateAnnotation);
+  if (!held_hash.empty()) {
+    if (const std::string why = OrphanedHoldReason(input); !why.empty()) {
+      out.deployment_patch =
+          json{{"metadata", {{"annotations", {{api::kHeldCandidateAnnotation, nullptr}}}}},
+               {"spec", {{"paused", false}}}};
+      out.event_reason = "HoldReleased";
+      out.event_note = "template " + held_hash + " was held by allocguard; the hold is released " +
+                       "because " + why + ". The template was not proven by a replay canary.";
+      return out;
+    }
+    const std::string override_reason = Annotation(input.deployment, api::kOverrideHoldAnnotation);
+    if (!override_reason.empty() && !Paused(input.deployment)) {
+      // The user rolled the held template out by override: the hold is over.
+      out.deployment_patch =
+          json{{"metadata",
+                {{"annotations",
+                  {{api::kHeldCandidateAnnotation, nullptr},
+                   {api::kOverrideHoldAnnotation, nullptr},
+                   {api::kOverriddenCandidateAnnotation, held_hash + " " + override_reason},
+                   {api::kReleasedCandidateAnnotation, input.template_hash}}}}}};
+      out.event_reason = "HoldCleared";
+      out.event_note = "template " + held_hash + " was rolled out by override (" + override_reason +
+                       ") without a Flat canary; the hold and the override " +
+                       "annotation are cleared, so a later hold needs a new override";
+      return out;
+    }
+  }
   if (!input.policy.has_value()) {
     out.skip_reason = "no policy governs it";
     return out;

@@ -14,6 +14,14 @@
 // holding something already in production protects nothing; its next
 // template change is held. Audit: a canary runs for every new template hash and its
 // verdict is reported; nothing is held. Off: nothing.
+//
+// A hold never outlives what placed it: when the Deployment is no longer
+// governed by an Enforce policy (the policy was deleted, set to Audit or Off,
+// or the Deployment opted out), the hold is released with a HoldReleased
+// event that says the template was not proven. A hold a user overrode
+// (allocguard.io/override-hold and unpaused) is cleared, the override
+// annotation with it, so a later hold needs a new, deliberate override;
+// allocguard.io/overridden-candidate keeps the record (HoldCleared event).
 
 #include <optional>
 #include <string>
@@ -30,6 +38,9 @@ struct RolloutInput {
   // The ReplayCanary for (deployment, current template hash), if it exists.
   std::optional<nlohmann::json> canary;
   std::string template_hash;  // of the deployment's current template
+  // More than one policy's selector matches the template (the validating
+  // webhook refuses to create such an overlap; one may predate it).
+  bool policy_ambiguous = false;
 };
 
 struct RolloutActions {

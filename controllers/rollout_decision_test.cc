@@ -56,10 +56,16 @@ TEST(DecideRolloutTest, Table) {
     const char* event_reason;
   };
   const std::vector<Case> cases = {
-      {"ungoverned", std::nullopt, Deployment(held, true), std::nullopt, false, false, false, false,
-       ""},
-      {"mode Off", Policy(api::RolloutMode::kOff), Deployment(held, true), std::nullopt, false,
-       false, false, false, ""},
+      {"ungoverned", std::nullopt, Deployment(), std::nullopt, false, false, false, false, ""},
+      {"held, then its policy was deleted: released", std::nullopt, Deployment(held, true),
+       std::nullopt, false, true, true, false, "HoldReleased"},
+      {"mode Off", Policy(api::RolloutMode::kOff), Deployment(), std::nullopt, false, false, false,
+       false, ""},
+      {"held, then the policy went to Off: released", Policy(api::RolloutMode::kOff),
+       Deployment(held, true), std::nullopt, false, true, true, false, "HoldReleased"},
+      {"held, then the policy went to Audit: released", Policy(api::RolloutMode::kAudit),
+       Deployment(held, true), Canary("Completed", "Ratchet"), false, true, true, false,
+       "HoldReleased"},
       {"held, no canary yet", Policy(api::RolloutMode::kEnforce), Deployment(held, true),
        std::nullopt, true, false, false, false, "CanaryStarted"},
       {"held, canary running", Policy(api::RolloutMode::kEnforce), Deployment(held, true),
@@ -83,9 +89,23 @@ TEST(DecideRolloutTest, Table) {
        Policy(api::RolloutMode::kEnforce), Deployment(), std::nullopt, false, true, false, false,
        "TemplateAdopted"},
       {"opted out", Policy(api::RolloutMode::kEnforce),
+       Deployment({{api::kInjectAnnotation, "false"}}), std::nullopt, false, false, false, false,
+       ""},
+      {"held, then opted out: released", Policy(api::RolloutMode::kEnforce),
        Deployment({{api::kInjectAnnotation, "false"}, {api::kHeldCandidateAnnotation, "hash1"}},
                   true),
-       std::nullopt, false, false, false, false, ""},
+       std::nullopt, false, true, true, false, "HoldReleased"},
+      {"held, overridden and unpaused by the user: the hold is cleared",
+       Policy(api::RolloutMode::kEnforce),
+       Deployment({{api::kHeldCandidateAnnotation, "hash1"},
+                   {api::kOverrideHoldAnnotation, "hotfix for INC-42"}},
+                  false),
+       Canary("Completed", "Ratchet"), false, true, false, false, "HoldCleared"},
+      {"held, override annotated but still paused: still held", Policy(api::RolloutMode::kEnforce),
+       Deployment({{api::kHeldCandidateAnnotation, "hash1"},
+                   {api::kOverrideHoldAnnotation, "hotfix for INC-42"}},
+                  true),
+       Canary("Completed", "Ratchet"), false, false, false, true, "RolloutHeld"},
   };
   for (const Case& c : cases) {
     RolloutInput in{c.deployment, c.policy, c.canary, "hash1"};
@@ -96,7 +116,13 @@ TEST(DecideRolloutTest, Table) {
     EXPECT_EQ(a.event_reason, c.event_reason) << c.name;
     if (a.deployment_patch.has_value()) {
       const json& p = *a.deployment_patch;
-      EXPECT_EQ(p["metadata"]["annotations"][api::kReleasedCandidateAnnotation], "hash1") << c.name;
+      if (a.event_reason == "HoldReleased") {
+        EXPECT_FALSE(p["metadata"]["annotations"].contains(api::kReleasedCandidateAnnotation))
+            << c.name << ": a template no canary proved is not recorded as released";
+      } else {
+        EXPECT_EQ(p["metadata"]["annotations"][api::kReleasedCandidateAnnotation], "hash1")
+            << c.name;
+      }
       EXPECT_EQ(p.contains("spec") && p["spec"]["paused"] == false, c.unpauses) << c.name;
       if (c.unpauses) {
         EXPECT_TRUE(p["metadata"]["annotations"][api::kHeldCandidateAnnotation].is_null())
@@ -104,6 +130,44 @@ TEST(DecideRolloutTest, Table) {
       }
     }
   }
+}
+
+TEST(DecideRolloutTest, AnAmbiguousHoldIsLeftAlone) {
+  // Two policies match: which one's verdict counts cannot be told, so the
+  // hold stays until the overlap is resolved.
+  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, "hash1"}}, true), std::nullopt,
+                  std::nullopt, "hash1"};
+  in.policy_ambiguous = true;
+  RolloutActions a = DecideRollout(in);
+  EXPECT_FALSE(a.deployment_patch.has_value());
+  EXPECT_EQ(a.event_reason, "");
+}
+
+TEST(DecideRolloutTest, ReleasedOrphanHoldSaysWhyAndThatNothingWasProven) {
+  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, "hash1"}}, true),
+                  Policy(api::RolloutMode::kOff), std::nullopt, "hash1"};
+  RolloutActions a = DecideRollout(in);
+  EXPECT_NE(a.event_note.find("rollout mode Off"), std::string::npos) << a.event_note;
+  EXPECT_NE(a.event_note.find("not proven"), std::string::npos) << a.event_note;
+  const json& annotations = (*a.deployment_patch)["metadata"]["annotations"];
+  EXPECT_TRUE(annotations[api::kHeldCandidateAnnotation].is_null());
+}
+
+TEST(DecideRolloutTest, AnOverrideIsConsumedOnce) {
+  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, "hash1"},
+                              {api::kOverrideHoldAnnotation, "hotfix for INC-42"}},
+                             false),
+                  Policy(api::RolloutMode::kEnforce), Canary("Completed", "Ratchet"), "hash1"};
+  RolloutActions a = DecideRollout(in);
+  ASSERT_TRUE(a.deployment_patch.has_value());
+  const json& annotations = (*a.deployment_patch)["metadata"]["annotations"];
+  EXPECT_TRUE(annotations[api::kOverrideHoldAnnotation].is_null())
+      << "a leftover override would let the next hold be lifted without a new reason";
+  EXPECT_TRUE(annotations[api::kHeldCandidateAnnotation].is_null());
+  EXPECT_EQ(annotations[api::kOverriddenCandidateAnnotation], "hash1 hotfix for INC-42")
+      << "the record of the override stays";
+  EXPECT_FALSE(a.deployment_patch->contains("spec")) << "the user already unpaused it";
+  EXPECT_NE(a.event_note.find("hotfix for INC-42"), std::string::npos) << a.event_note;
 }
 
 TEST(DecideRolloutTest, HeldWarningNamesTheFlatVariantAndTheOverride) {

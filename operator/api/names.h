@@ -39,6 +39,10 @@ inline constexpr char kReleasedCandidateAnnotation[] = "allocguard.io/released-c
 // A user's explicit override of a hold; its value is the reason, recorded in
 // an event. Without it a held Deployment cannot be unpaused by hand.
 inline constexpr char kOverrideHoldAnnotation[] = "allocguard.io/override-hold";
+// Written by the operator when it clears a hold a user overrode (and removes
+// the override annotation, which is spent): "<template hash> <reason>", so
+// `allocguard gate` still answers Overridden for that template.
+inline constexpr char kOverriddenCandidateAnnotation[] = "allocguard.io/overridden-candidate";
 
 // --- on canary Jobs and Pods ------------------------------------------------
 inline constexpr char kCanaryLabel[] = "allocguard.io/canary";    // ReplayCanary name
