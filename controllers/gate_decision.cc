@@ -203,10 +203,8 @@ GateAnswer DecideDeploymentGate(const json& deployment,
   // The policy that governs it, as the rollout reconciler finds it: the one
   // whose selector matches the pod template's labels.
   const auto labels = Labels(tmpl);
-  std::vector<const api::AllocatorPolicy*> matching;
-  for (const api::AllocatorPolicy& p : policies) {
-    if (api::SelectorMatches(p.spec.selector, labels)) matching.push_back(&p);
-  }
+  const std::vector<const api::AllocatorPolicy*> matching =
+      api::PoliciesSelecting(policies, labels);
   if (matching.size() != 1) {
     a.state = GateState::kProceed;
     a.reason = "Ungoverned";

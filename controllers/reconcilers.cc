@@ -158,13 +158,10 @@ std::vector<api::AllocatorPolicy> PoliciesInNamespace(const kube::Store& policie
 std::optional<api::AllocatorPolicy> GoverningPolicy(
     const std::vector<api::AllocatorPolicy>& policies,
     const std::map<std::string, std::string>& labels) {
-  std::optional<api::AllocatorPolicy> found;
-  for (const api::AllocatorPolicy& p : policies) {
-    if (!api::SelectorMatches(p.spec.selector, labels)) continue;
-    if (found.has_value()) return std::nullopt;  // ambiguous
-    found = p;
-  }
-  return found;
+  const std::vector<const api::AllocatorPolicy*> matching =
+      api::PoliciesSelecting(policies, labels);
+  if (matching.size() != 1) return std::nullopt;  // none, or ambiguous
+  return *matching.front();
 }
 
 // ---------------------------------------------------------------------------
@@ -284,9 +281,9 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
   input.containers = containers;
   // What other canaries of this template recorded: a variant measured with
   // identical inputs is copied instead of run again (MeasurementKey).
-  for (const json& other : ctx_.canaries->List()) {
+  for (const json& other : ctx_.canaries->ByIndex(kNamespaceIndex, canary.ns)) {
     const json& meta = Field(other, "metadata");
-    if (Str(meta, "namespace") != canary.ns || Str(meta, "name") == canary.name) continue;
+    if (Str(meta, "name") == canary.name) continue;
     if (Str(Field(other, "spec"), "templateHash") != canary.spec.template_hash) continue;
     const json& other_status = Field(other, "status");
     const json& variants = Field(other_status, "variants");
@@ -401,17 +398,15 @@ Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
   const std::vector<api::AllocatorPolicy> policies = PoliciesInNamespace(*ctx_.policies, ns);
   const std::map<std::string, std::string> labels =
       StringMap(Field(Field(tmpl, "metadata"), "labels"));
-  input.policy = GoverningPolicy(policies, labels);
+  const std::vector<const api::AllocatorPolicy*> matching =
+      api::PoliciesSelecting(policies, labels);
+  if (matching.size() == 1) input.policy = *matching.front();
+  input.policy_ambiguous = matching.size() > 1;
   const bool held =
       !Str(Field(Field(*deployment, "metadata"), "annotations"), api::kHeldCandidateAnnotation)
            .empty();
   // An ungoverned Deployment matters only when a hold is left on it.
   if (!input.policy.has_value() && !held) return ReconcileResult{};
-  int matching = 0;
-  for (const api::AllocatorPolicy& p : policies) {
-    if (api::SelectorMatches(p.spec.selector, labels)) ++matching;
-  }
-  input.policy_ambiguous = matching > 1;
   input.template_hash = Str(*deployment, kCachedTemplateHashField);
   if (input.template_hash.empty()) input.template_hash = admission::TemplateHash(tmpl);
   if (input.policy.has_value()) {

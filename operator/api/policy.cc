@@ -880,6 +880,16 @@ bool SelectorMatches(const LabelSelector& selector,
   return true;
 }
 
+std::vector<const AllocatorPolicy*> PoliciesSelecting(
+    const std::vector<AllocatorPolicy>& policies,
+    const std::map<std::string, std::string>& labels) {
+  std::vector<const AllocatorPolicy*> out;
+  for (const AllocatorPolicy& p : policies) {
+    if (SelectorMatches(p.spec.selector, labels)) out.push_back(&p);
+  }
+  return out;
+}
+
 std::string SelectorString(const LabelSelector& selector) {
   std::string out;
   auto add = [&out](const std::string& term) {

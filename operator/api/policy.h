@@ -39,6 +39,11 @@ nlohmann::json AllocatorSpecToJson(const AllocatorSpec& allocator);
 bool SelectorMatches(const LabelSelector& selector,
                      const std::map<std::string, std::string>& labels);
 
+// The policies whose selector matches labels, in the order given. Exactly
+// one of them governs the labelled object; none or several, none does.
+std::vector<const AllocatorPolicy*> PoliciesSelecting(
+    const std::vector<AllocatorPolicy>& policies, const std::map<std::string, std::string>& labels);
+
 // The selector in the query syntax of a list call's labelSelector parameter:
 // "app=web,tier in (a,b),!legacy". Not URL-escaped.
 std::string SelectorString(const LabelSelector& selector);
