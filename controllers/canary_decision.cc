@@ -157,6 +157,7 @@ std::string MeasurementKey(const api::ReplayCanary& canary, const std::string& v
   spec.template_hash = canary.spec.template_hash;
   spec.pod_template_json = canary.spec.pod_template_json;
   spec.candidate_allocator = VariantAllocator(canary, variant);
+  spec.libc = canary.spec.libc;
   spec.canary = canary.spec.canary;
   spec.canary.variants.clear();  // which other variants ran changes nothing
   spec.limits = canary.spec.limits;

@@ -45,6 +45,7 @@ std::string ObjectName(const json& object) {
 std::string CanaryPolicyKey(const api::AllocatorPolicy& policy) {
   api::ReplayCanarySpec spec;
   spec.candidate_allocator = policy.spec.allocator;
+  spec.libc = policy.spec.libc;
   spec.canary = policy.spec.canary;
   spec.limits = policy.spec.limits;
   return api::ContentHash(api::ReplayCanarySpecToJson(spec).dump());
@@ -68,6 +69,7 @@ json BuildReplayCanary(const json& deployment, const api::AllocatorPolicy& polic
   spec.target_name = name;
   spec.template_hash = template_hash;
   spec.candidate_allocator = policy.spec.allocator;
+  spec.libc = policy.spec.libc;
   spec.canary = policy.spec.canary;
   spec.limits = policy.spec.limits;
   json spec_json = api::ReplayCanarySpecToJson(spec);

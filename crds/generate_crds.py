@@ -482,6 +482,26 @@ def column(name, path, type_="string", **kw):
     return {"name": name, "type": type_, "jsonPath": path, **kw}
 
 
+def libc_field():
+    return string("Which build of the allocator containers load: auto lets each container's "
+                  "own dynamic loader pick the glibc or musl build (through the $LIB token "
+                  "in LD_PRELOAD, which glibc expands and musl does not); glibc or musl "
+                  "forces one. A pod annotation allocguard.io/libc overrides it. See "
+                  "docs/injection.md.", enum=["auto", "glibc", "musl"], default="auto")
+
+
+# musl needs a musl build, and tcmalloc (C++) has none. ALLOCATOR is the CEL
+# path of the allocator (self.allocator, self.candidate.allocator).
+def libc_rule(allocator):
+    return rule(
+        "!has(self.libc) || self.libc != 'musl' || "
+        f"((!has({allocator}.name) || {allocator}.name != 'tcmalloc') && "
+        "(!has(self.canary) || !has(self.canary.variants) || "
+        "self.canary.variants.all(v, !has(v.allocator.name) || v.allocator.name != 'tcmalloc')))",
+        "musl needs a musl build of the allocator, and tcmalloc has none: use auto or another "
+        "allocator", ".libc")
+
+
 def allocator_policy():
     spec = obj("What the policy governs and how.", {
         "selector": label_selector(),
@@ -493,6 +513,7 @@ def allocator_policy():
             "x-kubernetes-list-type": "set",
         },
         "allocator": allocator_spec("The allocator injected into governed pods."),
+        "libc": libc_field(),
         "limits": limits_spec(),
         "canary": canary_spec(),
         "rollout": obj("How rollouts are gated.", {
@@ -513,6 +534,7 @@ def allocator_policy():
                  "action needs enabled: true (the guard sidecar acts)", ".action"),
         ], default={}),
     }, required=["selector", "allocator"], rules=[
+        libc_rule("self.allocator"),
         rule("self.rollout.mode == 'Off' || has(self.canary.load.requests)",
              "canary.load.requests is required unless rollout.mode is Off",
              ".canary.load.requests"),
@@ -564,9 +586,11 @@ def replay_canary():
         "candidate": obj("The allocator the candidate runs with.", {
             "allocator": allocator_spec("The candidate's allocator and tunables."),
         }, required=["allocator"]),
+        "libc": libc_field(),
         "canary": canary_spec(),
         "limits": limits_spec(),
     }, required=["template", "candidate"], rules=[
+        libc_rule("self.candidate.allocator"),
         rule("has(self.canary.load.requests)", "canary.load.requests is required",
              ".canary.load.requests"),
         rule("self == oldSelf", "spec is immutable: create a new ReplayCanary instead"),

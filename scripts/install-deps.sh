@@ -13,6 +13,8 @@ packages=(
   libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
   # The allocators the replay engine preloads.
   libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4
+  # musl-gcc: the loader test of the libc "auto" preload path builds musl programs.
+  musl-tools
   # wrk is the reference load generator for the load driver's benchmark.
   wrk
   # The control-plane tier (e2e/cluster): certificates, health checks, free ports.

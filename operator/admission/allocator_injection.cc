@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "operator/admission/library_layout.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 
@@ -81,14 +82,16 @@ json SmallResources() {
 json InitContainer(const std::string& library, const InjectionOptions& options) {
   std::string dir = options.allocator_dir;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  return {{"name", api::kInitContainerName},
-          {"image", options.image},
-          {"imagePullPolicy", "IfNotPresent"},
-          {"command", {"cp", dir + "/" + library, api::kLibraryMountPath}},
-          {"volumeMounts",
-           {{{"name", api::kLibraryVolumeName}, {"mountPath", api::kLibraryMountPath}}}},
-          {"resources", SmallResources()},
-          {"securityContext", RestrictedSecurityContext()}};
+  return {
+      {"name", api::kInitContainerName},
+      {"image", options.image},
+      {"imagePullPolicy", "IfNotPresent"},
+      {"command",
+       {"allocguard", "install-allocator", "--from", dir, "--to", api::kLibraryMountPath, library}},
+      {"volumeMounts",
+       {{{"name", api::kLibraryVolumeName}, {"mountPath", api::kLibraryMountPath}}}},
+      {"resources", SmallResources()},
+      {"securityContext", RestrictedSecurityContext()}};
 }
 
 json* FindEnv(json& container, const std::string& name) {
@@ -138,8 +141,16 @@ void MergePreload(json& container, const std::string& name, const std::string& p
   std::string value = var->contains("value") && (*var)["value"].is_string()
                           ? (*var)["value"].get<std::string>()
                           : "";
-  if (Contains(SplitPreload(value), preload)) return;
-  (*var)["value"] = value.empty() ? preload : value + ":" + preload;
+  std::vector<std::string> parts = SplitPreload(value);
+  if (Contains(parts, preload)) return;
+  // An entry of an earlier injection (another allocator or libc) goes: two
+  // allocators preloaded at once would each own some of the process's memory.
+  const std::string ours = std::string(api::kLibraryMountPath) + "/";
+  std::erase_if(parts, [&](const std::string& p) { return p.rfind(ours, 0) == 0; });
+  parts.push_back(preload);
+  std::string merged;
+  for (const std::string& p : parts) merged += (merged.empty() ? "" : ":") + p;
+  (*var)["value"] = merged;
 }
 
 void SetTunable(json& container, const std::string& container_name, const std::string& name,
@@ -200,6 +211,22 @@ std::string AllocatorLibraryFile(api::Allocator allocator) {
 }
 
 std::string AllocatorLabel(api::Allocator allocator) { return api::AllocatorName(allocator); }
+
+api::Libc ResolveLibc(api::Libc policy_libc, const json& pod_metadata,
+                      std::vector<std::string>* conflicts) {
+  if (!pod_metadata.is_object()) return policy_libc;
+  auto annotations = pod_metadata.find("annotations");
+  if (annotations == pod_metadata.end() || !annotations->is_object()) return policy_libc;
+  auto value = annotations->find(api::kLibcAnnotation);
+  if (value == annotations->end()) return policy_libc;
+  if (value->is_string()) {
+    if (auto libc = api::LibcFromName(value->get<std::string>())) return *libc;
+  }
+  AddConflict(conflicts, std::string("annotation ") + api::kLibcAnnotation + " is " +
+                             value->dump() + ", not auto, glibc or musl; allocguard used the " +
+                             "policy's libc \"" + api::LibcName(policy_libc) + "\"");
+  return policy_libc;
+}
 
 std::vector<std::pair<std::string, std::string>> AllocatorTunableEnv(
     const api::AllocatorSpec& allocator) {
@@ -293,9 +320,18 @@ Status InjectAllocator(json& pod_spec, const api::AllocatorSpec& allocator,
   }
 
   const auto tunables = AllocatorTunableEnv(allocator);
+  std::string library_to_preload = library;
+  if (!library.empty() && !api::HasBuildFor(allocator.name, options.libc)) {
+    AddConflict(conflicts, AllocatorLabel(allocator.name) + " has no " +
+                               api::LibcName(options.libc) +
+                               " build; allocguard set its tunables but preloaded nothing");
+    library_to_preload.clear();
+  }
   const std::string preload =
-      library.empty() ? "" : std::string(api::kLibraryMountPath) + "/" + library;
-  if (!library.empty()) {
+      library_to_preload.empty()
+          ? ""
+          : PreloadPath(api::kLibraryMountPath, options.libc, library_to_preload);
+  if (!library_to_preload.empty()) {
     UpsertNamed(ArrayField(pod_spec, "volumes"),
                 {{"name", api::kLibraryVolumeName}, {"emptyDir", json::object()}}, kAtEnd);
     UpsertNamed(ArrayField(pod_spec, "initContainers"), InitContainer(library, options), 0);
@@ -307,7 +343,7 @@ Status InjectAllocator(json& pod_spec, const api::AllocatorSpec& allocator,
     for (json& container : *it) {
       const std::string name = ContainerName(container);
       if (!Contains(selected, name)) continue;
-      if (!library.empty() && MountLibrary(container, name, conflicts)) {
+      if (!library_to_preload.empty() && MountLibrary(container, name, conflicts)) {
         MergePreload(container, name, preload, conflicts);
         // A loader that refuses the library writes to stderr and exits before
         // the program could write a termination message: with the logs as

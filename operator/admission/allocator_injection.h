@@ -6,11 +6,13 @@
 // What InjectAllocator adds for jemalloc, mimalloc and tcmalloc:
 //   - an emptyDir volume api::kLibraryVolumeName;
 //   - an init container api::kInitContainerName, first in initContainers, that
-//     copies the allocator's shared library from options.allocator_dir into
-//     api::kLibraryMountPath (`cp <dir>/<lib> <mount path>`);
+//     installs the allocator's glibc and musl builds from options.allocator_dir
+//     into api::kLibraryMountPath (`allocguard install-allocator`, laid out as
+//     library_layout.h describes);
 //   - in each selected container: the volume mounted read-only at
-//     api::kLibraryMountPath, LD_PRELOAD=<mount path>/<lib> merged into any
-//     literal LD_PRELOAD, terminationMessagePolicy: FallbackToLogsOnError
+//     api::kLibraryMountPath, LD_PRELOAD=PreloadPath(mount, options.libc, lib)
+//     merged into any literal LD_PRELOAD (an earlier entry of allocguard's own
+//     is replaced), terminationMessagePolicy: FallbackToLogsOnError
 //     unless the container sets a policy (so a loader's error, written to
 //     stderr before the program runs, becomes the termination message), and
 //     the allocator's tunables as env vars.
@@ -45,7 +47,16 @@ namespace allocguard::admission {
 struct InjectionOptions {
   std::string image;  // the allocguard image (carries the libraries and the binary)
   std::string allocator_dir = "/opt/allocguard/lib";  // where the image keeps the libraries
+  // Which build the containers preload (ResolveLibc gives the pod's choice).
+  api::Libc libc = api::Libc::kAuto;
 };
+
+// The libc a pod's containers preload for: the pod's allocguard.io/libc
+// annotation when it names one (auto, glibc, musl), otherwise the policy's.
+// An annotation with another value is ignored with a message in *conflicts
+// (may be null). `pod_metadata` is the pod's (or pod template's) metadata.
+api::Libc ResolveLibc(api::Libc policy_libc, const nlohmann::json& pod_metadata,
+                      std::vector<std::string>* conflicts);
 
 // The library file name of an allocator ("libjemalloc.so.2"); empty for glibc.
 std::string AllocatorLibraryFile(api::Allocator allocator);
@@ -67,6 +78,8 @@ std::vector<std::string> SelectContainerNames(const nlohmann::json& pod_spec,
 nlohmann::json RestrictedSecurityContext();
 
 // Mutates `pod_spec` (a PodSpec object) in place as described above.
+// With options.libc musl and an allocator that has no musl build (tcmalloc)
+// no library is injected, only the tunables, and a message goes to *conflicts.
 // Returns InvalidArgument, leaving pod_spec untouched, when pod_spec is not an
 // object, its container lists are malformed, or options.image is empty for an
 // allocator that needs the init container. Selecting no container is not an

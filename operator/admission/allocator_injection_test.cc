@@ -62,7 +62,8 @@ TEST(InjectAllocatorTest, JemallocAddsVolumeInitContainerMountAndEnv) {
       "name": "allocguard-init",
       "image": "ghcr.io/allocguard/allocguard:0.1.0",
       "imagePullPolicy": "IfNotPresent",
-      "command": ["cp", "/opt/allocguard/lib/libjemalloc.so.2", "/opt/allocguard/inject"],
+      "command": ["allocguard", "install-allocator", "--from", "/opt/allocguard/lib",
+                  "--to", "/opt/allocguard/inject", "libjemalloc.so.2"],
       "volumeMounts": [{"name": "allocguard-lib", "mountPath": "/opt/allocguard/inject"}],
       "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
                     "limits": {"cpu": "100m", "memory": "64Mi"}},
@@ -74,7 +75,7 @@ TEST(InjectAllocatorTest, JemallocAddsVolumeInitContainerMountAndEnv) {
     "containers": [{
       "name": "app", "image": "web:1",
       "env": [{"name": "PORT", "value": "8080"},
-              {"name": "LD_PRELOAD", "value": "/opt/allocguard/inject/libjemalloc.so.2"},
+              {"name": "LD_PRELOAD", "value": "/opt/allocguard/inject/$LIB/libjemalloc.so.2"},
               {"name": "MALLOC_CONF", "value": "background_thread:true"}],
       "volumeMounts": [{"name": "allocguard-lib", "mountPath": "/opt/allocguard/inject",
                         "readOnly": true}],
@@ -112,9 +113,9 @@ TEST_P(InjectAllocatorKindsTest, InjectsLibraryAndTunables) {
     EXPECT_EQ(app.value("terminationMessagePolicy", ""), "FallbackToLogsOnError");
     const json* init = FindByName(spec["initContainers"], api::kInitContainerName);
     ASSERT_NE(init, nullptr);
-    EXPECT_EQ((*init)["command"][1], "/opt/allocguard/lib/" + c.library);
+    EXPECT_EQ((*init)["command"].back(), c.library);
     ASSERT_NE(Env(app, "LD_PRELOAD"), nullptr);
-    EXPECT_EQ((*Env(app, "LD_PRELOAD"))["value"], "/opt/allocguard/inject/" + c.library);
+    EXPECT_EQ((*Env(app, "LD_PRELOAD"))["value"], "/opt/allocguard/inject/$LIB/" + c.library);
   }
   for (const auto& [name, value] : c.env) {
     const json* var = Env(app, name);
@@ -256,7 +257,7 @@ TEST_P(PreloadMergeTest, MergesNeverOverwrites) {
   EXPECT_EQ(again, spec);
 }
 
-const char kOurs[] = "/opt/allocguard/inject/libjemalloc.so.2";
+const char kOurs[] = "/opt/allocguard/inject/$LIB/libjemalloc.so.2";
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, PreloadMergeTest,
@@ -274,6 +275,13 @@ INSTANTIATE_TEST_SUITE_P(
         PreloadCase{"ours_already_first",
                     {{"name", "LD_PRELOAD"}, {"value", std::string(kOurs) + ":/usr/lib/a.so"}},
                     {{"name", "LD_PRELOAD"}, {"value", std::string(kOurs) + ":/usr/lib/a.so"}},
+                    false},
+        // An earlier injection's entry (another allocator, another libc)
+        // is replaced, never kept beside the new one.
+        PreloadCase{"earlier_injection_replaced",
+                    {{"name", "LD_PRELOAD"},
+                     {"value", "/usr/lib/a.so:/opt/allocguard/inject/glibc/libmimalloc.so.2"}},
+                    {{"name", "LD_PRELOAD"}, {"value", std::string("/usr/lib/a.so:") + kOurs}},
                     false},
         PreloadCase{"ours_space_separated",
                     {{"name", "LD_PRELOAD"}, {"value", std::string("/usr/lib/a.so ") + kOurs}},
@@ -409,7 +417,59 @@ TEST(InjectAllocatorTest, CustomAllocatorDir) {
   options.allocator_dir = "/usr/lib/x86_64-linux-gnu/";
   ASSERT_TRUE(InjectAllocator(spec, Jemalloc(), {}, options, nullptr).ok());
   EXPECT_EQ(spec["initContainers"][0]["command"],
-            json({"cp", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/opt/allocguard/inject"}));
+            json({"allocguard", "install-allocator", "--from", "/usr/lib/x86_64-linux-gnu", "--to",
+                  "/opt/allocguard/inject", "libjemalloc.so.2"}));
+}
+
+TEST(InjectAllocatorTest, LibcChoosesThePreloadedBuild) {
+  const std::vector<std::pair<api::Libc, std::string>> cases = {
+      {api::Libc::kAuto, "/opt/allocguard/inject/$LIB/libjemalloc.so.2"},
+      {api::Libc::kGlibc, "/opt/allocguard/inject/glibc/libjemalloc.so.2"},
+      {api::Libc::kMusl, "/opt/allocguard/inject/musl/libjemalloc.so.2"}};
+  for (const auto& [libc, preload] : cases) {
+    json spec = AppPod();
+    InjectionOptions options = Options();
+    options.libc = libc;
+    std::vector<std::string> conflicts;
+    ASSERT_TRUE(InjectAllocator(spec, Jemalloc(), {}, options, &conflicts).ok());
+    EXPECT_THAT(conflicts, IsEmpty());
+    EXPECT_EQ((*Env(spec["containers"][0], "LD_PRELOAD"))["value"], preload) << api::LibcName(libc);
+  }
+}
+
+TEST(InjectAllocatorTest, MuslWithoutAMuslBuildSetsOnlyTheTunables) {
+  json spec = AppPod();
+  InjectionOptions options = Options();
+  options.libc = api::Libc::kMusl;
+  api::AllocatorSpec tcmalloc{.name = api::Allocator::kTcmalloc, .tcmalloc_release_rate = 5};
+  std::vector<std::string> conflicts;
+  ASSERT_TRUE(InjectAllocator(spec, tcmalloc, {}, options, &conflicts).ok());
+  const json& app = spec["containers"][0];
+  EXPECT_EQ(Env(app, "LD_PRELOAD"), nullptr);
+  EXPECT_FALSE(spec.contains("initContainers"));
+  EXPECT_FALSE(spec.contains("volumes"));
+  ASSERT_NE(Env(app, "TCMALLOC_RELEASE_RATE"), nullptr);
+  ASSERT_THAT(conflicts, SizeIs(1));
+  EXPECT_THAT(conflicts[0], HasSubstr("tcmalloc has no musl build"));
+}
+
+TEST(ResolveLibcTest, AnnotationOverridesThePolicy) {
+  const json annotated = {{"annotations", {{api::kLibcAnnotation, "musl"}}}};
+  std::vector<std::string> conflicts;
+  EXPECT_EQ(ResolveLibc(api::Libc::kAuto, annotated, &conflicts), api::Libc::kMusl);
+  EXPECT_EQ(ResolveLibc(api::Libc::kGlibc, json::object(), &conflicts), api::Libc::kGlibc);
+  EXPECT_EQ(ResolveLibc(api::Libc::kGlibc, json(), &conflicts), api::Libc::kGlibc);
+  EXPECT_THAT(conflicts, IsEmpty());
+}
+
+TEST(ResolveLibcTest, UnknownAnnotationKeepsThePolicysAndSaysSo) {
+  std::vector<std::string> conflicts;
+  EXPECT_EQ(ResolveLibc(api::Libc::kGlibc, {{"annotations", {{api::kLibcAnnotation, "uclibc"}}}},
+                        &conflicts),
+            api::Libc::kGlibc);
+  ASSERT_THAT(conflicts, SizeIs(1));
+  EXPECT_THAT(conflicts[0], HasSubstr("\"uclibc\""));
+  EXPECT_THAT(conflicts[0], HasSubstr("policy's libc \"glibc\""));
 }
 
 struct ErrorCase {

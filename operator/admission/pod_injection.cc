@@ -312,8 +312,11 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
     decision.reason = "pod " + pod_name + " was not injected: " + why;
     return decision;
   }
+  InjectionOptions options = input.options;
+  options.libc = ResolveLibc(policy.spec.libc, pod.contains("metadata") ? pod["metadata"] : json(),
+                             &decision.conflicts);
   Status status = InjectAllocator(mutated["spec"], policy.spec.allocator, policy.spec.containers,
-                                  input.options, &decision.conflicts);
+                                  options, &decision.conflicts);
   if (!status.ok()) {
     decision.reason = "pod " + pod_name + " was not injected: " + status.message();
     decision.conflicts.push_back(decision.reason);
@@ -337,9 +340,9 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
 
   decision.action = PodInjectionAction::kInject;
   decision.patch = json::diff(pod, mutated);
-  decision.reason = "injected " + AllocatorLabel(policy.spec.allocator.name) + " into pod " +
-                    pod_name + " (AllocatorPolicy " + policy.name + ", generation " +
-                    std::to_string(policy.generation) + ")";
+  decision.reason = "injected " + AllocatorLabel(policy.spec.allocator.name) + " (libc " +
+                    api::LibcName(options.libc) + ") into pod " + pod_name + " (AllocatorPolicy " +
+                    policy.name + ", generation " + std::to_string(policy.generation) + ")";
   if (policy.spec.guard.enabled) decision.reason += " with the guard sidecar";
   return decision;
 }

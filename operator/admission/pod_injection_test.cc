@@ -199,7 +199,26 @@ TEST(PodInjectionTest, ExistingLdPreloadIsMergedThroughThePatch) {
       {{"name", "LD_PRELOAD"}, {"value", "/usr/lib/libtrace.so"}}};
   const json mutated = Apply(input, DecidePodInjection(input));
   EXPECT_EQ(mutated["spec"]["containers"][0]["env"][0]["value"],
-            "/usr/lib/libtrace.so:/opt/allocguard/inject/libjemalloc.so.2");
+            "/usr/lib/libtrace.so:/opt/allocguard/inject/$LIB/libjemalloc.so.2");
+}
+
+TEST(PodInjectionTest, LibcAnnotationOverridesThePolicy) {
+  auto preload = [](const json& pod) {
+    for (const json& var : pod["spec"]["containers"][0]["env"]) {
+      if (var["name"] == "LD_PRELOAD") return var["value"].get<std::string>();
+    }
+    return std::string("(none)");
+  };
+  PodInjectionInput input = Input();
+  input.policies[0].spec.libc = api::Libc::kGlibc;
+  json plain = Apply(input, DecidePodInjection(input));
+  EXPECT_EQ(preload(plain), "/opt/allocguard/inject/glibc/libjemalloc.so.2");
+
+  input.pod["metadata"]["annotations"][api::kLibcAnnotation] = "musl";
+  const PodInjectionDecision decision = DecidePodInjection(input);
+  EXPECT_THAT(decision.reason, HasSubstr("libc musl"));
+  json annotated = Apply(input, decision);
+  EXPECT_EQ(preload(annotated), "/opt/allocguard/inject/musl/libjemalloc.so.2");
 }
 
 TEST(PodInjectionTest, ValueFromLdPreloadIsAConflictNotClobbered) {

@@ -19,6 +19,10 @@ inline constexpr char kPolicyGenerationAnnotation[] = "allocguard.io/policy-gene
 // failed to start with the allocator preloaded; docs/injection.md). The
 // value says which policy suspended it and the loader's message.
 inline constexpr char kInjectionSuspendedAnnotation[] = "allocguard.io/injection-suspended";
+// Set by a user on a Pod (or a Deployment's pod template): which build of the
+// allocator its containers preload, auto, glibc or musl (docs/injection.md).
+// Overrides the policy's spec.libc.
+inline constexpr char kLibcAnnotation[] = "allocguard.io/libc";
 // Set by the ReplicaSet controller on the pods of a Deployment: the key of
 // the pod template. The circuit breaker suspends injection per value.
 inline constexpr char kPodTemplateHashLabel[] = "pod-template-hash";

@@ -597,6 +597,30 @@ Result<Metadata> ParseMetadata(const json& object, const std::string& kind) {
   return m;
 }
 
+// spec.libc (default auto). A musl-only choice needs a musl build of the
+// allocator and of every variant's allocator.
+Result<Libc> ParseLibc(const json& spec, const AllocatorSpec& allocator, const CanarySpec& canary,
+                       const std::string& allocator_path) {
+  std::string name = LibcName(Libc::kAuto);
+  AG_RETURN_IF_ERROR(ReadString(spec, "libc", "spec", &name));
+  auto libc = LibcFromName(name);
+  if (!libc) return Err("spec.libc", "must be auto, glibc or musl, got \"" + name + "\"");
+  if (*libc != Libc::kMusl) return *libc;
+  auto refuse = [](const std::string& where) {
+    return Err("spec.libc",
+               "musl needs a musl build of the allocator, and tcmalloc has none (" + where +
+                   " is tcmalloc): use auto, which lets musl processes keep musl's malloc, or "
+                   "another allocator");
+  };
+  if (allocator.name == Allocator::kTcmalloc) return refuse(allocator_path);
+  for (size_t i = 0; i < canary.variants.size(); ++i) {
+    if (canary.variants[i].allocator.name == Allocator::kTcmalloc) {
+      return refuse(Item("spec.canary.variants", i) + ".allocator");
+    }
+  }
+  return *libc;
+}
+
 Result<AllocatorPolicy> ParsePolicyUnchecked(const json& object) {
   AG_ASSIGN_OR_RETURN(Metadata m, ParseMetadata(object, "AllocatorPolicy"));
   AllocatorPolicy policy{.ns = m.ns, .name = m.name, .uid = m.uid, .generation = m.generation};
@@ -626,6 +650,7 @@ Result<AllocatorPolicy> ParsePolicyUnchecked(const json& object) {
   AG_ASSIGN_OR_RETURN(s.allocator, ParseAllocatorSpec(*allocator, "spec.allocator"));
   AG_ASSIGN_OR_RETURN(s.limits, ParseLimits(*spec, "spec"));
   AG_ASSIGN_OR_RETURN(s.canary, ParseCanary(*spec, "spec"));
+  AG_ASSIGN_OR_RETURN(s.libc, ParseLibc(*spec, s.allocator, s.canary, "spec.allocator"));
   const json* rollout = nullptr;
   AG_RETURN_IF_ERROR(ReadObject(*spec, "rollout", "spec", &rollout));
   if (rollout != nullptr) {
@@ -708,6 +733,8 @@ Result<ReplayCanary> ParseCanaryUnchecked(const json& object) {
   if (s.canary.load.requests.empty()) {
     return Err("spec.canary.load.requests", "canary.load.requests is required");
   }
+  AG_ASSIGN_OR_RETURN(
+      s.libc, ParseLibc(*spec, s.candidate_allocator, s.canary, "spec.candidate.allocator"));
   AG_ASSIGN_OR_RETURN(s.limits, ParseLimits(*spec, "spec"));
   return canary;
 }
@@ -847,6 +874,9 @@ nlohmann::json ReplayCanarySpecToJson(const ReplayCanarySpec& spec) {
   json pod_template = json::parse(spec.pod_template_json, nullptr, /*allow_exceptions=*/false);
   out["template"] = pod_template.is_object() ? pod_template : json::object();
   out["candidate"] = {{"allocator", AllocatorSpecToJson(spec.candidate_allocator)}};
+  // Written only when not the default, so the keys derived from this JSON
+  // (CanaryPolicyKey, measurement keys) are those of a spec without the field.
+  if (spec.libc != Libc::kAuto) out["libc"] = LibcName(spec.libc);
   out["canary"] = CanaryToJson(spec.canary);
   out["limits"] = LimitsToJson(spec.limits);
   return out;

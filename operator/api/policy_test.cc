@@ -41,6 +41,7 @@ TEST(ParseAllocatorPolicyTest, AbsentFieldsTakeTheDefaultsOfTypesH) {
   EXPECT_EQ(s.canary.variants[0].allocator.name, Allocator::kGlibc);
   EXPECT_EQ(s.rollout.mode, RolloutMode::kOff);
   EXPECT_EQ(s.guard, GuardSpec{});
+  EXPECT_EQ(s.libc, Libc::kAuto);
 }
 
 TEST(ParseAllocatorPolicyTest, ReadsEveryField) {
@@ -51,6 +52,7 @@ TEST(ParseAllocatorPolicyTest, ReadsEveryField) {
       "selector": {"matchLabels": {"app": "web"},
                    "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["a", "b"]}]},
       "containers": ["server", "worker"],
+      "libc": "glibc",
       "allocator": {"name": "glibc",
                     "glibc": {"arenaMax": 2, "trimThreshold": "128Mi", "mmapThreshold": 65536}},
       "limits": {"memory": "1.5Gi", "maxFloorSlopePerHour": "256Mi"},
@@ -82,6 +84,7 @@ TEST(ParseAllocatorPolicyTest, ReadsEveryField) {
   ASSERT_EQ(s.selector.match_expressions.size(), 1u);
   EXPECT_EQ(s.selector.match_expressions[0].op, "NotIn");
   EXPECT_EQ(s.containers, (std::vector<std::string>{"server", "worker"}));
+  EXPECT_EQ(s.libc, Libc::kGlibc);
   EXPECT_EQ(s.allocator.name, Allocator::kGlibc);
   EXPECT_EQ(s.allocator.glibc_arena_max, 2);
   EXPECT_EQ(s.allocator.glibc_trim_threshold, 128LL << 20);
@@ -249,6 +252,7 @@ ReplayCanarySpec FullCanarySpec() {
   spec.pod_template_json = R"({"metadata":{"labels":{"app":"web"}},"spec":{"containers":[]}})";
   spec.candidate_allocator.name = Allocator::kGlibc;
   spec.candidate_allocator.glibc_arena_max = 4;
+  spec.libc = Libc::kGlibc;
   spec.candidate_allocator.glibc_trim_threshold = 0;
   spec.candidate_allocator.glibc_mmap_threshold = 1 << 20;
   spec.canary.duration = std::chrono::minutes(20);

@@ -43,6 +43,30 @@ std::string GuardActionName(GuardAction action) {
   return "unknown";
 }
 
+std::string LibcName(Libc libc) {
+  switch (libc) {
+    case Libc::kAuto:
+      return "auto";
+    case Libc::kGlibc:
+      return "glibc";
+    case Libc::kMusl:
+      return "musl";
+  }
+  return "unknown";
+}
+
+std::optional<Libc> LibcFromName(std::string_view name) {
+  for (Libc libc : {Libc::kAuto, Libc::kGlibc, Libc::kMusl}) {
+    if (LibcName(libc) == name) return libc;
+  }
+  return std::nullopt;
+}
+
+bool HasBuildFor(Allocator allocator, Libc libc) {
+  if (allocator == Allocator::kGlibc) return false;
+  return !(allocator == Allocator::kTcmalloc && libc == Libc::kMusl);
+}
+
 std::string ContentHash(std::string_view text) {
   uint64_t hash = 14695981039346656037ull;  // FNV-1a, 64 bits
   for (unsigned char ch : text) {

@@ -26,6 +26,10 @@ inline constexpr char kApiVersion[] = "allocguard.io/v1alpha1";
 enum class Allocator { kGlibc, kJemalloc, kMimalloc, kTcmalloc };
 enum class RolloutMode { kEnforce, kAudit, kOff };
 enum class GuardAction { kNone, kBackpressure, kRestart };
+// Which build of the allocator a container loads (docs/injection.md): the
+// glibc build, the musl build, or (kAuto) whichever the container's own
+// dynamic loader picks through the `$LIB` token in LD_PRELOAD.
+enum class Libc { kAuto, kGlibc, kMusl };
 
 // metav1.LabelSelector.
 struct LabelSelectorRequirement {
@@ -141,6 +145,8 @@ struct AllocatorPolicySpec {
   LabelSelector selector;
   std::vector<std::string> containers;  // empty: every container of the pod
   AllocatorSpec allocator;
+  // libc: auto|glibc|musl. The pod annotation allocguard.io/libc overrides it.
+  Libc libc = Libc::kAuto;
   LimitsSpec limits;
   CanarySpec canary;
   RolloutSpec rollout;
@@ -168,6 +174,7 @@ struct ReplayCanarySpec {
   std::string template_hash;          // templateHash: the candidate template's key
   std::string pod_template_json;      // template: the candidate's pod template (object)
   AllocatorSpec candidate_allocator;  // candidate: {allocator}
+  Libc libc = Libc::kAuto;            // libc: the policy's, for every variant
   CanarySpec canary;                  // duration, sampleInterval, load, variants, nodeSelector...
   LimitsSpec limits;
 
@@ -187,6 +194,13 @@ struct ReplayCanary {
 std::string AllocatorName(Allocator allocator);   // "jemalloc"
 std::string RolloutModeName(RolloutMode mode);    // "Enforce"
 std::string GuardActionName(GuardAction action);  // "Backpressure"
+std::string LibcName(Libc libc);                  // "auto", "glibc", "musl"
+std::optional<Libc> LibcFromName(std::string_view name);
+
+// Whether allocguard ships a build of `allocator` for `libc`. tcmalloc has no
+// musl build: it is C++, and Debian ships no C++ runtime for musl. glibc (the
+// allocator) needs no build at all.
+bool HasBuildFor(Allocator allocator, Libc libc);
 
 // A short, stable digest of `text` (FNV-1a, 64 bits, as 16 hex digits) for
 // names and keys derived from content: not a security boundary, only a way

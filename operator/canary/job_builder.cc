@@ -268,9 +268,11 @@ Result<json> BuildCanaryJob(const api::ReplayCanary& canary, const api::VariantS
     allocator.glibc_arena_max = 8 * *c.production_cpus;
   }
 
-  admission::InjectionOptions injection{.image = options.image,
-                                        .allocator_dir = options.allocator_dir};
   std::vector<std::string> conflicts;
+  admission::InjectionOptions injection{
+      .image = options.image,
+      .allocator_dir = options.allocator_dir,
+      .libc = admission::ResolveLibc(canary.spec.libc, metadata, &conflicts)};
   AG_RETURN_IF_ERROR(
       admission::InjectAllocator(spec, allocator, options.containers, injection, &conflicts)
           .WithContext("injecting " + admission::AllocatorLabel(allocator.name)));

@@ -163,11 +163,11 @@ TEST(BuildCanaryJobTest, EarlierInjectionIsReplacedByTheVariants) {
   const std::vector<Case> cases = {
       {"candidate runs the candidate's allocator (tcmalloc)",
        Variant("candidate", api::Allocator::kGlibc),
-       "/usr/lib/libtrace.so:/opt/allocguard/inject/libtcmalloc_minimal.so.4", 1, true},
+       "/usr/lib/libtrace.so:/opt/allocguard/inject/$LIB/libtcmalloc_minimal.so.4", 1, true},
       {"glibc: no preload of ours, no init container, no library volume",
        Variant("glibc", api::Allocator::kGlibc), "/usr/lib/libtrace.so", 0, false},
       {"mimalloc", Variant("mimalloc", api::Allocator::kMimalloc),
-       "/usr/lib/libtrace.so:/opt/allocguard/inject/libmimalloc.so.2", 1, true},
+       "/usr/lib/libtrace.so:/opt/allocguard/inject/$LIB/libmimalloc.so.2", 1, true},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -191,6 +191,22 @@ TEST(BuildCanaryJobTest, EarlierInjectionIsReplacedByTheVariants) {
     EXPECT_EQ(lib_volumes, c.library_volume ? 1 : 0);
     EXPECT_EQ(lib_mounts, c.library_volume ? 1 : 0);
   }
+}
+
+TEST(BuildCanaryJobTest, VariantsPreloadTheBuildOfThePodsLibc) {
+  api::ReplayCanary canary = Canary();
+  canary.spec.libc = api::Libc::kGlibc;
+  json job = Build(canary, Variant("mimalloc", api::Allocator::kMimalloc));
+  EXPECT_EQ(Env(Container(job, "web"), "LD_PRELOAD"),
+            "/usr/lib/libtrace.so:/opt/allocguard/inject/glibc/libmimalloc.so.2");
+
+  // The template's own annotation wins, as it does in the webhook.
+  json pod_template = json::parse(canary.spec.pod_template_json);
+  pod_template["metadata"]["annotations"]["allocguard.io/libc"] = "musl";
+  canary.spec.pod_template_json = pod_template.dump();
+  job = Build(canary, Variant("mimalloc", api::Allocator::kMimalloc));
+  EXPECT_EQ(Env(Container(job, "web"), "LD_PRELOAD"),
+            "/usr/lib/libtrace.so:/opt/allocguard/inject/musl/libmimalloc.so.2");
 }
 
 TEST(BuildCanaryJobTest, ArenaLimitOfProduction) {

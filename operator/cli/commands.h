@@ -15,5 +15,6 @@ void RegisterEvaluateCommand(CLI::App& app, int* exit_code);
 void RegisterOperatorCommand(CLI::App& app, int* exit_code);
 void RegisterGuardCommand(CLI::App& app, int* exit_code);
 void RegisterGateCommand(CLI::App& app, int* exit_code);
+void RegisterInstallAllocatorCommand(CLI::App& app, int* exit_code);
 
 }  // namespace allocguard::cli

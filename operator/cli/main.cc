@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   allocguard::cli::RegisterOperatorCommand(app, &exit_code);
   allocguard::cli::RegisterGuardCommand(app, &exit_code);
   allocguard::cli::RegisterGateCommand(app, &exit_code);
+  allocguard::cli::RegisterInstallAllocatorCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }
