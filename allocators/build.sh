@@ -146,19 +146,9 @@ build_libc() {
   rm -rf "${root:?}$work"
 }
 
-# write_manifest LIBRARY LIBC SUITE TOOLCHAIN: LIBRARY.json beside it.
-write_manifest() {
-  local lib=$1 allocator pkg version
-  case $(basename "$lib") in
-    libjemalloc*) allocator=jemalloc pkg=jemalloc version=$JEMALLOC_SOURCE_VERSION ;;
-    libmimalloc*) allocator=mimalloc pkg=mimalloc version=$MIMALLOC_SOURCE_VERSION ;;
-    libtcmalloc_minimal*) allocator=tcmalloc pkg=google-perftools version=$GPERFTOOLS_SOURCE_VERSION ;;
-    *) log "unexpected library $lib"; exit 1 ;;
-  esac
-  python3 "$here/elf_manifest.py" "$lib" --allocator "$allocator" --libc "$2" \
-    --source-package "$pkg" --source-version "$version" --built-in "$3" \
-    --toolchain "$4" >"$lib.json"
-}
+# write_manifest LIBRARY LIBC SUITE TOOLCHAIN: LIBRARY.json beside it
+# (write-manifest.sh, which the image's allocator stages use too).
+write_manifest() { "$here/write-manifest.sh" "$@"; }
 
 # Debian's own binary packages of the same source versions, as shipped in
 # $SOURCE_SUITE: what injecting the system libraries would require.

@@ -9,11 +9,22 @@ docs/allocators.md.
                                            # (and refresh the fixture copy)
     compat_table.py --check DOC DIR        # exit 1 and show a diff if DOC's
                                            # section differs from DIR's
+    compat_table.py --check-shipped DOC DIR
+                                           # exit 1 and show a diff if DOC's
+                                           # rows of the builds (all but Debian's
+                                           # own packages) differ from DIR's
 
 DIR is a build output directory of allocators/build.sh (subdirectories with
-one <library>.json manifest per library) or a copy of its manifests. Every
-figure in the table comes from a manifest, i.e. from the built file; only the
-glibc versions of well-known distributions below are reference facts.
+one <library>.json manifest per library) or a copy of its manifests.
+--check-shipped takes the manifests an image ships (a copy of the image's
+/opt/allocguard/lib, e2e/images/check-allocguard.sh makes one): the image
+carries the builds only, and the table must describe exactly those.
+Every figure in the table comes from a manifest, i.e. from the built file;
+only the glibc versions of well-known distributions below are reference
+facts. The build environment's C library appears as its upstream version
+(glibc 2.31, not the Debian revision 2.31-13+deb11u11): the symbol versions a
+library can require are those of the upstream release, and a host build and
+an image build made a few security updates apart describe the same library.
 """
 
 import argparse
@@ -97,22 +108,28 @@ def built_in(m):
     if compiler:
         wrapper = "musl-gcc over " if m["libc"] == "musl" else ""
         parts.append(f"{wrapper}{compiler.group(1)} {compiler.group(2)}")
-    libc = re.search(r"libc: ([^;]+)", toolchain)
+    libc = re.search(r"libc: (\S+) ([^;\s]+)", toolchain)
     if libc:
-        parts.append(libc.group(1))
+        upstream = re.sub(r"-[^-]*$", "", libc.group(2))  # 2.31-13+deb11u11 -> 2.31
+        parts.append(f"{libc.group(1)} {upstream}")
     return m["built_in"] + (": " + ", ".join(parts) if parts else "")
+
+
+def table_rows(manifests):
+    rows = []
+    for m in manifests:
+        rows.append("| {} | {} | {} {} | {} | {} | {} | {} |".format(
+            f"`{m['_dir']}/{m['library']}`", m["libc"], m["source_package"],
+            m["source_version"], built_in(m), requires(m),
+            ", ".join(f"`{n}`" for n in m["needed"]), fails_on(m)))
+    return rows
 
 
 def markdown(manifests):
     rows = [
         "| Library | libc | Built from | Built in | Requires | NEEDED | Fails to load on |",
         "|---|---|---|---|---|---|---|",
-    ]
-    for m in manifests:
-        rows.append("| {} | {} | {} {} | {} | {} | {} | {} |".format(
-            f"`{m['_dir']}/{m['library']}`", m["libc"], m["source_package"],
-            m["source_version"], built_in(m), requires(m),
-            ", ".join(f"`{n}`" for n in m["needed"]), fails_on(m)))
+    ] + table_rows(manifests)
     listed = ", ".join(f"{name} {'.'.join(map(str, v))}" for name, v in DISTRO_GLIBC)
     rows.append("")
     rows.append(f"glibc of the listed distributions: {listed}.")
@@ -137,6 +154,28 @@ def section(doc_text):
     return start, end
 
 
+def check_shipped(doc, text, directory):
+    """DOC's rows of the builds equal the rows DIR's manifests generate."""
+    start, end = section(text)
+    have = [line for line in text[start:end].splitlines()
+            if line.startswith("| `") and "(Debian package)" not in line]
+    manifests = load(directory)
+    packaged = [m["library"] for m in manifests if "Debian package" in m["built_in"]]
+    if packaged:
+        print(f"{directory}: holds Debian's own packages ({', '.join(packaged)}), "
+              "which an image does not ship")
+        return 1
+    want = table_rows(manifests)
+    if have == want:
+        print(f"{doc}: the compatibility table's {len(want)} build rows match {directory}")
+        return 0
+    sys.stdout.writelines(difflib.unified_diff(
+        [r + "\n" for r in have], [r + "\n" for r in want],
+        f"{doc} (committed, build rows)", f"generated from {directory}"))
+    print(f"{doc}: the compatibility table's build rows differ from what {directory} ships")
+    return 1
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = p.add_mutually_exclusive_group(required=True)
@@ -144,6 +183,7 @@ def main():
     mode.add_argument("--markdown", metavar="DIR")
     mode.add_argument("--update", nargs=2, metavar=("DOC", "DIR"))
     mode.add_argument("--check", nargs=2, metavar=("DOC", "DIR"))
+    mode.add_argument("--check-shipped", nargs=2, metavar=("DOC", "DIR"))
     p.add_argument("--fixture", metavar="FIXTURE_DIR",
                    help="with --update: replace this copy of the manifests")
     args = p.parse_args()
@@ -155,9 +195,11 @@ def main():
         sys.stdout.write(markdown(load(args.markdown)))
         return 0
 
-    doc, directory = args.update or args.check
+    doc, directory = args.update or args.check or args.check_shipped
     with open(doc, encoding="utf-8") as f:
         text = f.read()
+    if args.check_shipped:
+        return check_shipped(doc, text, directory)
     start, end = section(text)
     want = "\n" + markdown(load(directory))
     have = text[start:end]
