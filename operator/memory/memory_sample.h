@@ -55,4 +55,25 @@ struct FloorOptions {
 std::vector<MinuteFloor> ComputeMinuteFloors(std::span<const MemorySample> samples,
                                              const FloorOptions& options);
 
+// Floors of shorter segments or by a low quantile instead of the minimum:
+// for comparing floor statistics (`allocguard evaluate-verdicts --samples`,
+// docs/verdicts.md). The judged product uses ComputeMinuteFloors.
+struct SegmentFloorOptions {
+  double segment_seconds = 60;
+  // 0 is the minimum. Otherwise the quantile of the segment's judged figures
+  // with linear interpolation between order statistics: position
+  // quantile * (count - 1) in the sorted figures, counting from 0.
+  double quantile = 0;
+  int warmup_minutes = 1;
+  double sample_interval_seconds = 2.0;
+};
+
+// One floor per complete segment after warm-up, in order. MinuteFloor::minute
+// is then the segment index from the start (segment k covers
+// [k segment_seconds, (k + 1) segment_seconds)), so a judge given these
+// floors works in segments, not minutes. With 60 s segments and quantile 0
+// this is ComputeMinuteFloors.
+std::vector<MinuteFloor> ComputeSegmentFloors(std::span<const MemorySample> samples,
+                                              const SegmentFloorOptions& options);
+
 }  // namespace allocguard::memory

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "operator/memory/distributions.h"
 
@@ -82,31 +83,105 @@ double RuleSummary::MissedRatchetRate() const {
   return ratchet_traces ? static_cast<double>(missed_ratchets) / ratchet_traces : 0;
 }
 
-RuleSummary Summarize(std::span<const ClassEvaluation> evaluations, bool new_rule) {
+RuleSummary SummarizeCounts(std::span<const std::string> names, std::span<const TraceTruth> truths,
+                            std::span<const VerdictCounts> counts) {
   RuleSummary s;
-  for (const ClassEvaluation& e : evaluations) {
-    const VerdictCounts& c = new_rule ? e.new_rule : e.old_rule;
+  for (size_t k = 0; k < counts.size(); ++k) {
+    const VerdictCounts& c = counts[k];
     if (c.traces == 0) continue;
-    if (e.trace_class.truth == TraceTruth::kNotRatchet) {
+    if (truths[k] == TraceTruth::kNotRatchet) {
       s.not_ratchet_traces += c.traces;
       s.false_ratchets += c.ratchet;
       const double rate = static_cast<double>(c.ratchet) / c.traces;
       if (rate > s.worst_false_ratchet_rate) {
         s.worst_false_ratchet_rate = rate;
-        s.worst_false_ratchet_class = e.trace_class.name;
+        s.worst_false_ratchet_class = names[k];
       }
-    } else if (e.trace_class.truth == TraceTruth::kRatchet) {
+    } else if (truths[k] == TraceTruth::kRatchet) {
       const int missed = c.traces - c.ratchet;
       s.ratchet_traces += c.traces;
       s.missed_ratchets += missed;
       const double rate = static_cast<double>(missed) / c.traces;
       if (rate > s.worst_missed_ratchet_rate) {
         s.worst_missed_ratchet_rate = rate;
-        s.worst_missed_ratchet_class = e.trace_class.name;
+        s.worst_missed_ratchet_class = names[k];
       }
     }
   }
   return s;
+}
+
+RuleSummary Summarize(std::span<const ClassEvaluation> evaluations, bool new_rule) {
+  std::vector<std::string> names;
+  std::vector<TraceTruth> truths;
+  std::vector<VerdictCounts> counts;
+  for (const ClassEvaluation& e : evaluations) {
+    names.push_back(e.trace_class.name);
+    truths.push_back(e.trace_class.truth);
+    counts.push_back(new_rule ? e.new_rule : e.old_rule);
+  }
+  return SummarizeCounts(names, truths, counts);
+}
+
+JudgeOptions SegmentJudgeOptions(const JudgeOptions& per_minute, double segment_seconds) {
+  const int per = static_cast<int>(std::lround(60.0 / segment_seconds));
+  JudgeOptions o = per_minute;
+  o.max_slope_gib_per_h = per_minute.max_slope_gib_per_h / per;
+  o.max_minutes = per_minute.max_minutes * per;
+  o.warmup_minutes = per_minute.warmup_minutes * per;
+  o.min_floors = per_minute.min_floors * per;
+  o.late_growth_min_floors = per_minute.late_growth_min_floors * per;
+  return o;
+}
+
+namespace {
+
+std::unique_ptr<FloorJudge> NewRuleJudge(const SampleRule& rule) {
+  const JudgeOptions options = SegmentJudgeOptions(rule.options, rule.segment_seconds);
+  return rule.sequential ? NewSequentialJudge(options) : NewFixedDurationJudge(options);
+}
+
+RunOutcome ReplaySampleRuleWith(const SampleRule& rule, const FloorJudge& judge,
+                                std::span<const MemorySample> samples) {
+  const auto floors =
+      ComputeSegmentFloors(samples, {.segment_seconds = rule.segment_seconds,
+                                     .quantile = rule.quantile,
+                                     .warmup_minutes = rule.options.warmup_minutes});
+  RunOutcome outcome = ReplayJudge(judge, floors);
+  // ReplayJudge counts segments; a verdict after segment k is available at
+  // the end of that segment.
+  outcome.minutes_elapsed =
+      static_cast<int>(std::ceil(outcome.minutes_elapsed * rule.segment_seconds / 60.0 - 1e-9));
+  return outcome;
+}
+
+}  // namespace
+
+RunOutcome ReplaySampleRule(const SampleRule& rule, std::span<const MemorySample> samples) {
+  return ReplaySampleRuleWith(rule, *NewRuleJudge(rule), samples);
+}
+
+std::vector<SampleClassEvaluation> EvaluateSampleCorpus(std::span<const SampleTraceClass> corpus,
+                                                        int traces_per_class, uint64_t seed,
+                                                        std::span<const SampleRule> rules) {
+  std::vector<std::unique_ptr<FloorJudge>> judges;
+  for (const SampleRule& rule : rules) judges.push_back(NewRuleJudge(rule));
+  std::vector<SampleClassEvaluation> out;
+  for (size_t k = 0; k < corpus.size(); ++k) {
+    SampleClassEvaluation e{.trace_class = corpus[k],
+                            .rules = std::vector<VerdictCounts>(rules.size())};
+    const uint64_t class_seed = seed * 1000003ULL + k;
+    for (int i = 0; i < traces_per_class; ++i) {
+      const SampleTraceSpec spec = InstanceSampleSpec(corpus[k], class_seed, i);
+      const auto samples =
+          GenerateSampleTrace(spec, class_seed * 7919ULL + static_cast<uint64_t>(i));
+      for (size_t r = 0; r < rules.size(); ++r) {
+        e.rules[r].Add(ReplaySampleRuleWith(rules[r], *judges[r], samples));
+      }
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 }  // namespace allocguard::memory

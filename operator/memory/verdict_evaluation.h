@@ -10,6 +10,7 @@
 
 #include "operator/memory/floor_judge.h"
 #include "operator/memory/floor_trace_generator.h"
+#include "operator/memory/sample_trace_generator.h"
 
 namespace allocguard::memory {
 
@@ -64,6 +65,42 @@ struct RuleSummary {
 };
 
 RuleSummary Summarize(std::span<const ClassEvaluation> evaluations, bool new_rule);
+
+// The same figures for any rule: counts[k] are the rule's outcomes on class k,
+// whose name and truth are names[k] and truths[k].
+RuleSummary SummarizeCounts(std::span<const std::string> names, std::span<const TraceTruth> truths,
+                            std::span<const VerdictCounts> counts);
+
+// A way of judging 2-second samples: reduce them to floors (segment length,
+// quantile; see ComputeSegmentFloors), then ask a judge after every floor.
+// With segments shorter than a minute the judge works in segments: its
+// threshold, run length, warm-up and minimum floors are converted
+// (SegmentJudgeOptions), and the minutes to a verdict are converted back.
+struct SampleRule {
+  std::string name;
+  double segment_seconds = 60;
+  double quantile = 0;
+  bool sequential = true;  // false: the fixed-duration rule
+  JudgeOptions options;    // in minutes
+};
+
+// Judge options for floors of segment_seconds: slopes per segment, lengths in
+// segments. REQUIRES: 60 is a multiple of segment_seconds.
+JudgeOptions SegmentJudgeOptions(const JudgeOptions& per_minute, double segment_seconds);
+
+// Judges one sample trace with a rule as the replay engine would.
+RunOutcome ReplaySampleRule(const SampleRule& rule, std::span<const MemorySample> samples);
+
+struct SampleClassEvaluation {
+  SampleTraceClass trace_class;
+  std::vector<VerdictCounts> rules;  // one per rule, in the order given
+};
+
+// Every rule on traces_per_class traces of every class; trace i of class k is
+// generated from a seed derived from (seed, k, i), the same for every rule.
+std::vector<SampleClassEvaluation> EvaluateSampleCorpus(std::span<const SampleTraceClass> corpus,
+                                                        int traces_per_class, uint64_t seed,
+                                                        std::span<const SampleRule> rules);
 
 }  // namespace allocguard::memory
 

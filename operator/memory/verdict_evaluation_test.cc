@@ -150,5 +150,33 @@ TEST(KnownNoiseBoundTest, RatchetAndFlatPowerByHand) {
   EXPECT_NEAR(FlatPowerBound(0.5, 0.16, 0.05), 0.108682, 1e-5);
 }
 
+TEST(SegmentJudgeOptionsTest, HalfMinuteSegmentsHalveTheSlopeAndDoubleTheLengths) {
+  const JudgeOptions o = SegmentJudgeOptions(JudgeOptions{}, 30);
+  EXPECT_DOUBLE_EQ(o.max_slope_gib_per_h, 0.25);  // 0.5 GiB/h is 0.25 GiB per 30 "hours"
+  EXPECT_EQ(o.max_minutes, 30);
+  EXPECT_EQ(o.warmup_minutes, 2);
+  EXPECT_EQ(o.min_floors, 6);
+  EXPECT_EQ(o.late_growth_min_floors, 10);
+  EXPECT_EQ(o.false_ratchet_rate, 0.01);
+}
+
+TEST(ReplaySampleRuleTest, SteepClimbIsARatchetAndMinutesCountFromTheRunStart) {
+  // +20 GiB/h with little noise: clear within a few minutes under every rule.
+  SampleTraceSpec spec{.slope_gib_per_h = 20, .wander_sd_mib = 2, .spike_mean_mib = 5};
+  const auto samples = GenerateSampleTrace(spec, 11);
+  for (const double segment : {60.0, 30.0}) {
+    SampleRule rule{.segment_seconds = segment};
+    const RunOutcome o = ReplaySampleRule(rule, samples);
+    EXPECT_EQ(o.judgement.decision, FloorDecision::kRatchet) << segment;
+    // No verdict before min_floors minutes after the warm-up minute.
+    EXPECT_GE(o.minutes_elapsed, 4) << segment;
+    EXPECT_LT(o.minutes_elapsed, 15) << segment;
+  }
+  SampleRule fixed{.sequential = false};
+  const RunOutcome o = ReplaySampleRule(fixed, samples);
+  EXPECT_EQ(o.judgement.decision, FloorDecision::kRatchet);
+  EXPECT_EQ(o.minutes_elapsed, 15);
+}
+
 }  // namespace
 }  // namespace allocguard::memory
