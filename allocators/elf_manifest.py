@@ -77,9 +77,12 @@ def symbols_requiring(path, version):
     """Dynamic symbols this library imports at exactly `version`."""
     symbols = []
     for line in run("objdump", "-T", path).splitlines():
-        # Undefined symbols: "... *UND*  ... (GLIBC_2.29) exp"
-        if "*UND*" in line and f"({version})" in line:
-            symbols.append(line.split()[-1])
+        # Undefined symbols: "... *UND*  ... (GLIBC_2.29) exp" with binutils
+        # 2.40 (Debian 12), "... *UND*  ... GLIBC_2.29  exp" with 2.35
+        # (Debian 11, where the image's glibc builds are made).
+        fields = line.split()
+        if "*UND*" in fields and (version in fields or f"({version})" in fields):
+            symbols.append(fields[-1])
     return sorted(set(symbols))
 
 
