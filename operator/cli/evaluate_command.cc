@@ -264,6 +264,8 @@ void PrintSegmentNoise(const std::string& path, const std::vector<memory::Memory
   }
 }
 
+std::vector<memory::SampleRule> SampleRules(const memory::JudgeOptions& options);
+
 // Judges recorded replay runs with both rules, each with the settings its CSV
 // header recorded (threshold, warm-up, sample interval, duration), falling
 // back to the command's flags.
@@ -307,6 +309,41 @@ int EvaluateReplayCsvs(const EvaluateArgs& args) {
                 new_outcome.judgement.explanation.c_str());
   }
   std::printf("minutes saved by the sequential rule over these runs: %d\n", minutes_saved);
+
+  // The floor statistics of the sample-level corpus on the same runs
+  // (docs/verdicts.md, "The sample-level corpus").
+  std::printf(
+      "\nThe same runs with the floors of the sample-level corpus' rules (verdict, minutes)\n");
+  std::printf("%-48s", "file");
+  for (const memory::SampleRule& r : SampleRules(memory::JudgeOptions{}))
+    std::printf(" | %-16s", r.name.c_str());
+  std::printf("\n");
+  for (const std::string& path : args.csv_paths) {
+    auto run = replay::ReadSampleCsv(path);
+    if (!run.ok()) continue;
+    replay::JudgeSettings settings;
+    settings.max_slope_gib_per_h = args.max_slope_gib_per_h;
+    settings.FromHeader(*run);
+    int max_minutes = args.max_minutes;
+    try {
+      const std::string duration = run->Header("duration_s");
+      if (!duration.empty()) max_minutes = static_cast<int>(std::ceil(std::stod(duration) / 60));
+    } catch (const std::exception&) {
+      // A header we cannot read keeps the flag's value.
+    }
+    std::vector<memory::MemorySample> samples;
+    for (const replay::SampleRow& row : run->rows) samples.push_back(row.memory);
+    const memory::JudgeOptions options{.max_slope_gib_per_h = settings.max_slope_gib_per_h,
+                                       .max_minutes = max_minutes,
+                                       .warmup_minutes = settings.warmup_minutes,
+                                       .spending_rho = args.spending_rho};
+    std::printf("%-48s", path.c_str());
+    for (const memory::SampleRule& rule : SampleRules(options)) {
+      const memory::RunOutcome o = memory::ReplaySampleRule(rule, samples);
+      std::printf(" | %-12s %3d", FloorDecisionName(o.judgement.decision), o.minutes_elapsed);
+    }
+    std::printf("\n");
+  }
 
   // How noisy the floors are, and what other per-minute statistics or shorter
   // segments would give (docs/verdicts.md, "More information per minute?").
@@ -362,7 +399,13 @@ void PrintSampleBounds(const std::vector<memory::SampleClassEvaluation>& evals,
   const double threshold = options.max_slope_gib_per_h;
   double missed = 0, by5 = 0, by10 = 0;
   int ratchet_classes = 0, fast_classes = 0, flat_classes = 0;
-  std::string worst;
+  std::string worst, by5_classes, by10_classes;
+  const auto append = [](std::string& list, const std::string& name, double rate) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s%s %.1f%%", list.empty() ? "" : ", ", name.c_str(),
+                  100 * rate);
+    list += buf;
+  };
   for (const auto& e : evals) {
     const auto& spec = e.trace_class.spec;
     const double dt = spec.sample_interval_s;
@@ -383,25 +426,24 @@ void PrintSampleBounds(const std::vector<memory::SampleClassEvaluation>& evals,
                                  s, threshold, var(options.max_minutes - options.warmup_minutes),
                                  options.false_ratchet_rate);
         missed += m;
-        if (m >= 0.005) {
-          char buf[96];
-          std::snprintf(buf, sizeof buf, "%s%s %.1f%%", worst.empty() ? "" : ", ",
-                        e.trace_class.name.c_str(), 100 * m);
-          worst += buf;
-        }
+        if (m >= 0.005) append(worst, e.trace_class.name, m);
       }
     }
     if (plain && s == 2.5) {
       ++fast_classes;
       const double v = var(5 - options.warmup_minutes);
-      by5 += memory::RatchetPowerBound(s, threshold, v, options.false_ratchet_rate) +
-             memory::RatchetPowerBound(-s, -threshold, v, options.false_flat_rate);
+      const double p = memory::RatchetPowerBound(s, threshold, v, options.false_ratchet_rate) +
+                       memory::RatchetPowerBound(-s, -threshold, v, options.false_flat_rate);
+      by5 += p;
+      append(by5_classes, e.trace_class.name, p);
     }
     if (plain && s == 0) {
       ++flat_classes;
       const double v = var(10 - options.warmup_minutes);
-      by10 += memory::FlatPowerBound(threshold, v, options.false_flat_rate) +
-              memory::RatchetPowerBound(0, threshold, v, options.false_ratchet_rate);
+      const double p = memory::FlatPowerBound(threshold, v, options.false_flat_rate) +
+                       memory::RatchetPowerBound(0, threshold, v, options.false_ratchet_rate);
+      by10 += p;
+      append(by10_classes, e.trace_class.name, p);
     }
   }
   std::printf(
@@ -412,10 +454,10 @@ void PrintSampleBounds(const std::vector<memory::SampleClassEvaluation>& evals,
   std::printf("  missed Ratchet (pooled)            >= %s  (classes >= 0.5%%: %s)\n",
               Rate(ratchet_classes ? missed / ratchet_classes : 0).c_str(),
               worst.empty() ? "none" : worst.c_str());
-  std::printf("  verdict by minute 5, +2.50 GiB/h   <= %s\n",
-              Rate(fast_classes ? by5 / fast_classes : 0).c_str());
-  std::printf("  verdict by minute 10, flat         <= %s\n",
-              Rate(flat_classes ? by10 / flat_classes : 0).c_str());
+  std::printf("  verdict by minute 5, +2.50 GiB/h   <= %s  (%s)\n",
+              Rate(fast_classes ? by5 / fast_classes : 0).c_str(), by5_classes.c_str());
+  std::printf("  verdict by minute 10, flat         <= %s  (%s)\n",
+              Rate(flat_classes ? by10 / flat_classes : 0).c_str(), by10_classes.c_str());
 }
 
 int EvaluateSampleCorpus(const EvaluateArgs& args) {
@@ -494,7 +536,8 @@ int EvaluateSampleCorpus(const EvaluateArgs& args) {
   auto row = [&](const char* label, auto value, const char* target) {
     std::printf("%-44s", label);
     for (size_t r = 0; r < rules.size(); ++r) std::printf(" %12s", value(r).c_str());
-    std::printf("   %s\n", target);
+    if (*target) std::printf("   %s", target);
+    std::printf("\n");
   };
   auto fmt = [](double v) {
     char buf[16];
