@@ -1,5 +1,6 @@
 # The allocguard image: the allocguard binary and the allocator libraries the
-# operator's injection copies into governed pods. A second target packs the
+# operator's injection copies into governed pods, built from Debian's source
+# packages for every libc (docs/allocators.md). A second target packs the
 # demo workload (e2e/workloads/ratchet_service) for the end-to-end tests.
 #
 #   docker build -t allocguard .                                  # the operator image
@@ -7,7 +8,39 @@
 #
 # Here (no Docker engine) e2e/images/allocguard.sh builds both with
 #   buildah bud --pull=never --isolation=chroot --network=host --layers ...
-# from a locally bootstrapped debian:bookworm-slim (e2e/images/base.sh).
+# from locally bootstrapped debian:bookworm-slim and debian:bullseye-slim
+# images (e2e/images/base.sh).
+
+# Allocator stages: the libraries the injection copies into pods, compiled
+# from Debian's source packages by allocators/build-in-image.sh, which runs
+# the same allocators/build-in-chroot.sh as allocators/build.sh does on a host
+# and writes the same manifests. They copy only the allocators/ files the
+# build reads, so their layers stay cached until those files change (a C++
+# change rebuilds nothing here).
+#
+# glibc builds: in the oldest Debian the mirror serves (bullseye, glibc
+# 2.31; allocators/versions.sh GLIBC_BUILD_SUITE, which the script checks),
+# so they load on that glibc and every newer one.
+FROM debian:bullseye-slim AS allocators-glibc
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      build-essential dpkg-dev cmake autoconf automake libtool python3 \
+ && rm -rf /var/lib/apt/lists/*
+COPY allocators/versions.sh allocators/build-in-chroot.sh allocators/build-in-image.sh \
+     allocators/write-manifest.sh allocators/elf_manifest.py allocators/glibc_compat.h \
+     /usr/local/share/allocguard/allocators/
+RUN /usr/local/share/allocguard/allocators/build-in-image.sh glibc /out
+
+# musl builds: Debian 12's musl toolchain (musl-gcc); jemalloc and mimalloc.
+FROM debian:bookworm-slim AS allocators-musl
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      build-essential dpkg-dev cmake musl-tools python3 \
+ && rm -rf /var/lib/apt/lists/*
+COPY allocators/versions.sh allocators/build-in-chroot.sh allocators/build-in-image.sh \
+     allocators/write-manifest.sh allocators/elf_manifest.py allocators/glibc_compat.h \
+     /usr/local/share/allocguard/allocators/
+RUN /usr/local/share/allocguard/allocators/build-in-image.sh musl /out
 
 # Build stage: Debian 12 with the packages scripts/install-deps.sh lists. The
 # compiler cache lives in a cache mount, so a rebuild after a small change
@@ -39,23 +72,23 @@ RUN --mount=type=cache,target=/ccache \
  && strip -o /build/allocguard /src/build/image/operator/cli/allocguard \
  && strip -o /build/ratchet_service /src/build/image/e2e/workloads/ratchet_service
 
-# The shared libraries both images run with, and the allocators at a fixed
-# path (/opt/allocguard/lib) for the injection init container to copy.
+# The shared libraries both images run with.
 FROM debian:bookworm-slim AS runtime-base
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       libcpp-httplib0.11 libssl3 libspdlog1.10 libfmt9 libyaml-cpp0.7 \
-      libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 \
- && rm -rf /var/lib/apt/lists/* /usr/share/doc /usr/share/man \
- && mkdir -p /opt/allocguard/lib \
- && cp -L /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 \
-          /usr/lib/x86_64-linux-gnu/libmimalloc.so.2 \
-          /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 /opt/allocguard/lib/
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc /usr/share/man
 
 # The demo workload: an HTTP service whose memory floor ratchets under glibc
 # with a large node's arena limit (e2e/workloads/README.md). Dynamically linked
-# against glibc, so an injected LD_PRELOAD takes effect.
+# against glibc, so an injected LD_PRELOAD takes effect. It also carries
+# Debian 12's own jemalloc package (/usr/lib/x86_64-linux-gnu/libjemalloc.so.2):
+# the end-to-end tests inject it into a Debian 11 workload to show the failure
+# the allocator builds above avoid (it requires GLIBC_2.34).
 FROM runtime-base AS demo-workload
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libjemalloc2 \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc /usr/share/man
 COPY --from=build /build/ratchet_service /usr/local/bin/ratchet_service
 USER 65532:65532
 EXPOSE 8080
@@ -63,7 +96,13 @@ ENTRYPOINT ["/usr/local/bin/ratchet_service", "--host", "0.0.0.0", "--port", "80
 
 # The operator image (the default target): allocguard runs as the operator,
 # the canary driver, the injection init container and the guard sidecar.
+# The allocator libraries sit at a fixed layout the operator relies on:
+#   /opt/allocguard/lib/glibc/{libjemalloc.so.2,libmimalloc.so.2,libtcmalloc_minimal.so.4}
+#   /opt/allocguard/lib/musl/{libjemalloc.so.2,libmimalloc.so.2}
+# each with its <library>.json manifest beside it, nothing else.
 FROM runtime-base
+COPY --from=allocators-glibc /out/ /opt/allocguard/lib/glibc/
+COPY --from=allocators-musl /out/ /opt/allocguard/lib/musl/
 COPY --from=build /build/allocguard /usr/local/bin/allocguard
 ENV ALLOCGUARD_ALLOCATOR_DIR=/opt/allocguard/lib
 USER 65532:65532

@@ -15,7 +15,12 @@
 # which scripts/test.sh fills: after the tests' build, the image's compile
 # steps are cache hits, and a rebuild after a small change recompiles only
 # what changed.
-# Prints the time each step took.
+# The allocator stages (allocators-glibc FROM debian:bullseye-slim,
+# allocators-musl FROM debian:bookworm-slim) compile jemalloc, mimalloc and
+# tcmalloc from Debian's source packages; they are built first, on their own,
+# so their time shows apart from the C++ build. Their layers depend only on
+# the allocators/ files they copy: after the first build they are cache hits.
+# Prints the time each step took. Builds run under nice -n 19.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -37,13 +42,13 @@ ccache_dir=${CCACHE_DIR:-/var/cache/allocguard/ccache}
 
 step() { echo "allocguard.sh: $*" >&2; }
 t0=$SECONDS
-"$here/base.sh" >/dev/null
+"$here/base.sh" --suite bookworm --suite bullseye >/dev/null
 step "base images ready in $((SECONDS - t0)) s"
 
 bud() {  # target image
   local target=$1 image=$2 start=$SECONDS
-  local args=(--pull=never --isolation=chroot --network=host --layers -f "$root/Dockerfile"
-    -t "$image")
+  local args=(--pull=never --isolation=chroot --network=host --layers -f "$root/Dockerfile")
+  [[ -n $image ]] && args+=(-t "$image")
   [[ -n $target ]] && args+=(--target "$target")
   # The host's compiler cache (scripts/test.sh fills it), mounted where the
   # Dockerfile's build stage looks for it: what the tests' build compiled is
@@ -53,14 +58,17 @@ bud() {  # target image
   # buildah prints every step; keep it in a log and show the tail on failure.
   local log
   log=$(mktemp /tmp/allocguard-bud.XXXXXX.log)
-  if ! buildah bud "${args[@]}" "$root" >"$log" 2>&1; then
+  if ! nice -n 19 buildah bud "${args[@]}" "$root" >"$log" 2>&1; then
     tail -40 "$log" >&2
     step "building $image failed (full log: $log)"
     exit 1
   fi
   rm -f "$log"
-  step "built $image in $((SECONDS - start)) s ($(buildah images --format '{{.Size}}' "$image" | head -1))"
+  step "built ${image:-stage $target} in $((SECONDS - start)) s${image:+ ($(buildah images --format '{{.Size}}' "$image" | head -1))}"
 }
+# The allocator stages alone (no tag: only their cached layers remain).
+bud allocators-glibc ""
+bud allocators-musl ""
 bud "" "$operator_image"
 bud demo-workload "$workload_image"
 
