@@ -35,11 +35,13 @@ while (($#)); do
   esac
 done
 
-containers=() pids=()
+pids=()
 cleanup() {
   local c p
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  for c in "${containers[@]}"; do
+  # mount_image runs in command substitutions (subshells): the containers
+  # it made are listed in a file, not a variable.
+  for c in $(cat "$tmp/containers" 2>/dev/null); do
     buildah umount "$c" >/dev/null 2>&1 || true
     buildah rm "$c" >/dev/null 2>&1 || true
   done
@@ -50,7 +52,7 @@ tmp=$(mktemp -d)
 mount_image() {  # image: prints the mounted root filesystem
   local c
   c=$(buildah from --pull=never "$1")
-  containers+=("$c")
+  echo "$c" >>"$tmp/containers"
   buildah mount "$c"
 }
 
