@@ -69,5 +69,38 @@ class ElfManifestTest(unittest.TestCase):
                         (2, 29))
 
 
+class ObjdumpFormatsTest(unittest.TestCase):
+    """The symbols needing a version are read from both objdump layouts:
+    binutils 2.40 (Debian 12) puts the version in parentheses, 2.35
+    (Debian 11, where the image's glibc stage writes its manifests) does not."""
+
+    DEBIAN12 = """
+DYNAMIC SYMBOL TABLE:
+0000000000000000      DF *UND*\t0000000000000000 (GLIBC_2.17) clock_gettime
+0000000000000000      DF *UND*\t0000000000000000 (GLIBC_2.2.5) free
+0000000000001234 g    DF .text\t0000000000000010  Base        malloc
+"""
+    DEBIAN11 = """
+DYNAMIC SYMBOL TABLE:
+0000000000000000      DF *UND*\t0000000000000000  GLIBC_2.17  clock_gettime
+0000000000000000      DF *UND*\t0000000000000000  GLIBC_2.2.5 free
+0000000000001234 g    DF .text\t0000000000000010  Base        malloc
+"""
+
+    def symbols(self, objdump_output):
+        sys.path.insert(0, ALLOCATORS)
+        import elf_manifest
+        saved = elf_manifest.run
+        elf_manifest.run = lambda *argv: objdump_output
+        try:
+            return elf_manifest.symbols_requiring("lib.so", "GLIBC_2.17")
+        finally:
+            elf_manifest.run = saved
+
+    def test_both_layouts_name_the_same_symbols(self):
+        self.assertEqual(self.symbols(self.DEBIAN12), ["clock_gettime"])
+        self.assertEqual(self.symbols(self.DEBIAN11), ["clock_gettime"])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
