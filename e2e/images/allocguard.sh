@@ -60,7 +60,7 @@ bud() {  # target image
   log=$(mktemp /tmp/allocguard-bud.XXXXXX.log)
   if ! nice -n 19 buildah bud "${args[@]}" "$root" >"$log" 2>&1; then
     tail -40 "$log" >&2
-    step "building $image failed (full log: $log)"
+    step "building ${image:-stage $target} failed (full log: $log)"
     exit 1
   fi
   rm -f "$log"
