@@ -99,7 +99,13 @@ Result<std::string> ResolveAllocatorLibrary(Allocator a,
 
 std::vector<std::string> DefaultLibrarySearchDirs() {
   std::vector<std::string> dirs;
-  if (const char* d = std::getenv("ALLOCGUARD_ALLOCATOR_DIR"); d && *d) dirs.push_back(d);
+  if (const char* d = std::getenv("ALLOCGUARD_ALLOCATOR_DIR"); d && *d) {
+    // The allocguard image keeps one build per C library under it
+    // (operator/admission/library_layout.h); the replay's processes run on
+    // the image's own glibc.
+    dirs.push_back(std::string(d) + "/glibc");
+    dirs.push_back(d);
+  }
   for (const char* d : {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
                         "/usr/lib", "/usr/local/lib"}) {
     dirs.push_back(d);

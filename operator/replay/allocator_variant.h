@@ -37,8 +37,9 @@ Result<AllocatorVariant> ParseVariant(const std::string& text);
 Result<std::string> ResolveAllocatorLibrary(Allocator a,
                                             const std::vector<std::string>& search_dirs);
 
-// The default search path: $ALLOCGUARD_ALLOCATOR_DIR (if set), then the
-// Debian/Ubuntu multiarch directory, then the usual library directories.
+// The default search path: $ALLOCGUARD_ALLOCATOR_DIR/glibc and
+// $ALLOCGUARD_ALLOCATOR_DIR (if set; the image sets /opt/allocguard/lib), then
+// the Debian/Ubuntu multiarch directory, then the usual library directories.
 std::vector<std::string> DefaultLibrarySearchDirs();
 
 // The environment to launch a workload with: `base` (the caller's

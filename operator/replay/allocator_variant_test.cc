@@ -51,6 +51,22 @@ TEST(ResolveAllocatorLibraryTest, FindsTheFirstReadableCandidate) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(DefaultLibrarySearchDirsTest, TheImagesGlibcBuildsComeFirst) {
+  const char* old = std::getenv("ALLOCGUARD_ALLOCATOR_DIR");
+  const std::string saved = old ? old : "";
+  setenv("ALLOCGUARD_ALLOCATOR_DIR", "/opt/allocguard/lib", 1);
+  auto dirs = DefaultLibrarySearchDirs();
+  ASSERT_GE(dirs.size(), 3u);
+  EXPECT_EQ(dirs[0], "/opt/allocguard/lib/glibc");
+  EXPECT_EQ(dirs[1], "/opt/allocguard/lib");
+  EXPECT_EQ(dirs[2], "/usr/lib/x86_64-linux-gnu");
+  if (old) {
+    setenv("ALLOCGUARD_ALLOCATOR_DIR", saved.c_str(), 1);
+  } else {
+    unsetenv("ALLOCGUARD_ALLOCATOR_DIR");
+  }
+}
+
 TEST(VariantEnvironmentTest, MergesIntoExistingPreloadNeverReplacesIt) {
   AllocatorVariant v = ParseVariant("jemalloc,MALLOC_CONF=background_thread:true").value();
   v.library = "/lib/libjemalloc.so.2";
