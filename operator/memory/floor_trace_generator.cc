@@ -4,34 +4,9 @@
 #include <numbers>
 #include <random>
 
+#include "operator/memory/seeded_random.h"
+
 namespace allocguard::memory {
-namespace {
-
-// splitmix64: decorrelates nearby seeds before they seed the generator.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-class Gaussian {
- public:
-  explicit Gaussian(uint64_t seed) : engine_(Mix(seed)) {}
-  double Uniform() {  // in (0, 1)
-    return (static_cast<double>(engine_() >> 11) + 0.5) * 0x1.0p-53;
-  }
-  double Next() {  // Box–Muller; the second value is discarded for simplicity
-    const double u1 = Uniform(), u2 = Uniform();
-    return std::sqrt(-2 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2);
-  }
-
- private:
-  std::mt19937_64 engine_;
-};
-
-}  // namespace
-
 const char* TraceTruthName(TraceTruth t) {
   switch (t) {
     case TraceTruth::kNotRatchet:
@@ -45,13 +20,13 @@ const char* TraceTruthName(TraceTruth t) {
 }
 
 std::vector<MinuteFloor> GenerateFloorTrace(const TraceSpec& spec, uint64_t seed) {
-  Gaussian rng(seed);
+  SeededRandom rng(seed);
   const double slope_mib_per_minute = spec.slope_gib_per_h * 1024.0 / 60.0;
   const double innovation_sd = spec.noise_sd_mib * std::sqrt(1 - spec.noise_ar1 * spec.noise_ar1);
-  double noise = spec.noise_sd_mib * rng.Next();  // stationary start
+  double noise = spec.noise_sd_mib * rng.Gaussian();  // stationary start
   std::vector<MinuteFloor> floors;
   for (int m = 0; m < spec.minutes; ++m) {
-    if (m > 0) noise = spec.noise_ar1 * noise + innovation_sd * rng.Next();
+    if (m > 0) noise = spec.noise_ar1 * noise + innovation_sd * rng.Gaussian();
     if (m < spec.warmup_minutes) continue;
     double mib = spec.base_mib + noise;
     const int start = spec.growth_start_minute;
@@ -66,9 +41,7 @@ std::vector<MinuteFloor> GenerateFloorTrace(const TraceSpec& spec, uint64_t seed
 TraceSpec InstanceSpec(const TraceClass& c, uint64_t seed, int index) {
   TraceSpec spec = c.spec;
   if (c.varies == TraceClass::Varies::kNothing) return spec;
-  const uint64_t r = Mix(seed ^ Mix(static_cast<uint64_t>(index) + 0x5851f42d4c957f2dULL));
-  const int span = c.vary_last_minute - c.vary_first_minute + 1;
-  const int minute = c.vary_first_minute + static_cast<int>(r % static_cast<uint64_t>(span));
+  const int minute = InstanceMinute(seed, index, c.vary_first_minute, c.vary_last_minute);
   switch (c.varies) {
     case TraceClass::Varies::kGrowthStart:
       spec.growth_start_minute = minute;

@@ -5,39 +5,11 @@
 #include <numbers>
 #include <random>
 
+#include "operator/memory/seeded_random.h"
+
 namespace allocguard::memory {
-namespace {
-
-// splitmix64, as in floor_trace_generator.cc: decorrelates nearby seeds.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// Own transforms over std::mt19937_64 (whose output the standard fixes), so
-// the corpus is the same on every platform.
-class Random {
- public:
-  explicit Random(uint64_t seed) : engine_(Mix(seed)) {}
-  double Uniform() {  // in (0, 1)
-    return (static_cast<double>(engine_() >> 11) + 0.5) * 0x1.0p-53;
-  }
-  double Gaussian() {
-    const double u1 = Uniform(), u2 = Uniform();
-    return std::sqrt(-2 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2);
-  }
-  double Exponential(double mean) { return -mean * std::log(Uniform()); }
-
- private:
-  std::mt19937_64 engine_;
-};
-
-}  // namespace
-
 std::vector<MemorySample> GenerateSampleTrace(const SampleTraceSpec& spec, uint64_t seed) {
-  Random rng(seed);
+  SeededRandom rng(seed);
   const double dt = spec.sample_interval_s;
   const double slope_mib_per_s = spec.slope_gib_per_h * 1024.0 / 3600.0;
   const double phi = spec.wander_tau_s > 0 ? std::exp(-dt / spec.wander_tau_s) : 0;
@@ -70,9 +42,7 @@ std::vector<MemorySample> GenerateSampleTrace(const SampleTraceSpec& spec, uint6
 SampleTraceSpec InstanceSampleSpec(const SampleTraceClass& c, uint64_t seed, int index) {
   SampleTraceSpec spec = c.spec;
   if (c.vary_last_minute <= c.vary_first_minute) return spec;
-  const uint64_t r = Mix(seed ^ Mix(static_cast<uint64_t>(index) + 0x5851f42d4c957f2dULL));
-  const int span = c.vary_last_minute - c.vary_first_minute + 1;
-  const int minute = c.vary_first_minute + static_cast<int>(r % static_cast<uint64_t>(span));
+  const int minute = InstanceMinute(seed, index, c.vary_first_minute, c.vary_last_minute);
   if (spec.step_mib != 0) {
     spec.step_minute = minute;
   } else {
