@@ -161,8 +161,17 @@ check "apiserver calls a webhook behind a Service" "$t"
 # --- Services' ClusterIPs (kube-proxy) -------------------------------------------
 t=$(date +%s.%N)
 ip=$(k get service smoke-webhook -o jsonpath='{.spec.clusterIP}')
-k exec deployment/smoke -- bash -c "exec 3<>/dev/tcp/$ip/443" ||
-  fail "a pod cannot connect to Service smoke-webhook at its ClusterIP $ip:443 (kube-proxy)"
+# kube-proxy programs a new Service on its next sync, which can come after the
+# endpoint is ready. A connection tried before that is lost for good: its
+# SYN left un-NATed, and conntrack keeps sending the retries the same way.
+# So each try is short (a fresh source port each time), for up to 60 s.
+k exec deployment/smoke -- bash -c "
+  for i in \$(seq 30); do
+    timeout 2 bash -c 'exec 3<>/dev/tcp/$ip/443' 2>/dev/null && exit 0
+    sleep 0.5
+  done
+  exit 1" ||
+  fail "a pod cannot connect to Service smoke-webhook at its ClusterIP $ip:443 within 60 s (kube-proxy)"
 curl -sk --max-time 5 -o /dev/null "https://$ip/" ||
   fail "the host cannot connect to Service smoke-webhook at its ClusterIP $ip:443 (kube-proxy)"
 check "pod and host reach a ClusterIP Service" "$t"

@@ -41,24 +41,8 @@ failed=0
 pass() { echo "ok    $*"; }
 fail() { echo "FAIL  $*"; failed=1; }
 
-cleanup() {
-  local c
-  # mount_image runs in command substitutions (subshells): the containers
-  # it made are listed in a file, not a variable.
-  for c in $(cat "$tmp/containers" 2>/dev/null); do
-    buildah umount "$c" >/dev/null 2>&1 || true
-    buildah rm "$c" >/dev/null 2>&1 || true
-  done
-  [[ -n ${tmp:-} ]] && rm -rf "$tmp"
-}
-trap cleanup EXIT
-tmp=$(mktemp -d)
-mount_image() {  # image: prints the mounted root filesystem
-  local c
-  c=$(buildah from --pull=never "$1")
-  echo "$c" >>"$tmp/containers"
-  buildah mount "$c"
-}
+source "$here/mount-images.sh"
+trap unmount_images EXIT
 
 rootfs=$(mount_image "$image")
 lib=$rootfs/opt/allocguard/lib

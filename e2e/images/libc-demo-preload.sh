@@ -36,25 +36,13 @@ while (($#)); do
 done
 
 pids=()
+source "$(dirname "$0")/mount-images.sh"
 cleanup() {
-  local c p
+  local p
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  # mount_image runs in command substitutions (subshells): the containers
-  # it made are listed in a file, not a variable.
-  for c in $(cat "$tmp/containers" 2>/dev/null); do
-    buildah umount "$c" >/dev/null 2>&1 || true
-    buildah rm "$c" >/dev/null 2>&1 || true
-  done
-  [[ -n ${tmp:-} ]] && rm -rf "$tmp"
+  unmount_images
 }
 trap cleanup EXIT
-tmp=$(mktemp -d)
-mount_image() {  # image: prints the mounted root filesystem
-  local c
-  c=$(buildah from --pull=never "$1")
-  echo "$c" >>"$tmp/containers"
-  buildah mount "$c"
-}
 
 # The library volume.
 src=$(mount_image "$image")/opt/allocguard/lib
