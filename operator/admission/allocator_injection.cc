@@ -348,8 +348,11 @@ Status InjectAllocator(json& pod_spec, const api::AllocatorSpec& allocator,
         // A loader that refuses the library writes to stderr and exits before
         // the program could write a termination message: with the logs as
         // fallback its words reach the pod status, where the circuit breaker
-        // and the canary read them.
-        if (!container.contains("terminationMessagePolicy")) {
+        // and the canary read them. "File" is replaced too: the API server
+        // writes it into every pod template it stores, so it is almost never
+        // a choice, and the fallback differs from it only for a container
+        // that fails without writing a message of its own.
+        if (container.value("terminationMessagePolicy", "File") == "File") {
           container["terminationMessagePolicy"] = "FallbackToLogsOnError";
         }
       }

@@ -12,10 +12,10 @@
 //   - in each selected container: the volume mounted read-only at
 //     api::kLibraryMountPath, LD_PRELOAD=PreloadPath(mount, options.libc, lib)
 //     merged into any literal LD_PRELOAD (an earlier entry of allocguard's own
-//     is replaced), terminationMessagePolicy: FallbackToLogsOnError
-//     unless the container sets a policy (so a loader's error, written to
-//     stderr before the program runs, becomes the termination message), and
-//     the allocator's tunables as env vars.
+//     is replaced), terminationMessagePolicy: FallbackToLogsOnError when it
+//     is unset or File, the API server's default (so a loader's error, written
+//     to stderr before the program runs, becomes the termination message),
+//     and the allocator's tunables as env vars.
 // For glibc only the tunables are set (no volume, no init container).
 //
 // Containers allocguard adds itself (kInitContainerName, kGuardContainerName,

@@ -203,11 +203,13 @@ INSTANTIATE_TEST_SUITE_P(
                               {{"name", "app"}, {"image", "web:1"}},
                               {},
                               "FallbackToLogsOnError"},
+        // What the API server stores in every Deployment's template: a
+        // kept File would hide every loader error from the circuit breaker.
         TerminationPolicyCase{
-            "explicit_file_is_kept",
+            "file_the_api_servers_default_becomes_fallback",
             {{"name", "app"}, {"image", "web:1"}, {"terminationMessagePolicy", "File"}},
             {},
-            "File"},
+            "FallbackToLogsOnError"},
         TerminationPolicyCase{"unselected_container_untouched",
                               {{"name", "sidecar"}, {"image", "proxy:1"}},
                               {"app"},
