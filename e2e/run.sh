@@ -27,7 +27,18 @@
 #      threshold, Backpressure takes the pod out of its Service's endpoints
 #      and back; with Restart, the guard SIGTERMs a workload creeping towards
 #      its cgroup limit before the OOM killer acts
-#   6. uninstall: `helm uninstall` leaves nothing of allocguard behind, and
+#   6. libc: one C service built on Debian 11, Debian 12, musl (FROM scratch)
+#      and as a static binary (e2e/product/libc-demo.yaml), under a policy
+#      with libc auto: each dynamic one has jemalloc, then mimalloc, mapped
+#      (the glibc build in Debian 11, the musl build in musl), which the
+#      process and the guard both report; the static one runs and the guard
+#      reports "static binary". Debian 12's own jemalloc in the Debian 11 image
+#      (what injection did before) keeps the container from starting. A policy
+#      forcing the musl build on a glibc workload: under Enforce its canary
+#      reports the candidate Failed with the loader's message, in the held
+#      Deployment's event too; set to Off, the pods crash-loop and the circuit
+#      breaker trips; the time until a pod runs without the allocator is printed
+#   7. uninstall: `helm uninstall` leaves nothing of allocguard behind, and
 #      pods are still admitted
 # Also printed: the operator's memory and CPU while a canary runs, and the
 # webhook latency the API server measured.
@@ -193,6 +204,10 @@ export PATH=$HELM_BIN:$PATH
 # --- 1. install -----------------------------------------------------------------
 stage "install: images from the Dockerfile, helm install, two replicas, one leader"
 "$here/images/allocguard.sh" --tag e2e
+# What the image ships: the allocator builds per libc, their manifests, and
+# the docs' compatibility table generated from them (docs/allocators.md).
+"$here/images/check-allocguard.sh" localhost/allocguard:e2e --workload localhost/ratchet-service:e2e ||
+  fail "the allocguard image does not ship what docs/allocators.md says"
 helm install "$release" "$root/charts/allocguard" --namespace "$system_ns" --create-namespace \
   --set image.repository=localhost/allocguard --set image.tag=e2e --set image.pullPolicy=Never \
   --wait --timeout 5m
@@ -483,12 +498,134 @@ wait_for 30 "a MemoryRestart event on $gpod" restart_event
 pod_events "$gpod" | grep MemoryRestart | tail -1
 say "Restart: SIGTERM from the guard, container restarted ${restart_s} s after the growth began, not OOM-killed"
 
+# --- 6. libc ---------------------------------------------------------------------
+stage "libc: Debian 11, Debian 12 and musl pods load the allocator, a static binary runs without it, the breaker trips on a wrong libc"
+# e2e/product/libc-demo.yaml: one C service built on four bases
+# (e2e/images/libc-demo.sh), governed by a jemalloc policy with libc auto.
+"$here/images/libc-demo.sh"
+kubectl apply -n "$demo_ns" -f "$here/product/libc-demo.yaml"
+libc_variants=(debian11 debian12 musl static)
+libc_pod() {  # VARIANT: its running pod
+  kubectl get pods -n "$demo_ns" -l app=libc-demo,variant="$1" -o json | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["items"]:
+    if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp"):
+        print(p["metadata"]["name"]); break'
+}
+# What the process itself says serves its malloc: GET /allocator reads its
+# own /proc/self/maps and names the mapped allocator library ("none").
+libc_allocator() { kubectl get --raw "/api/v1/namespaces/$demo_ns/pods/$1:8080/proxy/allocator" 2>/dev/null; }
+libc_check() {  # ALLOCATOR: every variant, after a rollout
+  local v lpod answer
+  for v in "${libc_variants[@]}"; do
+    kubectl rollout status -n "$demo_ns" deployment/libc-demo-"$v" --timeout=120s >/dev/null
+    lpod=$(libc_pod "$v")
+    [[ -n $lpod ]] || fail "no running pod of libc-demo-$v"
+    if [[ $v == static ]]; then
+      answer=$(libc_allocator "$lpod")
+      [[ $answer == none ]] || fail "the static binary in $lpod says its malloc is $answer"
+      static_reported() {
+        [[ $(pod_condition "$lpod" allocguard.io/AllocatorLoaded) == False ]] &&
+          [[ $(jp pod/"$lpod" -n "$demo_ns" -o jsonpath='{.status.conditions[?(@.type=="allocguard.io/AllocatorLoaded")].message}') == *"static binary"* ]]
+      }
+      wait_for 60 "the guard of $lpod reports the static binary as not loaded" static_reported
+      say "$v: running, Ready; the process says malloc is served by: $answer; the guard: $(jp pod/"$lpod" -n "$demo_ns" -o jsonpath='{.status.conditions[?(@.type=="allocguard.io/AllocatorLoaded")].message}')"
+    else
+      answer=$(libc_allocator "$lpod")
+      [[ $answer == /opt/allocguard/inject/*lib$1* ]] || fail "$v: $lpod says its malloc is '$answer', want the injected $1"
+      wait_for 60 "the guard of $lpod reports $1 loaded" guard_says "$lpod" "$1"
+      say "$v: malloc served by $answer; guard: allocator=$(guard_allocator "$lpod")"
+    fi
+  done
+}
+libc_check jemalloc
+case $(libc_allocator "$(libc_pod musl)") in
+  */musl/*) ;;
+  *) fail "the musl pod did not load the musl build" ;;
+esac
+case $(libc_allocator "$(libc_pod debian11)") in
+  */glibc/*) ;;
+  *) fail "the Debian 11 pod did not load the glibc build" ;;
+esac
+kubectl patch allocatorpolicy/libc-demo -n "$demo_ns" --type merge -p '{"spec":{"allocator":{"name":"mimalloc"}}}'
+for v in "${libc_variants[@]}"; do kubectl rollout restart -n "$demo_ns" deployment/libc-demo-"$v" >/dev/null; done
+libc_check mimalloc
+
+# Before: what the injection did with Debian 12's own jemalloc in a Debian 11
+# image (e2e/product/libc-before.yaml): the container never starts.
+kubectl apply -n "$demo_ns" -f "$here/product/libc-before.yaml"
+before_failed() {
+  [[ $(jp pod/libc-before -n "$demo_ns" -o jsonpath='{.status.containerStatuses[0].restartCount}') -ge 1 ]] &&
+    [[ $(jp pod/libc-before -n "$demo_ns" -o jsonpath='{.status.containerStatuses[0].lastState.terminated.message}') == *GLIBC_2.34* ]]
+}
+wait_for 120 "the Debian 11 pod with Debian 12's jemalloc fails to start and restarts" before_failed
+say "before: $(jp pod/libc-before -n "$demo_ns" -o jsonpath='{.status.containerStatuses[0].state.waiting.reason} restarts={.status.containerStatuses[0].restartCount}: {.status.containerStatuses[0].lastState.terminated.message}' | tr -s '\n' ' ')"
+
+# A wrong libc (e2e/product/libc-wrong.yaml: the musl build forced on a glibc
+# workload). Under Enforce the new Deployment is held and its canary must
+# report the candidate Failed with the loader's words.
+kubectl apply -n "$demo_ns" -f "$here/product/libc-wrong.yaml"
+wrong_canary() {
+  kubectl get replaycanaries -n "$demo_ns" -o json | python3 -c '
+import json, sys
+for c in json.load(sys.stdin)["items"]:
+    if c["spec"].get("target", {}).get("name") == "libc-wrong":
+        print(c["metadata"]["name"]); break'
+}
+wrong_canary_done() { local c; c=$(wrong_canary); [[ -n $c ]] && canary_done "$c"; }
+wait_for 300 "the canary of libc-wrong finishes" wrong_canary_done
+wcanary=$(wrong_canary)
+start_failure=$(jp replaycanary/"$wcanary" -n "$demo_ns" -o jsonpath='{.status.variants[?(@.name=="candidate")].startFailure}')
+say "canary $wcanary: $(jp replaycanary/"$wcanary" -n "$demo_ns" -o jsonpath='{.status.verdict}: {.status.explanation}')"
+[[ $(jp replaycanary/"$wcanary" -n "$demo_ns" -o jsonpath='{.status.variants[?(@.name=="candidate")].phase}') == Failed ]] ||
+  fail "the candidate of $wcanary is not Failed"
+[[ $start_failure == *"error while loading shared libraries"* ]] ||
+  fail "the candidate of $wcanary carries no loader message: '$start_failure'"
+[[ $(jp deployment/libc-wrong -n "$demo_ns" -o jsonpath='{.spec.paused}') == true ]] ||
+  fail "libc-wrong is not held after a Failed canary"
+held_with_loader() {
+  kubectl events -n "$demo_ns" --for deployment/libc-wrong 2>/dev/null | grep -q "error while loading shared libraries"
+}
+wait_for 60 "an event on the held Deployment libc-wrong with the loader's message" held_with_loader
+kubectl events -n "$demo_ns" --for deployment/libc-wrong 2>/dev/null | grep "error while loading" | tail -1
+
+# Off releases the hold; the pods crash-loop under the wrong build, and the
+# breaker must leave the workload running without the allocator.
+kubectl patch allocatorpolicy/libc-wrong -n "$demo_ns" --type merge -p '{"spec":{"rollout":{"mode":"Off"}}}'
+t0=$SECONDS
+wrong_pod() {
+  kubectl get pods -n "$demo_ns" -l app=libc-wrong -o json | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["items"]:
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+    if ready and not p["metadata"].get("deletionTimestamp"):
+        print(p["metadata"]["name"]); break'
+}
+wrong_runs() { [[ -n $(wrong_pod) ]]; }
+wait_for 300 "a libc-wrong pod Ready (the breaker stopped injecting)" wrong_runs
+breaker_s=$((SECONDS - t0))
+wpod=$(wrong_pod)
+suspended=$(jp pod/"$wpod" -n "$demo_ns" -o jsonpath='{.metadata.annotations.allocguard\.io/injection-suspended}')
+[[ -n $suspended ]] || fail "$wpod runs, but carries no allocguard.io/injection-suspended annotation"
+[[ -z $(jp pod/"$wpod" -n "$demo_ns" -o jsonpath='{.metadata.annotations.allocguard\.io/injected}') ]] ||
+  fail "$wpod runs, yet says it was injected"
+[[ $(libc_allocator "$wpod") == none ]] || fail "$wpod runs with an allocator preloaded"
+failing=$(jp allocatorpolicy/libc-wrong -n "$demo_ns" -o jsonpath='{.status.conditions[?(@.type=="InjectionFailing")].status} {.status.conditions[?(@.type=="InjectionFailing")].message}')
+[[ $failing == True* ]] || fail "policy libc-wrong has no InjectionFailing=True condition: $failing"
+kubectl events -n "$demo_ns" --for allocatorpolicy/libc-wrong 2>/dev/null | grep -q InjectionFailing ||
+  fail "no InjectionFailing event on policy libc-wrong"
+say "breaker: pod $wpod Ready without the allocator ${breaker_s} s after the hold was released"
+say "  pod annotation: $suspended"
+say "  policy condition InjectionFailing: $failing"
+kubectl delete -n "$demo_ns" -f "$here/product/libc-before.yaml" -f "$here/product/libc-demo.yaml" \
+  -f "$here/product/libc-wrong.yaml" --wait=false >/dev/null
+
 # --- webhook latency as the API server measures it ------------------------------
 echo
 echo "== webhook latency (apiserver_admission_webhook_admission_duration_seconds)"
 kubectl get --raw /metrics | python3 "$here/product/webhook_latency.py"
 
-# --- 6. uninstall ---------------------------------------------------------------
+# --- 7. uninstall ---------------------------------------------------------------
 stage "uninstall: nothing of allocguard left, pods still admitted"
 helm uninstall "$release" --namespace "$system_ns" --wait --timeout 3m
 # `helm uninstall --wait` returns once Helm's own objects are gone; what they
