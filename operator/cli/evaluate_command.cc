@@ -266,6 +266,36 @@ void PrintSegmentNoise(const std::string& path, const std::vector<memory::Memory
 
 std::vector<memory::SampleRule> SampleRules(const memory::JudgeOptions& options);
 
+// A recorded run's samples and the judge settings its CSV header recorded
+// (threshold, warm-up, sample interval, duration), falling back to the
+// command's flags.
+struct RecordedRun {
+  std::vector<memory::MemorySample> samples;
+  replay::JudgeSettings settings;
+  memory::JudgeOptions options;
+};
+
+Result<RecordedRun> ReadRecordedRun(const std::string& path, const EvaluateArgs& args) {
+  auto run = replay::ReadSampleCsv(path);
+  if (!run.ok()) return run.status();
+  RecordedRun r;
+  r.settings.max_slope_gib_per_h = args.max_slope_gib_per_h;
+  r.settings.FromHeader(*run);
+  int max_minutes = args.max_minutes;
+  try {
+    const std::string duration = run->Header("duration_s");
+    if (!duration.empty()) max_minutes = static_cast<int>(std::ceil(std::stod(duration) / 60));
+  } catch (const std::exception&) {
+    // A header we cannot read keeps the flag's value.
+  }
+  for (const replay::SampleRow& row : run->rows) r.samples.push_back(row.memory);
+  r.options = {.max_slope_gib_per_h = r.settings.max_slope_gib_per_h,
+               .max_minutes = max_minutes,
+               .warmup_minutes = r.settings.warmup_minutes,
+               .spending_rho = args.spending_rho};
+  return r;
+}
+
 // Judges recorded replay runs with both rules, each with the settings its CSV
 // header recorded (threshold, warm-up, sample interval, duration), falling
 // back to the command's flags.
@@ -275,31 +305,17 @@ int EvaluateReplayCsvs(const EvaluateArgs& args) {
               "min", "new explanation");
   int minutes_saved = 0;
   for (const std::string& path : args.csv_paths) {
-    auto run = replay::ReadSampleCsv(path);
+    auto run = ReadRecordedRun(path, args);
     if (!run.ok()) {
       std::fprintf(stderr, "evaluate-verdicts: %s: %s\n", path.c_str(),
                    run.status().ToString().c_str());
       return 2;
     }
-    replay::JudgeSettings settings;
-    settings.max_slope_gib_per_h = args.max_slope_gib_per_h;
-    settings.FromHeader(*run);
-    int max_minutes = args.max_minutes;
-    try {
-      const std::string duration = run->Header("duration_s");
-      if (!duration.empty()) max_minutes = static_cast<int>(std::ceil(std::stod(duration) / 60));
-    } catch (const std::exception&) {
-      // A header we cannot read keeps the flag's value.
-    }
-    std::vector<memory::MemorySample> samples;
-    for (const replay::SampleRow& row : run->rows) samples.push_back(row.memory);
+    const replay::JudgeSettings& settings = run->settings;
+    const memory::JudgeOptions& options = run->options;
     const auto floors = memory::ComputeMinuteFloors(
-        samples, {.warmup_minutes = settings.warmup_minutes,
-                  .sample_interval_seconds = settings.sample_interval_seconds});
-    const memory::JudgeOptions options{.max_slope_gib_per_h = settings.max_slope_gib_per_h,
-                                       .max_minutes = max_minutes,
-                                       .warmup_minutes = settings.warmup_minutes,
-                                       .spending_rho = args.spending_rho};
+        run->samples, {.warmup_minutes = settings.warmup_minutes,
+                       .sample_interval_seconds = settings.sample_interval_seconds});
     const auto old_outcome = memory::ReplayJudge(*memory::NewFixedDurationJudge(options), floors);
     const auto new_outcome = memory::ReplayJudge(*memory::NewSequentialJudge(options), floors);
     minutes_saved += old_outcome.minutes_elapsed - new_outcome.minutes_elapsed;
@@ -319,27 +335,11 @@ int EvaluateReplayCsvs(const EvaluateArgs& args) {
     std::printf(" | %-16s", r.name.c_str());
   std::printf("\n");
   for (const std::string& path : args.csv_paths) {
-    auto run = replay::ReadSampleCsv(path);
+    auto run = ReadRecordedRun(path, args);
     if (!run.ok()) continue;
-    replay::JudgeSettings settings;
-    settings.max_slope_gib_per_h = args.max_slope_gib_per_h;
-    settings.FromHeader(*run);
-    int max_minutes = args.max_minutes;
-    try {
-      const std::string duration = run->Header("duration_s");
-      if (!duration.empty()) max_minutes = static_cast<int>(std::ceil(std::stod(duration) / 60));
-    } catch (const std::exception&) {
-      // A header we cannot read keeps the flag's value.
-    }
-    std::vector<memory::MemorySample> samples;
-    for (const replay::SampleRow& row : run->rows) samples.push_back(row.memory);
-    const memory::JudgeOptions options{.max_slope_gib_per_h = settings.max_slope_gib_per_h,
-                                       .max_minutes = max_minutes,
-                                       .warmup_minutes = settings.warmup_minutes,
-                                       .spending_rho = args.spending_rho};
     std::printf("%-48s", path.c_str());
-    for (const memory::SampleRule& rule : SampleRules(options)) {
-      const memory::RunOutcome o = memory::ReplaySampleRule(rule, samples);
+    for (const memory::SampleRule& rule : SampleRules(run->options)) {
+      const memory::RunOutcome o = memory::ReplaySampleRule(rule, run->samples);
       std::printf(" | %-12s %3d", FloorDecisionName(o.judgement.decision), o.minutes_elapsed);
     }
     std::printf("\n");

@@ -7,6 +7,12 @@
 #include "operator/memory/seeded_random.h"
 
 namespace allocguard::memory {
+TraceTruth TruthOfSlope(double slope_gib_per_h, double threshold_gib_per_h) {
+  if (slope_gib_per_h <= threshold_gib_per_h) return TraceTruth::kNotRatchet;
+  if (slope_gib_per_h >= 2 * threshold_gib_per_h) return TraceTruth::kRatchet;
+  return TraceTruth::kEither;
+}
+
 const char* TraceTruthName(TraceTruth t) {
   switch (t) {
     case TraceTruth::kNotRatchet:
@@ -59,11 +65,7 @@ TraceSpec InstanceSpec(const TraceClass& c, uint64_t seed, int index) {
 }
 
 std::vector<TraceClass> StandardCorpus(double threshold_gib_per_h) {
-  auto truth_of = [&](double slope) {
-    if (slope <= threshold_gib_per_h) return TraceTruth::kNotRatchet;
-    if (slope >= 2 * threshold_gib_per_h) return TraceTruth::kRatchet;
-    return TraceTruth::kEither;
-  };
+  auto truth_of = [&](double slope) { return TruthOfSlope(slope, threshold_gib_per_h); };
   struct Noise {
     const char* name;
     double sd_mib;

@@ -49,6 +49,10 @@ enum class TraceTruth {
 
 const char* TraceTruthName(TraceTruth t);
 
+// What a trace with this true floor slope is, against the threshold: not a
+// ratchet up to it, a ratchet from twice it, either in between.
+TraceTruth TruthOfSlope(double slope_gib_per_h, double threshold_gib_per_h);
+
 // A family of traces that share a spec; one feature may vary per trace.
 struct TraceClass {
   std::string name;

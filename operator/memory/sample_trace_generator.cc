@@ -52,11 +52,7 @@ SampleTraceSpec InstanceSampleSpec(const SampleTraceClass& c, uint64_t seed, int
 }
 
 std::vector<SampleTraceClass> SampleCorpus(double threshold_gib_per_h) {
-  auto truth_of = [&](double slope) {
-    if (slope <= threshold_gib_per_h) return TraceTruth::kNotRatchet;
-    if (slope >= 2 * threshold_gib_per_h) return TraceTruth::kRatchet;
-    return TraceTruth::kEither;
-  };
+  auto truth_of = [&](double slope) { return TruthOfSlope(slope, threshold_gib_per_h); };
   struct Level {
     const char* name;
     double wander_sd_mib;
