@@ -72,33 +72,29 @@ std::vector<SampleTraceClass> SampleCorpus(double threshold_gib_per_h) {
                           {"glibc-slow", 40, 120, 30, 0.007, 40, 150},
                           {"noisy", 60, 40, 30, 0.007, 40, 150}};
   const double slopes[] = {-1, 0, 0.25, 0.5, 0.75, 1, 1.5, 2.5, 5};
+  // A class named `n` with the noise of `level`.
+  auto level_class = [](const char* n, TraceTruth truth, const Level& level) {
+    SampleTraceClass c{.name = n, .truth = truth};
+    c.spec.wander_sd_mib = level.wander_sd_mib;
+    c.spec.wander_tau_s = level.wander_tau_s;
+    c.spec.spike_mean_mib = level.spike_mean_mib;
+    c.spec.dip_probability = level.dip_probability;
+    c.spec.dip_min_mib = level.dip_min_mib;
+    c.spec.dip_max_mib = level.dip_max_mib;
+    return c;
+  };
   std::vector<SampleTraceClass> corpus;
   char name[64];
   for (const Level& level : levels) {
     for (double slope : slopes) {
       std::snprintf(name, sizeof name, "slope%+.2f %s", slope, level.name);
-      SampleTraceClass c{.name = name, .truth = truth_of(slope)};
+      SampleTraceClass c = level_class(name, truth_of(slope), level);
       c.spec.slope_gib_per_h = slope;
-      c.spec.wander_sd_mib = level.wander_sd_mib;
-      c.spec.wander_tau_s = level.wander_tau_s;
-      c.spec.spike_mean_mib = level.spike_mean_mib;
-      c.spec.dip_probability = level.dip_probability;
-      c.spec.dip_min_mib = level.dip_min_mib;
-      c.spec.dip_max_mib = level.dip_max_mib;
       corpus.push_back(c);
     }
   }
   const Level& glibc = levels[1];
-  auto glibc_class = [&](const char* n, TraceTruth truth) {
-    SampleTraceClass c{.name = n, .truth = truth};
-    c.spec.wander_sd_mib = glibc.wander_sd_mib;
-    c.spec.wander_tau_s = glibc.wander_tau_s;
-    c.spec.spike_mean_mib = glibc.spike_mean_mib;
-    c.spec.dip_probability = glibc.dip_probability;
-    c.spec.dip_min_mib = glibc.dip_min_mib;
-    c.spec.dip_max_mib = glibc.dip_max_mib;
-    return c;
-  };
+  auto glibc_class = [&](const char* n, TraceTruth truth) { return level_class(n, truth, glibc); };
   for (double step : {50.0, 150.0}) {
     std::snprintf(name, sizeof name, "step+%.0fMiB flat glibc", step);
     SampleTraceClass c = glibc_class(name, TraceTruth::kNotRatchet);
