@@ -140,6 +140,20 @@ wait_for_quietly() {
   say "$* after $((SECONDS - start)) s"
 }
 jp() { kubectl get "$@" 2>/dev/null; }  # kubectl get with -o jsonpath, quiet
+# running_pod SELECTOR [ready]: the name of one Running pod in the demo
+# namespace matching SELECTOR that is not terminating (with "ready": also
+# Ready); nothing when there is none.
+running_pod() {
+  kubectl get pods -n "$demo_ns" -l "$1" -o json | python3 -c '
+import json, sys
+want_ready = sys.argv[1] == "ready"
+for p in json.load(sys.stdin)["items"]:
+    ready = any(c["type"] == "Ready" and c["status"] == "True"
+                for c in p["status"].get("conditions", []))
+    if (p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+            and (ready or not want_ready)):
+        print(p["metadata"]["name"]); break' "${2:-}"
+}
 
 # gate_expect CODE WHAT: `allocguard gate` on the demo Deployment, as a CI job
 # would run it: in the cluster (the leader's container, its ServiceAccount)
@@ -253,11 +267,7 @@ kubectl rollout status -n "$demo_ns" deployment/"$deploy" --timeout=180s
 
 # The running pod of the Deployment (not a terminating one).
 demo_pod() {
-  kubectl get pods -n "$demo_ns" -l app=ratchet-demo -o json | python3 -c '
-import json, sys
-for p in json.load(sys.stdin)["items"]:
-    if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp"):
-        print(p["metadata"]["name"]); break'
+  running_pod app=ratchet-demo
 }
 pod=$(demo_pod)
 [[ -n $pod ]] || fail "no running pod of $deploy"
@@ -424,11 +434,7 @@ stage "guard: metrics scraped, Backpressure takes the pod out of its Service and
 kubectl apply -n "$demo_ns" -f "$here/product/guard-demo.yaml"
 kubectl rollout status -n "$demo_ns" deployment/guard-demo --timeout=120s
 guard_pod() {
-  kubectl get pods -n "$demo_ns" -l app=guard-demo -o json | python3 -c '
-import json, sys
-for p in json.load(sys.stdin)["items"]:
-    if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp"):
-        print(p["metadata"]["name"]); break'
+  running_pod app=guard-demo
 }
 ballast() {  # POD QUERY
   kubectl get --raw "/api/v1/namespaces/$demo_ns/pods/$1:8080/proxy/ballast?$2"
@@ -506,11 +512,7 @@ stage "libc: Debian 11, Debian 12 and musl pods load the allocator, a static bin
 kubectl apply -n "$demo_ns" -f "$here/product/libc-demo.yaml"
 libc_variants=(debian11 debian12 musl static)
 libc_pod() {  # VARIANT: its running pod
-  kubectl get pods -n "$demo_ns" -l app=libc-demo,variant="$1" -o json | python3 -c '
-import json, sys
-for p in json.load(sys.stdin)["items"]:
-    if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp"):
-        print(p["metadata"]["name"]); break'
+  running_pod app=libc-demo,variant="$1"
 }
 # What the process itself says serves its malloc: GET /allocator reads its
 # own /proc/self/maps and names the mapped allocator library ("none").
@@ -594,12 +596,7 @@ kubectl events -n "$demo_ns" --for deployment/libc-wrong 2>/dev/null | grep "err
 kubectl patch allocatorpolicy/libc-wrong -n "$demo_ns" --type merge -p '{"spec":{"rollout":{"mode":"Off"}}}'
 t0=$SECONDS
 wrong_pod() {
-  kubectl get pods -n "$demo_ns" -l app=libc-wrong -o json | python3 -c '
-import json, sys
-for p in json.load(sys.stdin)["items"]:
-    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
-    if ready and not p["metadata"].get("deletionTimestamp"):
-        print(p["metadata"]["name"]); break'
+  running_pod app=libc-wrong ready
 }
 wrong_runs() { [[ -n $(wrong_pod) ]]; }
 wait_for 300 "a libc-wrong pod Ready (the breaker stopped injecting)" wrong_runs
