@@ -6,6 +6,7 @@
 #include "controllers/rollout_decision.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
+#include "operator/kube/credentials.h"
 #include "operator/kube/object.h"
 
 namespace allocguard::controllers {
@@ -30,18 +31,34 @@ std::string Join(const std::vector<std::string>& items, size_t max_items) {
   return out;
 }
 
-// A verdict entry for status from a finished canary.
+// `text` in the canonical form the CRD's date-time fields accept, or "" when
+// it is no RFC 3339 time at all (absent, empty, or written by hand).
+std::string CanonicalTime(const std::string& text) {
+  if (text.empty()) return "";
+  auto parsed = kube::ParseRfc3339(text);
+  return parsed.ok() ? kube::FormatRfc3339(parsed.value(), false) : "";
+}
+
+// A verdict entry for status from a finished canary. Its `time` is the
+// canary's completionTime, else (a canary finished by hand, or read before its
+// completionTime was written) its creationTimestamp; a time that is neither is
+// left out, since the CRD refuses an empty or malformed date-time and would
+// refuse the whole status write with it.
 json VerdictEntry(const json& canary) {
   const json& spec = Field(canary, "spec");
   const json& status = Field(canary, "status");
-  return {{"workload", Str(Field(spec, "target"), "name")},
-          {"templateHash", Str(spec, "templateHash")},
-          {"canary", Str(Field(canary, "metadata"), "name")},
-          {"verdict", Str(status, "verdict")},
-          {"floorSlope", Str(status, "floorSlope")},
-          {"flatVariant", Str(status, "flatVariant")},
-          {"explanation", Str(status, "explanation")},
-          {"time", Str(status, "completionTime")}};
+  const json& meta = Field(canary, "metadata");
+  json entry = {{"workload", Str(Field(spec, "target"), "name")},
+                {"templateHash", Str(spec, "templateHash")},
+                {"canary", Str(meta, "name")},
+                {"verdict", Str(status, "verdict")},
+                {"floorSlope", Str(status, "floorSlope")},
+                {"flatVariant", Str(status, "flatVariant")},
+                {"explanation", Str(status, "explanation")}};
+  std::string time = CanonicalTime(Str(status, "completionTime"));
+  if (time.empty()) time = CanonicalTime(Str(meta, "creationTimestamp"));
+  if (!time.empty()) entry["time"] = time;
+  return entry;
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "controllers/rollout_decision.h"
 #include "operator/api/names.h"
 
@@ -96,6 +98,38 @@ TEST(DecidePolicyStatusTest, LastVerdictIsTheNewest) {
   EXPECT_EQ(a.status["lastVerdict"]["templateHash"], "h2");
   EXPECT_EQ(a.status["verdicts"].size(), 2u);
   EXPECT_EQ((*Condition(a.status, "CanaryPassed"))["status"], "True");
+}
+
+// A canary read before its completionTime was written (or finished by hand)
+// must not put an empty date-time into the policy's status: the API server
+// refuses the whole status write for it (422), and the policy's status is lost.
+TEST(DecidePolicyStatusTest, VerdictTimeIsAValidDateTimeOrAbsent) {
+  PolicyInput in;
+  in.policy = Policy();
+  json no_time = Canary("web", "h1", "Flat", "");
+  no_time["status"].erase("completionTime");
+  json empty_time = Canary("web", "h2", "Ratchet", "");
+  empty_time["metadata"]["creationTimestamp"] = "2026-11-29T09:00:00Z";
+  json bad_time = Canary("web", "h3", "Ratchet", "yesterday");
+  json number_time = Canary("web", "h4", "Ratchet", "");
+  number_time["status"]["completionTime"] = 5;
+  json offset_time = Canary("web", "h5", "Ratchet", "2026-11-29T11:00:00+01:00");
+  in.canaries = {no_time, empty_time, bad_time, number_time, offset_time};
+  in.now_rfc3339 = "2026-11-29T12:00:00Z";
+  PolicyActions a = DecidePolicyStatus(in);
+  ASSERT_EQ(a.status["verdicts"].size(), 5u);
+  std::map<std::string, json> by_hash;
+  for (const json& v : a.status["verdicts"]) by_hash[v["templateHash"]] = v;
+  EXPECT_FALSE(by_hash["h1"].contains("time")) << by_hash["h1"];
+  EXPECT_EQ(by_hash["h2"]["time"], "2026-11-29T09:00:00Z");  // its creationTimestamp
+  EXPECT_FALSE(by_hash["h3"].contains("time")) << by_hash["h3"];
+  EXPECT_FALSE(by_hash["h4"].contains("time")) << by_hash["h4"];
+  EXPECT_EQ(by_hash["h5"]["time"], "2026-11-29T10:00:00Z");  // normalised to UTC
+  // The newest verdict with a time leads.
+  EXPECT_EQ(a.status["lastVerdict"]["templateHash"], "h5");
+  for (const json& v : a.status["verdicts"]) {
+    if (v.contains("time")) EXPECT_FALSE(v["time"].get<std::string>().empty()) << v;
+  }
 }
 
 TEST(DecidePolicyStatusTest, TransitionTimeKeptWhileStatusUnchanged) {

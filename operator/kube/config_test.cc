@@ -267,5 +267,15 @@ TEST(Rfc3339Test, ParsesAndFormatsMicroTime) {
   EXPECT_FALSE(ParseRfc3339("yesterday").ok());
 }
 
+// Times come from objects anyone may write: a malformed one is an error,
+// never an exception.
+TEST(Rfc3339Test, RefusesMalformedTimesWithoutThrowing) {
+  for (const char* text : {"", "2024-05-01T10:00:00+ab:cd", "2024-05-01T10:00:00+0:000",
+                           "2024-13-01T10:00:00Z", "2024-05-01T25:00:00Z", "2024-05-01T10:00:00",
+                           "2024-05-01T10:00:00Q", "-001-05-01T10:00:00Z"}) {
+    EXPECT_FALSE(ParseRfc3339(text).ok()) << text;
+  }
+}
+
 }  // namespace
 }  // namespace allocguard::kube

@@ -45,6 +45,10 @@ Result<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& te
       6) {
     return InvalidArgument("\"" + text + "\" is not an RFC 3339 time");
   }
+  if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 ||
+      s < 0 || s > 60) {
+    return InvalidArgument("\"" + text + "\" is not an RFC 3339 time (a field is out of range)");
+  }
   std::tm tm{};
   tm.tm_year = y - 1900;
   tm.tm_mon = mo - 1;
@@ -68,8 +72,15 @@ Result<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& te
   long offset = 0;
   if (rest == "Z" || rest == "z") {
     offset = 0;
-  } else if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':') {
-    offset = (std::stol(rest.substr(1, 2)) * 60 + std::stol(rest.substr(4, 2))) * 60;
+  } else if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':' &&
+             std::isdigit(static_cast<unsigned char>(rest[1])) &&
+             std::isdigit(static_cast<unsigned char>(rest[2])) &&
+             std::isdigit(static_cast<unsigned char>(rest[4])) &&
+             std::isdigit(static_cast<unsigned char>(rest[5]))) {
+    // Digits only: std::stol would throw on anything else.
+    offset =
+        (((rest[1] - '0') * 10 + (rest[2] - '0')) * 60 + (rest[4] - '0') * 10 + (rest[5] - '0')) *
+        60;
     if (rest[0] == '-') offset = -offset;
   } else {
     return InvalidArgument("\"" + text + "\" is not an RFC 3339 time (bad zone)");
