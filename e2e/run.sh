@@ -56,6 +56,10 @@ for a in "$@"; do
 done
 
 export ALLOCGUARD_CLUSTER_DIR=${ALLOCGUARD_CLUSTER_DIR:-/tmp/allocguard-node-e2e}
+# The image builds are on this run's critical path: they run at normal
+# priority here (their default is nice 19), ahead of the sanitizer build that
+# scripts/test.sh runs beside this tier at nice 10.
+export ALLOCGUARD_BUILD_NICE=${ALLOCGUARD_BUILD_NICE:-0}
 release=allocguard
 system_ns=allocguard-system
 demo_ns=allocguard-demo

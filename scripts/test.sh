@@ -7,26 +7,42 @@
 # processes under real memory cgroups with the real Debian allocators.
 #
 # The work is laid out so that the two cores stay busy on a fresh machine
-# (docs/e2e.md has the timings):
+# and the node tier, whose canaries take most of a quarter of an hour of
+# wall time, starts as early as it can (docs/e2e.md has the timings):
 #
-#   1. the Kubernetes, etcd and Helm binaries build in the background (Go,
-#      cached by version in /var/cache/allocguard) while the release build and
-#      its tests run;
-#   2. then the node tier runs in the background — mostly waiting on its
-#      canaries — while the sanitizer build, its tests and the control-plane
-#      tier run beside it at a lower priority.
+#   1. from the start, in the background: the Kubernetes, etcd and Helm
+#      binaries (Go, cached by version in /var/cache/allocguard), and the node
+#      tier's base images, the image's allocator stages and the libc
+#      demonstration images (buildah, layers cached on the machine), much of
+#      which waits on downloads; beside them, the release build and its tests;
+#   2. the node tier (e2e/run.sh) starts in the background as soon as the
+#      binaries, those images and the release build are there (the operator
+#      image's C++ build takes its objects from the release build's compiler
+#      cache), whether or not the release tests have finished;
+#   3. after the release tests, at a lower priority (nice 10), so the node
+#      tier's pods and canaries keep the CPU they need: the sanitizer build,
+#      its tests and the control-plane tier.
 #
-# ALLOCGUARD_SKIP_NODE_TIER=1 leaves the node tier out of a local run.
+# Each step's time is printed at the end. ALLOCGUARD_SKIP_NODE_TIER=1 leaves
+# the node tier out of a local run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
 
-./scripts/install-deps.sh
+node_tier=1
+[[ -n ${ALLOCGUARD_SKIP_NODE_TIER:-} ]] && node_tier=0
+if ((node_tier)); then
+  ./scripts/install-deps.sh --node
+else
+  ./scripts/install-deps.sh
+fi
 
 jobs=$(nproc)
 logs=$(mktemp -d /tmp/allocguard-test.XXXXXX)
-node_tier=1
-[[ -n ${ALLOCGUARD_SKIP_NODE_TIER:-} ]] && node_tier=0
+# How long each step took, printed at the end ("seconds<TAB>step").
+times=()
+took() { times+=("$2"$'\t'"$1"); }
+took "install-deps" $((SECONDS - start))
 controlplane_dir=""
 # On any exit: stop what still runs in the background (e2e/run.sh tears its
 # cluster down on SIGTERM) and the control-plane cluster.
@@ -43,15 +59,58 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# --- cluster binaries, in the background ---------------------------------------
+# background NAME COMMAND...: runs COMMAND with its output in $logs/NAME.log;
+# $logs/NAME.rc holds its exit code and $logs/NAME.secs its time once it ends.
+# A SIGTERM (cleanup) is passed on to COMMAND, and waited for: e2e/run.sh
+# tears its cluster down before it exits.
+background() {
+  local name=$1
+  shift
+  (
+    child=""
+    trap '[[ -n $child ]] && { kill -TERM "$child" 2>/dev/null; wait "$child"; }; exit 143' TERM
+    t0=$SECONDS
+    "$@" >"$logs/$name.log" 2>&1 &
+    child=$!
+    rc=0
+    wait "$child" || rc=$?
+    echo $((SECONDS - t0)) >"$logs/$name.secs"
+    echo $rc >"$logs/$name.rc"
+  ) &
+}
+# finished NAME: waits (up to three hours, far above any step) until NAME has
+# ended; its exit code is the step's.
+finished() {
+  local name=$1 waited=0
+  until [[ -f $logs/$name.rc ]]; do
+    ((waited < 10800)) || { echo "== $name did not end within 3 h" >&2; return 1; }
+    sleep 2
+    waited=$((waited + 2))
+  done
+  return "$(cat "$logs/$name.rc")"
+}
+
+# --- 1. from the start, in the background ----------------------------------------
 # First run on a machine: about half an hour of Go builds from the module
 # proxy; later runs find them cached and this returns at once.
 binaries=(etcd kube-apiserver kubectl helm)
 ((node_tier)) && binaries+=(kube-controller-manager kube-scheduler kubelet kube-proxy)
 echo "== cluster binaries: building what is not cached, in the background (log: $logs/binaries.log)"
-e2e/cluster/build.sh "${binaries[@]}" >"$logs/binaries.log" 2>&1 &
-binaries_pid=$!
-binaries_start=$SECONDS
+background binaries e2e/cluster/build.sh "${binaries[@]}"
+
+# Nothing here waits for the C++ or Go builds: the Debian base images
+# (debootstrap), the Dockerfile's allocator stages (jemalloc, mimalloc and
+# tcmalloc from Debian's sources, for glibc and musl) and the libc demo
+# images. e2e/run.sh then finds their layers cached.
+node_images() {
+  export ALLOCGUARD_BUILD_NICE=0
+  e2e/images/allocguard.sh --allocators-only >/dev/null
+  e2e/images/libc-demo.sh --no-import >/dev/null
+}
+if ((node_tier)); then
+  echo "== node-tier images: base, allocator stages, libc demo, in the background (log: $logs/images.log)"
+  background images node_images
+fi
 
 # --- C++ builds ----------------------------------------------------------------
 # The compiler cache lives outside the repository (CI builds in a fresh clone
@@ -77,52 +136,65 @@ build() {  # release|asan
   # the Dockerfile's build stage sets the same ones, so it gets these objects.
   env -u LC_CTYPE -u LC_MESSAGES LANG=C.UTF-8 LC_ALL=C.UTF-8 cmake --build "$dir" -j "$jobs"
   echo "== built ($build) in $((SECONDS - build_start)) s"
+  took "build ($build)" $((SECONDS - build_start))
 }
 unit_and_integration() {  # release|asan
+  local t0=$SECONDS rc=0
   echo "== testing ($1)"
   # detect_leaks stays on: LeakSanitizer works as root on these machines.
   ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir "build/$1" --output-on-failure -j "$jobs"
+    ctest --test-dir "build/$1" --output-on-failure -j "$jobs" || rc=$?
+  took "unit and integration tests ($1)" $((SECONDS - t0))
+  return $rc
 }
 
 status=0
 build release
+touch "$logs/release-built"
+
+# --- 2. the node tier, in the background -------------------------------------------
+# e2e/run.sh starts a node (containerd, kubelet, scheduler, controller-manager),
+# builds the images from the Dockerfile with buildah, installs the chart with
+# helm and runs the governed workload through hold, canary, switch, the guard's
+# actions, libc and uninstall, printing how long each stage took
+# (docs/e2e.md). It starts at normal priority, before this script lowers its
+# own, once the cluster binaries and the images of step 1 are there; a failed
+# image build is left to e2e/run.sh, which builds them again and fails with
+# the build's own message. Its output is shown when it ends.
+node_tier_run() {
+  finished binaries || { echo "== node tier not run: the cluster binaries did not build"; return 1; }
+  finished images || echo "== the background image build failed; e2e/run.sh builds the images itself"
+  exec env -u ALLOCGUARD_CLUSTER_DIR e2e/run.sh
+}
+if ((node_tier)); then
+  echo "== node tier: e2e/run.sh in the background once its binaries and images are there (log: $logs/e2e.log)"
+  background e2e node_tier_run
+fi
+
 unit_and_integration release || status=1
 
+# --- 3. at a lower priority: the sanitizer build and tests, the control plane ----
+renice -n 10 -p $$ >/dev/null
+build asan
+unit_and_integration asan || status=1
+{ ccache --show-stats | grep -E '^ *(Hits|Misses):' | sed 's/^ */== compiler cache: /'; } || true
+
 echo "== cluster binaries: waiting for the background build"
-if wait "$binaries_pid"; then
+binaries_ok=1
+if finished binaries; then
   tail -3 "$logs/binaries.log"
-  echo "== cluster binaries ready $((SECONDS - binaries_start)) s after they started"
-  binaries_ok=1
+  took "cluster binaries (background, from the start)" "$(cat "$logs/binaries.secs")"
 else
   cat "$logs/binaries.log"
   echo "== cluster binaries: the build FAILED; the control-plane and node tiers cannot run"
   binaries_ok=0
   status=1
 fi
-
-# --- node tier, in the background ----------------------------------------------
-# e2e/run.sh starts a node (containerd, kubelet, scheduler, controller-manager),
-# builds the images from the Dockerfile with buildah, installs the chart with
-# helm and runs the governed workload through hold, canary, switch, the guard's
-# actions and uninstall, printing how long each stage took (docs/e2e.md). Its
-# output is shown when it ends.
-node_pid=""
-if ((node_tier && binaries_ok)); then
-  echo "== node tier: e2e/run.sh, in the background (log: $logs/e2e.log)"
-  node_start=$SECONDS
-  env -u ALLOCGUARD_CLUSTER_DIR e2e/run.sh >"$logs/e2e.log" 2>&1 &
-  node_pid=$!
+if ((node_tier)); then
+  finished images || true
+  grep -E 'built|ready' "$logs/images.log" | sed 's/^/== node-tier images: /' || true
+  took "node-tier images (background, from the start)" "$(cat "$logs/images.secs")"
 fi
-
-# --- beside it, at a lower priority: the sanitizer build and tests, and the
-# control-plane tier --------------------------------------------------------------
-# The node tier's pods and its canaries keep the CPU they need; this work
-# takes what they leave.
-renice -n 10 -p $$ >/dev/null
-build asan
-unit_and_integration asan || status=1
-{ ccache --show-stats | grep -E '^ *(Hits|Misses):' | sed 's/^ */== compiler cache: /'; } || true
 
 # A real etcd + kube-apiserver on loopback (e2e/cluster/up.sh, free ports, so
 # it runs beside the node tier's cluster). The tests labelled "controlplane"
@@ -135,11 +207,13 @@ if ((binaries_ok)); then
   if ALLOCGUARD_CLUSTER_DIR=$controlplane_dir e2e/cluster/up.sh; then
     for build in release asan; do
       echo "== testing control plane ($build)"
+      t0=$SECONDS
       (
         source "$controlplane_dir/env"
         ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
           ctest --test-dir "build/$build" -L controlplane --output-on-failure --no-tests=error
       ) || status=1
+      took "control-plane tier ($build)" $((SECONDS - t0))
     done
   else
     status=1
@@ -148,14 +222,23 @@ if ((binaries_ok)); then
   controlplane_dir=""
 fi
 
-if [[ -n $node_pid ]]; then
+if ((node_tier)); then
   echo "== node tier: waiting for e2e/run.sh"
   node_status=0
-  wait "$node_pid" || node_status=$?
+  finished e2e || node_status=$?
   cat "$logs/e2e.log"
-  echo "== node tier finished in $((SECONDS - node_start)) s (exit $node_status)"
+  echo "== node tier finished (exit $node_status)"
+  took "node tier (background, from the release build's end; includes waiting for step 1)" \
+    "$(cat "$logs/e2e.secs")"
+  while read -r secs name; do
+    [[ -n $name ]] && took "  e2e: $name" "$secs"
+  done < <(sed -n '/^== e2e summary/,$ s/^ *\([0-9][0-9]*\) s  \(.*\)$/\1 \2/p' "$logs/e2e.log")
   ((node_status == 0)) || status=1
 fi
 rm -rf "$logs"
+echo "== step times (background steps ran beside the others)"
+printf '%s\n' "${times[@]}" | while IFS=$'\t' read -r secs name; do
+  printf '%7d s  %s\n' "$secs" "$name"
+done
 echo "== scripts/test.sh finished in $((SECONDS - start)) s (exit $status)"
 exit $status

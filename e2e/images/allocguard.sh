@@ -8,6 +8,7 @@
 #   localhost/ratchet-service:TAG   --target demo-workload (e2e/workloads)
 #
 #   e2e/images/allocguard.sh [--tag TAG] [--no-import]
+#   e2e/images/allocguard.sh --allocators-only   # base images and allocator stages only
 #
 # The same Dockerfile builds unchanged with `docker build` elsewhere. buildah
 # keeps layers (--layers) between builds on this machine, and the build stage
@@ -20,7 +21,12 @@
 # tcmalloc from Debian's source packages; they are built first, on their own,
 # so their time shows apart from the C++ build. Their layers depend only on
 # the allocators/ files they copy: after the first build they are cache hits.
-# Prints the time each step took. Builds run under nice -n 19.
+# --allocators-only builds the base images and the allocator stages and
+# stops: scripts/test.sh runs it at the start, beside the C++ and Go builds,
+# so that the node tier's image build later finds those layers cached.
+# Prints the time each step took. Builds run under nice -n 19, or the nice
+# level in ALLOCGUARD_BUILD_NICE (e2e/run.sh uses 0: there the image is on
+# the critical path, and the sanitizer build beside it runs at nice 10).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -28,10 +34,12 @@ source "$here/versions.sh"
 
 tag=${ALLOCGUARD_IMAGE_TAG:-e2e}
 import=1
+allocators_only=0
 while (($#)); do
   case $1 in
     --tag) tag=$2; shift 2 ;;
     --no-import) import=0; shift ;;
+    --allocators-only) allocators_only=1 import=0; shift ;;
     *) echo "allocguard.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -58,7 +66,7 @@ bud() {  # target image
   # buildah prints every step; keep it in a log and show the tail on failure.
   local log
   log=$(mktemp /tmp/allocguard-bud.XXXXXX.log)
-  if ! nice -n 19 buildah bud "${args[@]}" "$root" >"$log" 2>&1; then
+  if ! nice -n "${ALLOCGUARD_BUILD_NICE:-19}" buildah bud "${args[@]}" "$root" >"$log" 2>&1; then
     tail -40 "$log" >&2
     step "building ${image:-stage $target} failed (full log: $log)"
     exit 1
@@ -69,6 +77,7 @@ bud() {  # target image
 # The allocator stages alone (no tag: only their cached layers remain).
 bud allocators-glibc ""
 bud allocators-musl ""
+((allocators_only)) && exit 0
 bud "" "$operator_image"
 bud demo-workload "$workload_image"
 

@@ -14,7 +14,8 @@
 # allocator serves malloc). Builds start from the base images of
 # e2e/images/base.sh (bookworm and bullseye) and keep layers (--layers):
 # a rebuild with libc_demo.c unchanged takes seconds. Prints the time each
-# step took; the image names go to stdout. Builds run under nice -n 19.
+# step took; the image names go to stdout. Builds run under nice -n 19, or
+# the nice level in ALLOCGUARD_BUILD_NICE (as e2e/images/allocguard.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -38,7 +39,7 @@ for variant in debian11 debian12 musl static; do
   image=localhost/libc-demo:$variant
   start=$SECONDS
   log=$(mktemp /tmp/libc-demo-bud.XXXXXX.log)
-  if ! nice -n 19 buildah bud --pull=never --isolation=chroot --network=host --layers \
+  if ! nice -n "${ALLOCGUARD_BUILD_NICE:-19}" buildah bud --pull=never --isolation=chroot --network=host --layers \
     -f "$here/libc-demo.Containerfile" --target "$variant" -t "$image" \
     "$root/e2e/workloads" >"$log" 2>&1; then
     tail -40 "$log" >&2
