@@ -128,7 +128,9 @@ TEST(DecidePolicyStatusTest, VerdictTimeIsAValidDateTimeOrAbsent) {
   // The newest verdict with a time leads.
   EXPECT_EQ(a.status["lastVerdict"]["templateHash"], "h5");
   for (const json& v : a.status["verdicts"]) {
-    if (v.contains("time")) EXPECT_FALSE(v["time"].get<std::string>().empty()) << v;
+    if (v.contains("time")) {
+      EXPECT_FALSE(v["time"].get<std::string>().empty()) << v;
+    }
   }
 }
 
