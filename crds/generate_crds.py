@@ -133,8 +133,10 @@ def allocator_spec(desc):
         "jemalloc": obj("jemalloc tunables.", {
             "mallocConf": string(
                 "MALLOC_CONF, comma-separated option:value pairs, e.g. "
-                "background_thread:true,dirty_decay_ms:1000.",
-                maxLength=1024, pattern=r"^[a-z0-9_]+:[^,:\s]+(,[a-z0-9_]+:[^,:\s]+)*$"),
+                "background_thread:true,dirty_decay_ms:1000. No $ (the kubelet expands "
+                "$(VAR) in env values), backticks or control characters.",
+                maxLength=1024,
+                pattern=r"^[a-z0-9_]+:[^,:\s$`\x00-\x1f\x7f]+(,[a-z0-9_]+:[^,:\s$`\x00-\x1f\x7f]+)*$"),
         }),
         "mimalloc": obj("mimalloc tunables.", {
             "options": string_map(

@@ -6,6 +6,7 @@
 #include <limits>
 #include <set>
 
+#include "operator/api/pod_template.h"
 #include "operator/api/quantity.h"
 #include "operator/replay/load_spec.h"
 
@@ -274,8 +275,18 @@ bool IsMimallocValue(const std::string& s) {
   return true;
 }
 
+// Characters no tunable may carry into an environment variable: the kubelet
+// expands `$(VAR)` in env values from the container's other variables (a
+// secret among them), and jemalloc prints a value it rejects to the
+// container's log, so `narenas:$(DB_PASSWORD)` would leak DB_PASSWORD.
+// Backticks and control characters have no use in any allocator's syntax.
+bool IsUnsafeInEnv(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return c == '$' || c == '`' || u < 0x20 || u == 0x7f;
+}
+
 // "key:value,key:value" with keys of [a-z0-9_] and values without commas,
-// colons or spaces.
+// colons, spaces, `$`, backticks or control characters.
 bool IsMallocConf(const std::string& s) {
   if (s.empty() || s.size() > 1024) return false;
   size_t start = 0;
@@ -287,7 +298,8 @@ bool IsMallocConf(const std::string& s) {
     for (size_t i = 0; i < pair.size(); ++i) {
       char c = pair[i];
       if (i < colon ? !(IsLowerAlnum(c) || c == '_')
-                    : (i > colon && (c == ':' || std::isspace(static_cast<unsigned char>(c))))) {
+                    : (i > colon && (c == ':' || std::isspace(static_cast<unsigned char>(c)) ||
+                                     IsUnsafeInEnv(c)))) {
         return false;
       }
     }
@@ -333,8 +345,10 @@ Result<AllocatorSpec> ParseAllocatorSpec(const json& v, const std::string& path)
     if (Member(*section, "mallocConf") != nullptr && !IsMallocConf(a.jemalloc_malloc_conf)) {
       return Err(Field(p, "mallocConf"),
                  "must be comma-separated option:value pairs such as "
-                 "background_thread:true,dirty_decay_ms:1000, got \"" +
-                     a.jemalloc_malloc_conf + "\"");
+                 "background_thread:true,dirty_decay_ms:1000, without $, backticks or "
+                 "control characters (the kubelet would expand $(VAR) from the container's "
+                 "environment), got " +
+                     Dump(json(a.jemalloc_malloc_conf)));
     }
   }
   AG_RETURN_IF_ERROR(ReadObject(v, "mimalloc", path, &section));
@@ -722,6 +736,9 @@ Result<ReplayCanary> ParseCanaryUnchecked(const json& object) {
   AG_RETURN_IF_ERROR(ReadString(*spec, "templateHash", "spec", &s.template_hash));
   AG_RETURN_IF_ERROR(ReadObject(*spec, "template", "spec", &section));
   if (section == nullptr) return Err("spec.template", "is required");
+  // Stored unvalidated by the API server: every field the injection and the
+  // Job builder read must have its Kubernetes type before they read it.
+  AG_RETURN_IF_ERROR(CheckPodTemplate(*section, "spec.template"));
   s.pod_template_json = Dump(*section);
   AG_RETURN_IF_ERROR(ReadObject(*spec, "candidate", "spec", &section));
   if (section == nullptr) return Err("spec.candidate", "is required");

@@ -249,7 +249,8 @@ ReplayCanarySpec FullCanarySpec() {
   spec.target_kind = "StatefulSet";
   spec.target_name = "web";
   spec.template_hash = "7f9c";
-  spec.pod_template_json = R"({"metadata":{"labels":{"app":"web"}},"spec":{"containers":[]}})";
+  spec.pod_template_json =
+      R"({"metadata":{"labels":{"app":"web"}},"spec":{"containers":[{"name":"web"}]}})";
   spec.candidate_allocator.name = Allocator::kGlibc;
   spec.candidate_allocator.glibc_arena_max = 4;
   spec.libc = Libc::kGlibc;
@@ -277,12 +278,13 @@ ReplayCanarySpec FullCanarySpec() {
 }
 
 TEST(ReplayCanarySpecToJsonTest, RoundTripsThroughTheParser) {
-  for (ReplayCanarySpec spec : {FullCanarySpec(), [] {
-                                  ReplayCanarySpec s;  // defaults, with only what the CRD requires
-                                  s.pod_template_json = "{}";
-                                  s.canary.load.requests = {{.name = "r", .path = "/"}};
-                                  return s;
-                                }()}) {
+  for (ReplayCanarySpec spec :
+       {FullCanarySpec(), [] {
+          ReplayCanarySpec s;  // defaults, with only what the parser requires
+          s.pod_template_json = R"({"spec":{"containers":[{"name":"app"}]}})";
+          s.canary.load.requests = {{.name = "r", .path = "/"}};
+          return s;
+        }()}) {
     json object = {{"apiVersion", kApiVersion},
                    {"kind", "ReplayCanary"},
                    {"metadata", {{"name", "c"}, {"namespace", "n"}}},

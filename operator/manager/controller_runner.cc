@@ -16,6 +16,11 @@ ControllerRunner::ControllerRunner(std::unique_ptr<controllers::Reconciler> reco
                                      "requeue).",
                                      {"controller", "result"});
   for (const char* result : {"success", "error", "requeue"}) reconciles_->With({name, result});
+  unexpected_ = &metrics->AddCounter("allocguard_reconcile_panics_total",
+                                     "Reconciles that ended in an exception, by controller "
+                                     "(each is also counted as an error and retried).",
+                                     {"controller"});
+  unexpected_->With({name});
   durations_ = &metrics->AddHistogram("allocguard_reconcile_duration_seconds",
                                       "Time one reconcile took, by controller.", {"controller"},
                                       metrics::DefaultBuckets());
@@ -45,10 +50,27 @@ void ControllerRunner::Stop() {
   workers_.clear();
 }
 
+// The readers parse every object at the edge and return errors; this is the
+// net under them. An exception that still escapes a reconcile (a reader that
+// missed a type, bad_alloc) fails that key like any other error, retried with
+// backoff, instead of unwinding the worker thread and aborting the process:
+// one malformed object must not take every replica down in turn.
+Result<controllers::ReconcileResult> ControllerRunner::ReconcileSafely(const std::string& key) {
+  try {
+    return reconciler_->Reconcile(key);
+  } catch (const std::exception& e) {
+    if (unexpected_ != nullptr) unexpected_->With({reconciler_->name()}).Inc();
+    return Internal(std::string("unexpected exception while reconciling: ") + e.what());
+  } catch (...) {
+    if (unexpected_ != nullptr) unexpected_->With({reconciler_->name()}).Inc();
+    return Internal("unexpected exception while reconciling");
+  }
+}
+
 void ControllerRunner::Work() {
   while (auto key = queue_->Get()) {
     const auto start = clock_->Now();
-    Result<controllers::ReconcileResult> result = reconciler_->Reconcile(*key);
+    Result<controllers::ReconcileResult> result = ReconcileSafely(*key);
     const double seconds = std::chrono::duration<double>(clock_->Now() - start).count();
     std::string outcome;
     if (!result.ok()) {

@@ -21,6 +21,9 @@ namespace allocguard::manager {
 //   allocguard_reconcile_total{controller,result}  success, error, requeue;
 //       every result starts at 0, so an error rate is defined before the
 //       first error
+//   allocguard_reconcile_panics_total{controller}  reconciles that threw (a
+//       defect: the readers return errors); the key is failed and retried,
+//       and the worker goes on
 //   allocguard_reconcile_duration_seconds{controller}  histogram
 //   allocguard_workqueue_depth{controller}  keys ready to be reconciled,
 //       read at scrape time
@@ -44,6 +47,7 @@ class ControllerRunner {
 
  private:
   void Work();
+  Result<controllers::ReconcileResult> ReconcileSafely(const std::string& key);
 
   std::unique_ptr<controllers::Reconciler> reconciler_;
   Clock* clock_;
@@ -53,6 +57,7 @@ class ControllerRunner {
   std::vector<std::thread> workers_;
   std::atomic<bool> stopped_{false};
   metrics::Counter* reconciles_ = nullptr;
+  metrics::Counter* unexpected_ = nullptr;
   metrics::Histogram* durations_ = nullptr;
 };
 

@@ -7,18 +7,24 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 namespace allocguard::manager {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Keys containing "bad" fail, "later" asks to come back in an hour, the rest
-// succeed.
+// Keys containing "bad" fail, "throws" throw, "later" asks to come back in an
+// hour, the rest succeed.
 class FakeReconciler final : public controllers::Reconciler {
  public:
   const char* name() const override { return "fake"; }
   Result<controllers::ReconcileResult> Reconcile(const std::string& key) override {
     if (key.find("bad") != std::string::npos) return Internal("cannot reconcile " + key);
+    if (key.find("throws") != std::string::npos) {
+      const nlohmann::json number = 5;
+      (void)number.get<std::string>();  // throws nlohmann::json::type_error
+    }
     controllers::ReconcileResult result;
     if (key.find("later") != std::string::npos) result.requeue_after = std::chrono::hours(1);
     return result;
@@ -77,6 +83,37 @@ TEST(ControllerRunnerTest, MetricsShowResultsLatencyAndQueueDepthPerController) 
   EXPECT_EQ(successes, 1);
   EXPECT_EQ(Sample(text, R"(allocguard_reconcile_duration_seconds_count{controller="fake"})"),
             errors + requeues + successes);
+}
+
+// A reconcile that throws (here nlohmann's type_error, as a reader meeting a
+// number where it expects a string would) fails its key and is retried; the
+// worker thread survives and the process does not abort.
+TEST(ControllerRunnerTest, AnExceptionFailsTheKeyAndTheWorkerGoesOn) {
+  metrics::Registry registry;
+  ControllerRunner runner(std::make_unique<FakeReconciler>(), RealClock::Get(), &registry);
+  runner.Enqueue("ns/throws");
+  runner.Start(1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::string text;
+  while (std::chrono::steady_clock::now() < deadline) {
+    text = registry.Render();
+    if (Sample(text, R"(allocguard_reconcile_panics_total{controller="fake"})") >= 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(Sample(text, R"(allocguard_reconcile_panics_total{controller="fake"})"), 1) << text;
+  // The same worker still reconciles other keys.
+  runner.Enqueue("ns/good");
+  while (std::chrono::steady_clock::now() < deadline) {
+    text = registry.Render();
+    if (Sample(text, R"(allocguard_reconcile_total{controller="fake",result="success"})") >= 1) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  runner.Stop();
+  text = registry.Render();
+  EXPECT_EQ(Sample(text, R"(allocguard_reconcile_total{controller="fake",result="success"})"), 1);
+  EXPECT_GE(Sample(text, R"(allocguard_reconcile_total{controller="fake",result="error"})"), 1);
 }
 
 TEST(ControllerRunnerTest, AGoneRunnerLeavesTheScrapeWithoutItsQueue) {
