@@ -257,9 +257,16 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
     status["verdict"] = "Failed";
     status["explanation"] = "invalid ReplayCanary: " + parsed.status().message();
     status["completionTime"] = now;
-    SetCanaryConditions(status, kube::IntField(Field(*object, "metadata"), "generation"), now);
+    const int64_t generation = kube::IntField(Field(*object, "metadata"), "generation");
+    SetCanaryConditions(status, generation, now);
+    // Stalled with reason InvalidSpec: nothing runs until the spec is fixed,
+    // and the message names the field (the parser's error).
+    SetCondition(status["conditions"], "Ready", "False", "InvalidSpec", parsed.status().message(),
+                 generation, now);
+    SetCondition(status["conditions"], "Stalled", "True", "InvalidSpec", parsed.status().message(),
+                 generation, now);
     AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::ReplayCanaries(), *object, status));
-    RecordEvent(ctx_, *object, true, "InvalidCanary", parsed.status().message());
+    RecordEvent(ctx_, *object, true, "InvalidSpec", parsed.status().message());
     return ReconcileResult{};
   }
   const api::ReplayCanary& canary = parsed.value();
@@ -439,8 +446,21 @@ Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
     return ReconcileResult{};
   }
   if (actions.deployment_patch.has_value()) {
-    auto patched = ctx_.client->Patch(kube::Deployments(), ns, name, kube::PatchType::kMerge,
-                                      *actions.deployment_patch);
+    // Conditional on the Deployment being what this decision saw: the
+    // resourceVersion it was read at goes into the patch, so the API server
+    // refuses it (409) when anything changed since, such as a new template
+    // the webhook has held while the cache still showed the old one. The
+    // decision is then made again from a fresh view.
+    json patch = *actions.deployment_patch;
+    const std::string seen = Str(Field(input.deployment, "metadata"), "resourceVersion");
+    if (!seen.empty()) patch["metadata"]["resourceVersion"] = seen;
+    auto patched =
+        ctx_.client->Patch(kube::Deployments(), ns, name, kube::PatchType::kMerge, patch);
+    if (!patched.ok() && patched.error().IsConflict()) {
+      spdlog::info("{}: changed since it was read ({}); deciding again", key,
+                   patched.error().ToStatus().message());
+      return ReconcileResult{std::chrono::seconds(1)};
+    }
     if (!patched.ok()) return ApiStatus(patched.error(), "releasing " + key);
   }
   RecordEvent(ctx_, *deployment, actions.event_warning, actions.event_reason, actions.event_note);

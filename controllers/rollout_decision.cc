@@ -2,8 +2,11 @@
 
 #include <cstdint>
 
+#include "controllers/canary_decision.h"
+#include "operator/admission/deployment_gate.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
+#include "operator/kube/object.h"
 
 namespace allocguard::controllers {
 namespace {
@@ -42,13 +45,74 @@ std::string ObjectName(const json& object) {
 
 }  // namespace
 
-std::string CanaryPolicyKey(const api::AllocatorPolicy& policy) {
+namespace {
+
+// The key of what a canary proves, from its parts (CanaryPolicyKey).
+std::string ProofKey(const api::AllocatorSpec& allocator, api::Libc libc,
+                     const api::CanarySpec& canary, const api::LimitsSpec& limits) {
   api::ReplayCanarySpec spec;
-  spec.candidate_allocator = policy.spec.allocator;
-  spec.libc = policy.spec.libc;
-  spec.canary = policy.spec.canary;
-  spec.limits = policy.spec.limits;
+  spec.candidate_allocator = allocator;
+  spec.libc = libc;
+  spec.canary = canary;
+  spec.limits = limits;
   return api::ContentHash(api::ReplayCanarySpecToJson(spec).dump());
+}
+
+}  // namespace
+
+std::string CanaryPolicyKey(const api::AllocatorPolicy& policy) {
+  return ProofKey(policy.spec.allocator, policy.spec.libc, policy.spec.canary, policy.spec.limits);
+}
+
+std::string CanaryDistrust(const json& canary, const json& deployment,
+                           const std::string& template_hash, const api::AllocatorPolicy& policy) {
+  auto parsed = api::ParseReplayCanary(canary);
+  if (!parsed.ok()) return "it does not parse: " + parsed.status().message();
+  const api::ReplayCanarySpec& spec = parsed->spec;
+  const json& deployment_meta = kube::FieldOrNull(deployment, "metadata");
+  const std::string name = kube::StringField(deployment_meta, "name");
+  const std::string uid = kube::StringField(deployment_meta, "uid");
+  if (spec.target_kind != "Deployment" || spec.target_name != name) {
+    return "it targets " + spec.target_kind + "/" + spec.target_name + ", not Deployment/" + name;
+  }
+  bool owned = false;
+  const json& owners = kube::FieldOrNull(kube::FieldOrNull(canary, "metadata"), "ownerReferences");
+  if (owners.is_array()) {
+    for (const json& o : owners) {
+      if (kube::StringField(o, "kind") == "Deployment" && kube::StringField(o, "name") == name &&
+          !uid.empty() && kube::StringField(o, "uid") == uid) {
+        owned = true;
+      }
+    }
+  }
+  if (!owned) return "it is not owned by this Deployment (uid " + uid + ")";
+  if (spec.template_hash != template_hash) {
+    return "its spec.templateHash is " + spec.template_hash + ", not " + template_hash;
+  }
+  const std::string stored =
+      admission::TemplateHash(kube::FieldOrNull(kube::FieldOrNull(canary, "spec"), "template"));
+  if (stored != template_hash) {
+    return "its spec.template is not template " + template_hash + " (it hashes to " + stored + ")";
+  }
+  if (ProofKey(spec.candidate_allocator, spec.libc, spec.canary, spec.limits) !=
+      CanaryPolicyKey(policy)) {
+    return "its allocator, canary or limits are not those policy " + policy.name + " asks for";
+  }
+  const json& variants = kube::FieldOrNull(kube::FieldOrNull(canary, "status"), "variants");
+  bool candidate_measured = false;
+  if (variants.is_array()) {
+    for (const json& v : variants) {
+      const std::string variant = kube::StringField(v, "name");
+      const std::string recorded = kube::StringField(v, "measurementKey");
+      if (recorded.empty()) continue;
+      if (recorded != MeasurementKey(*parsed, variant, policy.spec.containers)) {
+        return "variant " + variant + " was measured on another spec (the canary was edited)";
+      }
+      if (variant == "candidate") candidate_measured = true;
+    }
+  }
+  if (!candidate_measured) return "it has no measurement of the candidate";
+  return "";
 }
 
 std::string CanaryName(const std::string& deployment, const std::string& template_hash,
@@ -200,6 +264,23 @@ RolloutActions DecideRollout(const RolloutInput& input) {
   const std::string flat_variant = CanaryStatusString(canary, "flatVariant");
   const std::string slope = CanaryStatusString(canary, "floorSlope");
   const bool flat = verdict == "Flat";
+
+  // Whatever releases a hold or records a template as judged must come from
+  // a canary that proves this very template (a held template that is not
+  // Flat stays held whoever made the canary).
+  if (flat || !holding) {
+    if (const std::string why = CanaryDistrust(canary, input.deployment, hash, policy);
+        !why.empty()) {
+      // Fail closed: nothing is released or recorded; deleting the canary
+      // lets the operator run its own.
+      out.event_warning = true;
+      out.event_reason = holding ? "RolloutHeld" : "CanaryNotTrusted";
+      out.event_note = "canary " + canary_name + " cannot " + (holding ? "release" : "judge") +
+                       " template " + hash + ": " + why +
+                       ". Delete it, and allocguard runs its own canary for this template.";
+      return out;
+    }
+  }
 
   if (holding && !flat) {
     // Stay held; say why and what would fix it.

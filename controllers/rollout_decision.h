@@ -70,6 +70,29 @@ std::string CanaryName(const std::string& deployment, const std::string& templat
 
 RolloutActions DecideRollout(const RolloutInput& input);
 
+// Why `canary` cannot prove template `template_hash` of `deployment` under
+// `policy`, or "" when it can. A canary proves a template only when all of
+// these hold, each checked on the object itself, never on its name alone:
+//   - it parses (api::ParseReplayCanary) and targets this Deployment by kind
+//     and name;
+//   - it is owned by this Deployment: an ownerReference with the
+//     Deployment's UID (a Deployment deleted and created again under the
+//     same name has another UID);
+//   - its spec.template is the candidate itself: admission::TemplateHash of
+//     the stored template equals template_hash (and so does spec.templateHash);
+//   - it asks what the policy asks now: the allocator, libc, canary and
+//     limits give the policy's CanaryPolicyKey;
+//   - every finished variant was measured on this spec: its recorded
+//     measurementKey is MeasurementKey of the canary as it is now, so a spec
+//     edited during the run and edited back proves nothing, and the candidate
+//     variant has one.
+// A ReplayCanary anyone creates by hand with the expected name and another
+// template (or settings) is thus never taken for the operator's. The
+// validating webhook keeps users from writing status, which only the
+// operator's account may (the chart's RBAC).
+std::string CanaryDistrust(const nlohmann::json& canary, const nlohmann::json& deployment,
+                           const std::string& template_hash, const api::AllocatorPolicy& policy);
+
 // The ReplayCanary object for a Deployment's current template: a snapshot of
 // the template and of the policy's allocator, canary and limits, owned by the
 // Deployment (deleted with it) and labelled with the policy's name.

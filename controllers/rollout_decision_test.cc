@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
+#include "controllers/canary_decision.h"
+#include "operator/admission/deployment_gate.h"
 #include "operator/api/names.h"
+#include "operator/api/policy.h"
 
 namespace allocguard::controllers {
 namespace {
@@ -11,6 +16,7 @@ using nlohmann::json;
 
 api::AllocatorPolicy Policy(api::RolloutMode mode) {
   api::AllocatorPolicy p;
+  p.spec.canary.load.requests = {api::LoadRequestSpec{.name = "get", .path = "/"}};
   p.ns = "shop";
   p.name = "web-policy";
   p.generation = 3;
@@ -31,19 +37,36 @@ json Deployment(json annotations = json::object(), bool paused = false) {
   return d;
 }
 
+// The key of Deployment()'s template, as the webhook records it.
+std::string Hash() { return admission::TemplateHash(Deployment()["spec"]["template"]); }
+
+// The canary the operator creates for Deployment()'s template under
+// Policy(), with a status as the canary reconciler writes it: the candidate
+// measured on this very spec.
 json Canary(const std::string& phase, const std::string& verdict,
             const std::string& flat_variant = "") {
+  const api::AllocatorPolicy policy = Policy(api::RolloutMode::kEnforce);
+  json canary = BuildReplayCanary(Deployment(), policy, Hash());
+  auto parsed = api::ParseReplayCanary(canary);
+  EXPECT_TRUE(parsed.ok()) << parsed.status().message();
   json status = {{"phase", phase},
                  {"verdict", verdict},
                  {"explanation", "test explanation"},
                  {"floorSlope", "+2.40 GiB/h"}};
   if (!flat_variant.empty()) status["flatVariant"] = flat_variant;
-  return {{"metadata", {{"name", CanaryName("web", "hash1", "key")}}}, {"status", status}};
+  if (phase == "Completed" && parsed.ok()) {
+    status["variants"] = {{{"name", "candidate"},
+                           {"phase", "Completed"},
+                           {"verdict", verdict},
+                           {"measurementKey", MeasurementKey(*parsed, "candidate", {})}}};
+  }
+  canary["status"] = status;
+  return canary;
 }
 
 TEST(DecideRolloutTest, Table) {
-  const json held = {{api::kHeldCandidateAnnotation, "hash1"}};
-  const json released = {{api::kReleasedCandidateAnnotation, "hash1"}};
+  const json held = {{api::kHeldCandidateAnnotation, Hash()}};
+  const json released = {{api::kReleasedCandidateAnnotation, Hash()}};
   struct Case {
     const char* name;
     std::optional<api::AllocatorPolicy> policy;
@@ -92,23 +115,23 @@ TEST(DecideRolloutTest, Table) {
        Deployment({{api::kInjectAnnotation, "false"}}), std::nullopt, false, false, false, false,
        ""},
       {"held, then opted out: released", Policy(api::RolloutMode::kEnforce),
-       Deployment({{api::kInjectAnnotation, "false"}, {api::kHeldCandidateAnnotation, "hash1"}},
+       Deployment({{api::kInjectAnnotation, "false"}, {api::kHeldCandidateAnnotation, Hash()}},
                   true),
        std::nullopt, false, true, true, false, "HoldReleased"},
       {"held, overridden and unpaused by the user: the hold is cleared",
        Policy(api::RolloutMode::kEnforce),
-       Deployment({{api::kHeldCandidateAnnotation, "hash1"},
+       Deployment({{api::kHeldCandidateAnnotation, Hash()},
                    {api::kOverrideHoldAnnotation, "hotfix for INC-42"}},
                   false),
        Canary("Completed", "Ratchet"), false, true, false, false, "HoldCleared"},
       {"held, override annotated but still paused: still held", Policy(api::RolloutMode::kEnforce),
-       Deployment({{api::kHeldCandidateAnnotation, "hash1"},
+       Deployment({{api::kHeldCandidateAnnotation, Hash()},
                    {api::kOverrideHoldAnnotation, "hotfix for INC-42"}},
                   true),
        Canary("Completed", "Ratchet"), false, false, false, true, "RolloutHeld"},
   };
   for (const Case& c : cases) {
-    RolloutInput in{c.deployment, c.policy, c.canary, "hash1"};
+    RolloutInput in{c.deployment, c.policy, c.canary, Hash()};
     RolloutActions a = DecideRollout(in);
     EXPECT_EQ(a.create_canary.has_value(), c.creates_canary) << c.name;
     EXPECT_EQ(a.deployment_patch.has_value(), c.patches) << c.name;
@@ -120,7 +143,7 @@ TEST(DecideRolloutTest, Table) {
         EXPECT_FALSE(p["metadata"]["annotations"].contains(api::kReleasedCandidateAnnotation))
             << c.name << ": a template no canary proved is not recorded as released";
       } else {
-        EXPECT_EQ(p["metadata"]["annotations"][api::kReleasedCandidateAnnotation], "hash1")
+        EXPECT_EQ(p["metadata"]["annotations"][api::kReleasedCandidateAnnotation], Hash())
             << c.name;
       }
       EXPECT_EQ(p.contains("spec") && p["spec"]["paused"] == false, c.unpauses) << c.name;
@@ -132,11 +155,64 @@ TEST(DecideRolloutTest, Table) {
   }
 }
 
+// The gate-integrity cases: a Flat canary with the expected name releases
+// the hold only when it proves the held template itself (CanaryDistrust).
+TEST(DecideRolloutTest, AFlatCanaryReleasesOnlyWhenItProvesTheHeldTemplate) {
+  struct Case {
+    const char* name;
+    std::function<void(json&)> tamper;
+    const char* why;  // in the event's note
+  };
+  const std::vector<Case> cases = {
+      {"pre-created with another template, templateHash copied",
+       [](json& c) { c["spec"]["template"]["spec"]["containers"][0]["image"] = "web:flat"; },
+       "its spec.template is not template"},
+      {"owned by an earlier Deployment of the same name",
+       [](json& c) { c["metadata"]["ownerReferences"][0]["uid"] = "u-0"; }, "not owned"},
+      {"owned by nothing", [](json& c) { c["metadata"].erase("ownerReferences"); }, "not owned"},
+      {"another Deployment's canary", [](json& c) { c["spec"]["target"]["name"] = "api"; },
+       "targets Deployment/api"},
+      {"a longer canary than the policy asks for",
+       [](json& c) { c["spec"]["canary"]["duration"] = "20m"; }, "not those policy"},
+      {"another allocator than the policy's",
+       [](json& c) { c["spec"]["candidate"]["allocator"]["name"] = "mimalloc"; },
+       "not those policy"},
+      {"measured on a spec that was edited since",
+       [](json& c) { c["status"]["variants"][0]["measurementKey"] = "0123456789abcdef"; },
+       "measured on another spec"},
+      {"no measurement of the candidate", [](json& c) { c["status"].erase("variants"); },
+       "no measurement of the candidate"},
+      {"a template of the wrong types",
+       [](json& c) { c["spec"]["template"]["spec"]["containers"][0]["name"] = 5; },
+       "does not parse"},
+  };
+  const json held = {{api::kHeldCandidateAnnotation, Hash()}};
+  for (const Case& c : cases) {
+    json canary = Canary("Completed", "Flat");
+    c.tamper(canary);
+    RolloutInput in{Deployment(held, true), Policy(api::RolloutMode::kEnforce), canary, Hash()};
+    RolloutActions a = DecideRollout(in);
+    EXPECT_FALSE(a.deployment_patch.has_value()) << c.name << ": released by an untrusted canary";
+    EXPECT_EQ(a.event_reason, "RolloutHeld") << c.name;
+    EXPECT_TRUE(a.event_warning) << c.name;
+    EXPECT_NE(a.event_note.find(c.why), std::string::npos) << c.name << ": " << a.event_note;
+    // Audit records nothing from it either.
+    in = RolloutInput{Deployment(), Policy(api::RolloutMode::kAudit), canary, Hash()};
+    a = DecideRollout(in);
+    EXPECT_FALSE(a.deployment_patch.has_value()) << c.name << " (audit)";
+    EXPECT_EQ(a.event_reason, "CanaryNotTrusted") << c.name;
+  }
+  // The untouched canary does release: the checks above are what differs.
+  RolloutInput in{Deployment(held, true), Policy(api::RolloutMode::kEnforce),
+                  Canary("Completed", "Flat"), Hash()};
+  EXPECT_EQ(DecideRollout(in).event_reason, "RolloutReleased");
+}
+
 TEST(DecideRolloutTest, AnAmbiguousHoldIsLeftAlone) {
   // Two policies match: which one's verdict counts cannot be told, so the
   // hold stays until the overlap is resolved.
-  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, "hash1"}}, true), std::nullopt,
-                  std::nullopt, "hash1"};
+  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, Hash()}}, true), std::nullopt,
+                  std::nullopt, Hash()};
   in.policy_ambiguous = true;
   RolloutActions a = DecideRollout(in);
   EXPECT_FALSE(a.deployment_patch.has_value());
@@ -144,8 +220,8 @@ TEST(DecideRolloutTest, AnAmbiguousHoldIsLeftAlone) {
 }
 
 TEST(DecideRolloutTest, ReleasedOrphanHoldSaysWhyAndThatNothingWasProven) {
-  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, "hash1"}}, true),
-                  Policy(api::RolloutMode::kOff), std::nullopt, "hash1"};
+  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, Hash()}}, true),
+                  Policy(api::RolloutMode::kOff), std::nullopt, Hash()};
   RolloutActions a = DecideRollout(in);
   EXPECT_NE(a.event_note.find("rollout mode Off"), std::string::npos) << a.event_note;
   EXPECT_NE(a.event_note.find("not proven"), std::string::npos) << a.event_note;
@@ -154,26 +230,26 @@ TEST(DecideRolloutTest, ReleasedOrphanHoldSaysWhyAndThatNothingWasProven) {
 }
 
 TEST(DecideRolloutTest, AnOverrideIsConsumedOnce) {
-  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, "hash1"},
+  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, Hash()},
                               {api::kOverrideHoldAnnotation, "hotfix for INC-42"}},
                              false),
-                  Policy(api::RolloutMode::kEnforce), Canary("Completed", "Ratchet"), "hash1"};
+                  Policy(api::RolloutMode::kEnforce), Canary("Completed", "Ratchet"), Hash()};
   RolloutActions a = DecideRollout(in);
   ASSERT_TRUE(a.deployment_patch.has_value());
   const json& annotations = (*a.deployment_patch)["metadata"]["annotations"];
   EXPECT_TRUE(annotations[api::kOverrideHoldAnnotation].is_null())
       << "a leftover override would let the next hold be lifted without a new reason";
   EXPECT_TRUE(annotations[api::kHeldCandidateAnnotation].is_null());
-  EXPECT_EQ(annotations[api::kOverriddenCandidateAnnotation], "hash1 hotfix for INC-42")
+  EXPECT_EQ(annotations[api::kOverriddenCandidateAnnotation], Hash() + " hotfix for INC-42")
       << "the record of the override stays";
   EXPECT_FALSE(a.deployment_patch->contains("spec")) << "the user already unpaused it";
   EXPECT_NE(a.event_note.find("hotfix for INC-42"), std::string::npos) << a.event_note;
 }
 
 TEST(DecideRolloutTest, HeldWarningNamesTheFlatVariantAndTheOverride) {
-  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, "hash1"}}, true),
+  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, Hash()}}, true),
                   Policy(api::RolloutMode::kEnforce),
-                  Canary("Completed", "AllocatorRetention", "jemalloc"), "hash1"};
+                  Canary("Completed", "AllocatorRetention", "jemalloc"), Hash()};
   RolloutActions a = DecideRollout(in);
   EXPECT_NE(a.event_note.find("variant jemalloc stayed flat"), std::string::npos) << a.event_note;
   EXPECT_NE(a.event_note.find(api::kOverrideHoldAnnotation), std::string::npos) << a.event_note;
@@ -229,15 +305,15 @@ TEST(DecideRolloutTest, APolicySwitchOfAHeldTemplateStartsANewCanary) {
   api::AllocatorPolicy glibc = Policy(api::RolloutMode::kEnforce);
   glibc.spec.allocator.name = api::Allocator::kGlibc;
   const api::AllocatorPolicy jemalloc = Policy(api::RolloutMode::kEnforce);
-  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, "hash1"}}, true), jemalloc,
-                  std::nullopt, "hash1"};
+  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, Hash()}}, true), jemalloc,
+                  std::nullopt, Hash()};
   RolloutActions a = DecideRollout(in);
   ASSERT_TRUE(a.create_canary.has_value());
   EXPECT_EQ((*a.create_canary)["spec"]["candidate"]["allocator"]["name"], "jemalloc");
   EXPECT_EQ((*a.create_canary)["metadata"]["name"],
-            CanaryName("web", "hash1", CanaryPolicyKey(jemalloc)));
+            CanaryName("web", Hash(), CanaryPolicyKey(jemalloc)));
   EXPECT_NE((*a.create_canary)["metadata"]["name"],
-            CanaryName("web", "hash1", CanaryPolicyKey(glibc)));
+            CanaryName("web", Hash(), CanaryPolicyKey(glibc)));
 }
 
 }  // namespace

@@ -290,10 +290,16 @@ class WebhookServingImpl final : public WebhookServing {
     const std::string name = request.name;
     const std::string policy_key =
         in.policy.has_value() ? controllers::CanaryPolicyKey(*in.policy) : "";
-    in.has_flat_verdict = [this, ns, name, policy_key](const std::string& hash) {
+    // A Flat verdict lets a template through only from a canary that proves
+    // it (controllers::CanaryDistrust): never by the canary's name alone.
+    const json deployment = request.object;
+    const std::optional<api::AllocatorPolicy> policy = in.policy;
+    in.has_flat_verdict = [this, ns, name, policy_key, deployment,
+                           policy](const std::string& hash) {
+      if (!policy.has_value()) return false;
       auto canary = deps_.canaries->Get(ns + "/" + controllers::CanaryName(name, hash, policy_key));
       return canary.has_value() && Str(Field(*canary, "status"), "verdict") == "Flat" &&
-             Str(Field(*canary, "spec"), "templateHash") == hash;
+             controllers::CanaryDistrust(*canary, deployment, hash, *policy).empty();
     };
     admission::GateDecision d = admission::DecideDeploymentGate(in);
     webhook::AdmissionResponse response;
