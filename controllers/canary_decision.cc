@@ -6,7 +6,9 @@
 
 #include "controllers/injection_breaker.h"
 #include "controllers/policy_decision.h"
+#include "operator/admission/deployment_gate.h"
 #include "operator/api/names.h"
+#include "operator/api/pod_template.h"
 #include "operator/api/policy.h"
 #include "operator/canary/job_builder.h"
 #include "operator/kube/object.h"
@@ -171,6 +173,30 @@ bool ReusableMeasurement(const json& variant_status) {
   if (variant_status.value("measurementKey", "").empty()) return false;
   const std::string verdict = variant_status.value("verdict", "");
   return verdict == "Flat" || verdict == "Ratchet" || verdict == "OOMKilled" || verdict == "Errors";
+}
+
+std::string RefuseTemplateRights(const api::ReplayCanary& canary,
+                                 const std::string& target_template_hash) {
+  const json tmpl = json::parse(canary.spec.pod_template_json, nullptr, false);
+  if (!target_template_hash.empty() && admission::TemplateHash(tmpl) == target_template_hash) {
+    return "";
+  }
+  std::vector<std::string> fields = api::HostAccessFields(tmpl);
+  const json& spec = kube::FieldOrNull(tmpl, "spec");
+  for (const char* key : {"serviceAccountName", "serviceAccount"}) {
+    const std::string account = kube::StringField(spec, key);
+    if (!account.empty() && account != "default") {
+      fields.push_back("spec." + std::string(key) + " (" + account + ")");
+    }
+  }
+  if (fields.empty()) return "";
+  std::string list;
+  for (const std::string& f : fields)
+    list += (list.empty() ? "" : ", ") + std::string("spec.template.") + f;
+  return "the template asks for " + list + ", and it is not the current template of " +
+         canary.spec.target_kind + "/" + canary.spec.target_name +
+         ": allocguard runs such a template only for the workload that has it (a hand-made "
+         "ReplayCanary gets no more than an ordinary pod of the namespace)";
 }
 
 std::string FormatSlope(double gib_per_hour) {

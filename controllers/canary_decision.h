@@ -124,6 +124,19 @@ CanaryActions DecideCanary(const CanaryInput& input);
 void SetCanaryConditions(nlohmann::json& status, int64_t generation,
                          const std::string& now_rfc3339);
 
+// Why the operator may not run `canary`'s template in a Job of its own, or ""
+// when it may. Canary Jobs are created with the operator's account, which may
+// create Jobs in every namespace, so a template is run as it stands only when
+// it is the target workload's own current template (TemplateHash equal to
+// `target_template_hash`, the target Deployment's as the cache shows it; ""
+// when there is no such Deployment). Any other template (a hand-made canary's)
+// may not ask for more than an ordinary pod of the namespace: no host
+// namespaces, privileged containers, added capabilities, hostPath volumes or
+// fixed nodeName (api::HostAccessFields), and no ServiceAccount other than
+// "default". The message names the fields.
+std::string RefuseTemplateRights(const api::ReplayCanary& canary,
+                                 const std::string& target_template_hash);
+
 // Formats a slope for people and printer columns: "+0.12 GiB/h".
 std::string FormatSlope(double gib_per_hour);
 

@@ -1,8 +1,10 @@
 #include "controllers/canary_decision.h"
 
+#include <gtest/gtest.h>
+
 #include <optional>
 
-#include <gtest/gtest.h>
+#include "operator/admission/deployment_gate.h"
 
 namespace allocguard::controllers {
 namespace {
@@ -514,6 +516,41 @@ TEST(VariantOrderTest, CandidateFirstThenSpecOrder) {
 TEST(FormatSlopeTest, SignAndTwoDecimals) {
   EXPECT_EQ(FormatSlope(0.123), "+0.12 GiB/h");
   EXPECT_EQ(FormatSlope(-1.5), "-1.50 GiB/h");
+}
+
+// A hand-made canary must not lend the operator's rights (it may create Jobs
+// in every namespace): host access and other ServiceAccounts run only for the
+// target's own current template.
+TEST(RefuseTemplateRightsTest, HostAccessRunsOnlyForTheTargetsOwnTemplate) {
+  api::ReplayCanary c = TwoVariantCanary();
+  c.spec.target_name = "web";
+  const json plain = {{"spec", {{"containers", {{{"name", "app"}, {"image", "web:1"}}}}}}};
+  c.spec.pod_template_json = plain.dump();
+  EXPECT_EQ(RefuseTemplateRights(c, ""), "") << "an ordinary template runs for anyone";
+
+  json hostile = plain;
+  hostile["spec"]["hostPID"] = true;
+  hostile["spec"]["serviceAccountName"] = "cluster-admin-sa";
+  hostile["spec"]["nodeName"] = "control-plane";
+  hostile["spec"]["volumes"] = {{{"name", "root"}, {"hostPath", {{"path", "/"}}}}};
+  hostile["spec"]["containers"][0]["securityContext"] = {{"privileged", true}};
+  c.spec.pod_template_json = hostile.dump();
+  const std::string why = RefuseTemplateRights(c, admission::TemplateHash(plain));
+  for (const char* field :
+       {"spec.template.spec.hostPID", "spec.template.spec.nodeName",
+        "spec.template.spec.containers[0].securityContext.privileged",
+        "spec.template.spec.volumes[0].hostPath",
+        "spec.template.spec.serviceAccountName (cluster-admin-sa)", "Deployment/web"}) {
+    EXPECT_NE(why.find(field), std::string::npos) << field << " in: " << why;
+  }
+  EXPECT_NE(RefuseTemplateRights(c, ""), "") << "no target Deployment: refused";
+  // The same template is the Deployment's own: the canary copies it as it is.
+  EXPECT_EQ(RefuseTemplateRights(c, admission::TemplateHash(hostile)), "");
+  // The default ServiceAccount is what any pod of the namespace gets.
+  json default_sa = plain;
+  default_sa["spec"]["serviceAccountName"] = "default";
+  c.spec.pod_template_json = default_sa.dump();
+  EXPECT_EQ(RefuseTemplateRights(c, ""), "");
 }
 
 }  // namespace

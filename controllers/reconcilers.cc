@@ -1,5 +1,6 @@
 #include "controllers/reconcilers.h"
 
+#include <algorithm>
 #include <ctime>
 
 #include <spdlog/spdlog.h>
@@ -89,17 +90,21 @@ std::string Rfc3339(std::chrono::system_clock::time_point wall_time) {
   return buf;
 }
 
-bool CanarySlots::TryAcquire(const std::string& key, const kube::Store& canaries, int limit,
-                             int* running) {
+CanarySlots::Decision CanarySlots::TryAcquire(const std::string& key, const kube::Store& canaries,
+                                              int limit, int namespace_limit) {
   std::lock_guard<std::mutex> lock(mu_);
+  auto namespace_of = [](const std::string& k) { return SplitKey(k).first; };
+  auto finished = [&](const std::string& k) {
+    std::optional<json> c = canaries.Get(k);
+    const std::string phase = c.has_value() ? Str(Field(*c, "status"), "phase") : "";
+    return !c.has_value() || phase == "Completed" || phase == "Failed";
+  };
   std::set<std::string> busy;
   for (const json& c : canaries.List()) {
     if (Str(Field(c, "status"), "phase") == "Running") busy.insert(kube::ObjectKey(c));
   }
   for (auto it = started_.begin(); it != started_.end();) {
-    std::optional<json> c = canaries.Get(*it);
-    const std::string phase = c.has_value() ? Str(Field(*c, "status"), "phase") : "";
-    if (!c.has_value() || phase == "Completed" || phase == "Failed") {
+    if (finished(*it)) {
       it = started_.erase(it);
     } else {
       busy.insert(*it);
@@ -107,10 +112,68 @@ bool CanarySlots::TryAcquire(const std::string& key, const kube::Store& canaries
     }
   }
   busy.erase(key);
-  *running = static_cast<int>(busy.size());
-  if (limit > 0 && *running >= limit) return false;
-  started_.insert(key);
-  return true;
+  std::map<std::string, int> busy_in;
+  for (const std::string& k : busy) ++busy_in[namespace_of(k)];
+
+  // The queue: drop what ended, started or went away; add this canary.
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    std::vector<std::string>& keys = it->second;
+    keys.erase(std::remove_if(keys.begin(), keys.end(),
+                              [&](const std::string& k) {
+                                return k != key && (finished(k) || busy.count(k) > 0);
+                              }),
+               keys.end());
+    it = keys.empty() ? waiting_.erase(it) : std::next(it);
+  }
+  const std::string ns = namespace_of(key);
+  std::vector<std::string>& mine = waiting_[ns];
+  if (std::find(mine.begin(), mine.end(), key) == mine.end()) mine.push_back(key);
+
+  // The order of service: round-robin over namespaces, starting after the
+  // one served last.
+  std::vector<std::string> namespaces;
+  for (const auto& [n, keys] : waiting_) namespaces.push_back(n);
+  auto first = std::upper_bound(namespaces.begin(), namespaces.end(), last_served_namespace_);
+  std::rotate(namespaces.begin(), first, namespaces.end());
+  std::vector<std::string> order;
+  for (size_t round = 0;; ++round) {
+    bool any = false;
+    for (const std::string& n : namespaces) {
+      const std::vector<std::string>& keys = waiting_[n];
+      if (round < keys.size()) {
+        order.push_back(keys[round]);
+        any = true;
+      }
+    }
+    if (!any) break;
+  }
+  Decision d;
+  d.running = static_cast<int>(busy.size());
+  d.running_in_namespace = busy_in[ns];
+  d.waiting = static_cast<int>(order.size());
+  const auto at_limit = [&](const std::string& n) {
+    return namespace_limit > 0 && busy_in[n] >= namespace_limit;
+  };
+  std::string next;
+  if (limit <= 0 || d.running < limit) {
+    for (const std::string& k : order) {
+      if (!at_limit(namespace_of(k))) {
+        next = k;
+        break;
+      }
+    }
+  }
+  if (next == key) {
+    mine.erase(std::find(mine.begin(), mine.end(), key));
+    if (mine.empty()) waiting_.erase(ns);
+    started_.insert(key);
+    last_served_namespace_ = ns;
+    d.start = true;
+    d.waiting -= 1;
+    return d;
+  }
+  d.position = static_cast<int>(std::find(order.begin(), order.end(), key) - order.begin()) + 1;
+  return d;
 }
 
 void SlimDeployment(json& deployment) {
@@ -310,16 +373,27 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
   // A canary that has no Job running yet waits while the cluster-wide limit
   // of running canaries is reached.
   const bool starting = Str(Field(*object, "status"), "phase") != "Running";
-  int running = 0;
-  if (actions.create_job_for_variant.has_value() && starting &&
-      !ctx_.canary_slots->TryAcquire(key, *ctx_.canaries, ctx_.max_concurrent_canaries, &running)) {
+  CanarySlots::Decision slot;
+  if (actions.create_job_for_variant.has_value() && starting) {
+    slot = ctx_.canary_slots->TryAcquire(key, *ctx_.canaries, ctx_.max_concurrent_canaries,
+                                         ctx_.max_concurrent_canaries_per_namespace);
+  }
+  if (actions.create_job_for_variant.has_value() && starting && !slot.start) {
     json status = Field(*object, "status").is_object() ? (*object)["status"] : json::object();
-    const std::string why =
-        "queued: " + std::to_string(running) + " canaries are running, the limit is " +
-        std::to_string(ctx_.max_concurrent_canaries) + " (--max-concurrent-canaries)";
-    if (Str(status, "phase") != "Pending" || Str(status, "explanation") != why) {
+    std::string why = "queued: position " + std::to_string(slot.position) + " of " +
+                      std::to_string(slot.waiting) + " waiting; " + std::to_string(slot.running) +
+                      " canaries are running, the limit is " +
+                      std::to_string(ctx_.max_concurrent_canaries) + " (--max-concurrent-canaries)";
+    if (ctx_.max_concurrent_canaries_per_namespace > 0) {
+      why += ", " + std::to_string(slot.running_in_namespace) + " in namespace " + canary.ns +
+             ", whose limit is " + std::to_string(ctx_.max_concurrent_canaries_per_namespace) +
+             " (--max-concurrent-canaries-per-namespace)";
+    }
+    if (Str(status, "phase") != "Pending" || Str(status, "explanation") != why ||
+        kube::IntField(status, "queuePosition") != slot.position) {
       status["phase"] = "Pending";
       status["explanation"] = why;
+      status["queuePosition"] = slot.position;
       SetCanaryConditions(status, canary.generation, now);
       AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::ReplayCanaries(), *object, status));
     }
@@ -332,6 +406,10 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
     status.erase("explanation");  // the "queued" note of a canary that now runs
     actions.status_changed = true;
   }
+  if (Str(status, "phase") == "Running" && status.contains("queuePosition")) {
+    status.erase("queuePosition");
+    actions.status_changed = true;
+  }
   std::optional<json> job_to_create;
   if (actions.create_job_for_variant.has_value()) {
     const std::string& variant = *actions.create_job_for_variant;
@@ -339,7 +417,17 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
     canary::CanaryJobOptions job_options = ctx_.job_options;
     job_options.containers = containers;
     canary::CanaryJobInfo info;
-    auto built = canary::BuildCanaryJob(canary, spec, job_options, &info);
+    // The Job runs with the operator's rights: a template that is not the
+    // target's own may not ask for more than an ordinary pod.
+    std::string target_hash;
+    if (canary.spec.target_kind == "Deployment") {
+      if (auto target = ctx_.deployments->Get(canary.ns + "/" + canary.spec.target_name)) {
+        target_hash = Str(*target, kCachedTemplateHashField);
+      }
+    }
+    const std::string refused = RefuseTemplateRights(canary, target_hash);
+    auto built = refused.empty() ? canary::BuildCanaryJob(canary, spec, job_options, &info)
+                                 : Result<json>(PermissionDenied(refused));
     if (!built.ok()) {
       // A template the operator cannot turn into a Job: the variant fails.
       for (json& v : status["variants"]) {

@@ -54,20 +54,37 @@ void AddCanaryJobIndex(kube::Store& pods);
 inline constexpr char kCachedTemplateHashField[] = "allocguardTemplateHash";
 void SlimDeployment(nlohmann::json& deployment);
 
-// The cluster-wide limit on running canaries. The cache alone cannot
-// enforce it: canaries started a moment ago by another worker are not yet
+// The limits on running canaries, cluster-wide and per namespace, and the
+// queue of canaries waiting for a slot. The cache alone cannot enforce the
+// limits: canaries started a moment ago by another worker are not yet
 // Running there. So starts are decided under one lock, counting both the
 // cache's Running canaries and those this process started and the cache has
 // not yet shown finished. Only the leader reconciles, so one process decides.
+//
+// Waiting canaries are served round-robin over namespaces, first come first
+// served within one: after a canary of namespace A starts, the next slot
+// goes to the first waiting canary of the next namespace that has one, so
+// one team's many held rollouts cannot keep another team's waiting. A
+// namespace at its own limit is passed over until one of its canaries ends.
 class CanarySlots {
  public:
-  // True (and the slot taken) when fewer than limit others run; *running is
-  // how many others do. limit <= 0: no limit.
-  bool TryAcquire(const std::string& key, const kube::Store& canaries, int limit, int* running);
+  struct Decision {
+    bool start = false;
+    int running = 0;               // others running, cluster-wide
+    int running_in_namespace = 0;  // others running in the canary's namespace
+    int position = 0;              // 1 = next to start; 0 when starting
+    int waiting = 0;               // canaries waiting, cluster-wide
+  };
+  // Whether the canary `key` ("ns/name") may start now; when it may, its slot
+  // is taken. limit, namespace_limit <= 0: no limit.
+  Decision TryAcquire(const std::string& key, const kube::Store& canaries, int limit,
+                      int namespace_limit);
 
  private:
   std::mutex mu_;
   std::set<std::string> started_;
+  std::map<std::string, std::vector<std::string>> waiting_;  // namespace -> keys, oldest first
+  std::string last_served_namespace_;
 };
 
 struct ControllerContext {
@@ -82,9 +99,11 @@ struct ControllerContext {
   metrics::Registry* metrics = nullptr;  // may be null
   std::string operator_namespace;
   canary::CanaryJobOptions job_options;
-  // Canaries with running Jobs, cluster-wide; a canary that would start
-  // another waits in phase Pending. 0: no limit.
+  // Canaries with running Jobs, cluster-wide and in one namespace; a canary
+  // that would start another waits in phase Pending (CanarySlots). 0: no
+  // limit.
   int max_concurrent_canaries = 0;
+  int max_concurrent_canaries_per_namespace = 0;
   std::shared_ptr<CanarySlots> canary_slots = std::make_shared<CanarySlots>();
 };
 

@@ -163,9 +163,6 @@ std::string OrphanedHoldReason(const RolloutInput& input) {
     return input.policy_ambiguous ? "" : "no AllocatorPolicy governs it any more";
   }
   const api::AllocatorPolicy& policy = *input.policy;
-  if (Annotation(input.deployment, api::kInjectAnnotation) == "false") {
-    return std::string("it opted out with ") + api::kInjectAnnotation + "=false";
-  }
   if (policy.spec.rollout.mode != api::RolloutMode::kEnforce) {
     return "policy " + policy.name + " has rollout mode " +
            api::RolloutModeName(policy.spec.rollout.mode) + ", which never holds";
@@ -220,6 +217,19 @@ RolloutActions DecideRollout(const RolloutInput& input) {
     return out;
   }
   if (Annotation(input.deployment, api::kInjectAnnotation) == "false") {
+    if (!held_hash.empty()) {
+      // An opt-out is not an override: it would let anyone who may edit the
+      // Deployment lift the hold (the webhook asks the override permission
+      // for it, and this holds when the webhook was down).
+      out.event_warning = true;
+      out.event_reason = "RolloutHeld";
+      out.event_note = "template " + held_hash + " stays held although the Deployment opted out " +
+                       "with " + api::kInjectAnnotation +
+                       "=false: an opt-out does not lift a hold. To roll out anyway, annotate " +
+                       api::kOverrideHoldAnnotation + "=<reason> (needs the override " +
+                       "permission) and unpause it.";
+      return out;
+    }
     out.skip_reason = "opted out with " + std::string(api::kInjectAnnotation) + "=false";
     return out;
   }

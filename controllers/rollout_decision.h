@@ -16,9 +16,12 @@
 // verdict is reported; nothing is held. Off: nothing.
 //
 // A hold never outlives what placed it: when the Deployment is no longer
-// governed by an Enforce policy (the policy was deleted, set to Audit or Off,
-// or the Deployment opted out), the hold is released with a HoldReleased
-// event that says the template was not proven. A hold a user overrode
+// governed by an Enforce policy (the policy was deleted, or set to Audit or
+// Off: the validating webhook allows either only to users with the override
+// permission while a hold is on), the hold is released with a HoldReleased
+// event that says the template was not proven. Opting out
+// (allocguard.io/inject=false) does not lift a hold: it stays, with a
+// RolloutHeld event that says how to override. A hold a user overrode
 // (allocguard.io/override-hold and unpaused) is cleared, the override
 // annotation with it, so a later hold needs a new, deliberate override;
 // allocguard.io/overridden-candidate keeps the record (HoldCleared event).

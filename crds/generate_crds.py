@@ -437,6 +437,8 @@ def canary_status():
         "explanation": string("One line: what happened and what to do."),
         "floorSlope": string("Floor slope of the candidate, e.g. \"+0.12 GiB/h\"."),
         "flatVariant": string("A variant that was flat when the candidate was not."),
+        "queuePosition": integer("While Pending for a canary slot: the position in the queue "
+                                 "(1: next to start; round-robin over namespaces)."),
         "startTime": string("When the first variant started.", format="date-time"),
         "completionTime": string("When the verdict was reached.", format="date-time"),
         "arenaLimit": obj("How a glibc variant was given production's arena limit.", {

@@ -112,25 +112,63 @@ ValidationDecision ValidateDeploymentUpdate(const json& old_deployment, const js
   const std::string how_to_override =
       std::string("wait for its ReplayCanary to be Flat, or set the annotation ") +
       api::kOverrideHoldAnnotation + " to your reason (recorded in an event)";
-  if (!override_reason.empty()) {
-    ValidationDecision decision;
-    if (!Paused(new_deployment) || !still_marked) {
-      decision.event_reason =
-          "hold of template " + held + " overridden by hand: " + override_reason;
-    }
-    return decision;
+  // What in this update lifts the hold (each needs the override permission
+  // unless the operator itself sends it).
+  std::vector<std::string> lifts;
+  if (!override_reason.empty() &&
+      override_reason != Annotation(old_deployment, api::kOverrideHoldAnnotation)) {
+    lifts.push_back("sets " + std::string(api::kOverrideHoldAnnotation) + "=\"" + override_reason +
+                    "\"");
   }
-  if (!Paused(new_deployment) && still_marked) {
+  if (!still_marked) {
+    lifts.push_back("removes " + std::string(api::kHeldCandidateAnnotation));
+  }
+  if (Annotation(new_deployment, api::kInjectAnnotation) == "false" &&
+      Annotation(old_deployment, api::kInjectAnnotation) != "false") {
+    lifts.push_back("opts out with " + std::string(api::kInjectAnnotation) + "=false");
+  }
+  if (!Paused(new_deployment) && still_marked && override_reason.empty()) {
     return Refuse("spec.paused: this Deployment is held by allocguard until its pod template " +
                   held + " has a Flat replay canary and cannot be unpaused by hand; " +
                   how_to_override);
   }
-  if (!still_marked && requester == Requester::kOther) {
-    return Refuse(std::string("metadata.annotations[") + api::kHeldCandidateAnnotation +
-                  "]: only allocguard releases the hold of template " + held + "; " +
-                  how_to_override);
+  ValidationDecision decision;
+  if (!lifts.empty() && requester != Requester::kOperator) {
+    std::string what;
+    for (const std::string& l : lifts) what += (what.empty() ? "" : " and ") + l;
+    decision.needs_override = "lifts the hold of template " + held + ": it " + what;
   }
-  return {};
+  if (!override_reason.empty() && (!Paused(new_deployment) || !still_marked)) {
+    decision.event_reason = "hold of template " + held + " overridden by hand: " + override_reason;
+  }
+  return decision;
+}
+
+ValidationDecision ValidatePolicyChange(const api::AllocatorPolicy& old_policy,
+                                        const api::AllocatorPolicy* new_policy,
+                                        const std::vector<std::string>& held_deployments) {
+  ValidationDecision decision;
+  if (held_deployments.empty() || old_policy.spec.rollout.mode != api::RolloutMode::kEnforce) {
+    return decision;
+  }
+  std::string why;
+  if (new_policy == nullptr) {
+    why = "deletes policy " + old_policy.name;
+  } else if (new_policy->spec.rollout.mode != api::RolloutMode::kEnforce) {
+    why = "sets spec.rollout.mode of policy " + old_policy.name + " to " +
+          api::RolloutModeName(new_policy->spec.rollout.mode);
+  } else {
+    return decision;
+  }
+  std::string names;
+  for (size_t i = 0; i < held_deployments.size() && i < 5; ++i) {
+    names += (i == 0 ? "" : ", ") + held_deployments[i];
+  }
+  if (held_deployments.size() > 5) {
+    names += " and " + std::to_string(held_deployments.size() - 5) + " more";
+  }
+  decision.needs_override = "lifts the hold of " + names + ": it " + why;
+  return decision;
 }
 
 ValidationDecision ValidatePolicy(const api::AllocatorPolicy& candidate,

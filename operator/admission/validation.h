@@ -19,7 +19,17 @@ struct ValidationDecision {
   // When non-empty, the shell records an event on the object with this text
   // (an override of a hold is allowed but never silent).
   std::string event_reason;
+  // When non-empty, the update lifts a hold (this says how, for the denial
+  // and the event) and is allowed only to a requester that a
+  // SubjectAccessReview finds allowed the `override` verb on
+  // allocatorpolicies.allocguard.io in the namespace (kOverrideVerb).
+  std::string needs_override;
 };
+
+// The verb, on allocatorpolicies.allocguard.io in a namespace, that lifting
+// a hold there needs. The chart's allocguard-override ClusterRole grants it
+// and is aggregated into `admin` only.
+inline constexpr char kOverrideVerb[] = "override";
 
 // Who sent an update, as the shell reads it from AdmissionRequest.userInfo.
 enum class Requester {
@@ -30,17 +40,26 @@ enum class Requester {
 
 // A Deployment is held when it has api::kHeldCandidateAnnotation and
 // spec.paused: true. For a held `old_deployment`:
-//   - new carries api::kOverrideHoldAnnotation (non-empty): allowed; the
-//     decision's event_reason quotes the override's reason.
-//   - new has spec.paused false (or absent) and still carries the held
-//     annotation: refused — a held Deployment cannot be unpaused by hand.
-//   - new drops the held annotation (the operator's release, paused false in
-//     the same update): allowed, unless requester is kOther, who is refused
-//     (removing the annotation by hand would slip past the hold).
+//   - new has spec.paused false (or absent), still carries the held
+//     annotation and no api::kOverrideHoldAnnotation: refused — a held
+//     Deployment cannot be unpaused by hand.
+//   - new sets (or changes) api::kOverrideHoldAnnotation, drops the held
+//     annotation, or adds api::kInjectAnnotation=false: each lifts the hold,
+//     so unless requester is kOperator the decision's needs_override says
+//     what the update does, and the shell allows it only to a requester with
+//     the override permission; event_reason quotes an override's reason.
 // Any update of a Deployment that is not held is allowed.
 ValidationDecision ValidateDeploymentUpdate(const nlohmann::json& old_deployment,
                                             const nlohmann::json& new_deployment,
                                             Requester requester = Requester::kUnknown);
+
+// Deleting an Enforce policy (new_policy null) or setting its rollout mode to
+// Audit or Off lifts the hold of every Deployment it holds
+// (`held_deployments`, names): the decision's needs_override says so. Any
+// other change needs nothing.
+ValidationDecision ValidatePolicyChange(const api::AllocatorPolicy& old_policy,
+                                        const api::AllocatorPolicy* new_policy,
+                                        const std::vector<std::string>& held_deployments);
 
 // Checks an AllocatorPolicy (CREATE or UPDATE) against the other policies of
 // its namespace. `others_in_namespace` may include the stored version of the

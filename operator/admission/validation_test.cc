@@ -35,6 +35,9 @@ struct UnpauseCase {
   bool allowed;
   std::string message_part;  // in the refusal
   std::string event_part;    // in event_reason; empty: no event
+  // In needs_override (the update lifts the hold: only for requesters with
+  // the override permission); empty: it needs none.
+  std::string needs_part = "";
 };
 
 void PrintTo(const UnpauseCase& c, std::ostream* os) { *os << c.label; }
@@ -57,6 +60,11 @@ TEST_P(ValidateDeploymentUpdateTest, Decides) {
   } else {
     EXPECT_THAT(decision.event_reason, HasSubstr(c.event_part));
   }
+  if (c.needs_part.empty()) {
+    EXPECT_THAT(decision.needs_override, IsEmpty());
+  } else {
+    EXPECT_THAT(decision.needs_override, HasSubstr(c.needs_part));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -73,17 +81,30 @@ INSTANTIATE_TEST_SUITE_P(
                       return d;
                     }(),
                     Requester::kOther, false, "spec.paused", ""},
-        UnpauseCase{"override_allowed_and_recorded", Deployment(true, "abc"),
+        UnpauseCase{"override_needs_the_permission_and_is_recorded", Deployment(true, "abc"),
                     Deployment(false, "abc", "incident 42: need the fix now"), Requester::kOther,
-                    true, "", "incident 42: need the fix now"},
+                    true, "", "incident 42: need the fix now",
+                    "sets allocguard.io/override-hold=\"incident 42: need the fix now\""},
+        UnpauseCase{"override_annotated_while_paused_needs_the_permission", Deployment(true, "abc"),
+                    Deployment(true, "abc", "INC-7"), Requester::kOther, true, "", "",
+                    "override-hold=\"INC-7\""},
+        UnpauseCase{"opt_out_of_a_held_deployment_needs_the_permission", Deployment(true, "abc"),
+                    [] {
+                      json d = Deployment(true, "abc");
+                      d["metadata"]["annotations"][api::kInjectAnnotation] = "false";
+                      return d;
+                    }(),
+                    Requester::kOther, true, "", "", "opts out with allocguard.io/inject=false"},
         UnpauseCase{"empty_override_is_no_override", Deployment(true, "abc"),
                     Deployment(false, "abc", ""), Requester::kOther, false, "spec.paused", ""},
         UnpauseCase{"operator_release", Deployment(true, "abc"), Deployment(false, nullptr),
                     Requester::kOperator, true, "", ""},
-        UnpauseCase{"release_unknown_requester", Deployment(true, "abc"),
-                    Deployment(false, nullptr), Requester::kUnknown, true, "", ""},
-        UnpauseCase{"annotation_removed_by_hand", Deployment(true, "abc"),
-                    Deployment(false, nullptr), Requester::kOther, false, "only allocguard", ""},
+        UnpauseCase{"release_unknown_requester_needs_the_permission", Deployment(true, "abc"),
+                    Deployment(false, nullptr), Requester::kUnknown, true, "", "",
+                    "removes allocguard.io/held-candidate"},
+        UnpauseCase{"annotation_removed_by_hand_needs_the_permission", Deployment(true, "abc"),
+                    Deployment(false, nullptr), Requester::kOther, true, "", "",
+                    "removes allocguard.io/held-candidate"},
         UnpauseCase{"still_held_other_edit", Deployment(true, "abc"), Deployment(true, "abc"),
                     Requester::kOther, true, "", ""},
         UnpauseCase{"new_candidate_while_held", Deployment(true, "abc"), Deployment(true, "def"),
@@ -186,6 +207,25 @@ TEST(ValidatePolicyTest, RefusesASelectorThatMatchesNothing) {
 
 TEST(ValidatePolicyTest, NoOthersIsAllowed) {
   EXPECT_TRUE(ValidatePolicy(Policy("p", {{"app", "web"}}), {}).allowed);
+}
+
+TEST(ValidatePolicyChangeTest, LiftingHoldsByDeletingOrRelaxingAPolicyNeedsTheOverride) {
+  api::AllocatorPolicy enforce = Policy("web-policy", {{"app", "web"}});
+  enforce.spec.rollout.mode = api::RolloutMode::kEnforce;
+  api::AllocatorPolicy audit = enforce;
+  audit.spec.rollout.mode = api::RolloutMode::kAudit;
+  api::AllocatorPolicy jemalloc = enforce;
+  jemalloc.spec.allocator.name = api::Allocator::kJemalloc;
+  EXPECT_THAT(ValidatePolicyChange(enforce, nullptr, {"web"}).needs_override,
+              HasSubstr("lifts the hold of web: it deletes policy web-policy"));
+  EXPECT_THAT(ValidatePolicyChange(enforce, &audit, {"web", "api"}).needs_override,
+              HasSubstr("web, api: it sets spec.rollout.mode of policy web-policy to Audit"));
+  EXPECT_THAT(ValidatePolicyChange(enforce, &jemalloc, {"web"}).needs_override, IsEmpty())
+      << "switching the allocator keeps the hold (a new canary decides)";
+  EXPECT_THAT(ValidatePolicyChange(enforce, nullptr, {}).needs_override, IsEmpty())
+      << "nothing held";
+  EXPECT_THAT(ValidatePolicyChange(audit, nullptr, {"web"}).needs_override, IsEmpty())
+      << "an Audit policy holds nothing";
 }
 
 }  // namespace

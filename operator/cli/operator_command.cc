@@ -105,6 +105,12 @@ void RegisterOperatorCommand(CLI::App& app, int* exit_code) {
                   "canaries with running Jobs at once, cluster-wide (0: no limit)")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
+  cmd->add_option("--max-concurrent-canaries-per-namespace",
+                  options->max_concurrent_canaries_per_namespace,
+                  "of those, canaries with running Jobs at once in one namespace; waiting "
+                  "canaries are served round-robin over namespaces (0: no limit)")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
   cmd->add_option("--workers", options->workers, "workers per reconciler")
       ->check(CLI::Range(1, 32))
       ->capture_default_str();

@@ -191,6 +191,7 @@ Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
   ctx.operator_namespace = options.operator_namespace;
   ctx.job_options.image = options.image;
   ctx.max_concurrent_canaries = options.max_concurrent_canaries;
+  ctx.max_concurrent_canaries_per_namespace = options.max_concurrent_canaries_per_namespace;
   ControllerRunner policy_runner(std::make_unique<controllers::PolicyReconciler>(ctx), clock,
                                  &registry);
   ControllerRunner canary_runner(std::make_unique<controllers::CanaryReconciler>(ctx), clock,
@@ -264,8 +265,13 @@ Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
   }
 
   // --- webhooks (every replica) -------------------------------------------
-  WebhookServingDeps deps{client.get(), &policies->store(), &canaries->store(),
-                          &events,      &registry,          clock};
+  WebhookServingDeps deps{client.get(),
+                          &policies->store(),
+                          &canaries->store(),
+                          &deployments->store(),
+                          &events,
+                          &registry,
+                          clock};
   AG_ASSIGN_OR_RETURN(std::unique_ptr<WebhookServing> webhooks,
                       WebhookServing::Start(options, deps));
 

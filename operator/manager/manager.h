@@ -66,6 +66,8 @@ struct ManagerOptions {
   // phase Pending. Bounds what a burst of new templates (a bulk import, a
   // GitOps sync of many Deployments) asks of the cluster.
   int max_concurrent_canaries = 4;
+  // Of those, at most this many in one namespace (0: no limit).
+  int max_concurrent_canaries_per_namespace = 2;
 };
 
 // Parses "host:port" (":8081" -> "0.0.0.0", 8081). Port 0 is allowed.

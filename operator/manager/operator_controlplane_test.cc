@@ -169,6 +169,21 @@ class OperatorTest : public ::testing::Test {
     ASSERT_TRUE(setup_error_.empty()) << setup_error_;
   }
 
+  // Whatever a test did, the operator never wrote what its own CRDs refuse
+  // (422: say, a status with an empty date-time): a refused write loses the
+  // whole status, so it is a failure here, not a warning in its log.
+  void TearDown() override {
+    if (log_path_.empty()) return;
+    std::ifstream f(log_path_);
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.find(" is invalid") != std::string::npos ||
+          line.find("Unprocessable") != std::string::npos) {
+        ADD_FAILURE() << "the operator wrote something the API server refused: " << line;
+      }
+    }
+  }
+
   static std::string WebhookConfigName() { return "allocguard-" + suffix_; }
 
   static CommandResult Kubectl(const std::string& args, const std::string& input = "") {
@@ -591,11 +606,137 @@ TEST_F(OperatorTest, RatchetKeepsTheRolloutHeldAndAManualUnpauseIsRefused) {
   EXPECT_NE(unpause.exit_code, 0) << unpause.output;
   EXPECT_NE(unpause.output.find(api::kOverrideHoldAnnotation), std::string::npos) << unpause.output;
 
+  // Lifting the hold needs the override verb: "dev" may patch Deployments
+  // (RBAC lets the patch through) but not override; "lead" may both.
+  const std::string roles = R"(
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: dev}
+rules:
+- {apiGroups: [apps], resources: [deployments], verbs: [get, patch, update]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: dev}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: dev}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: dev}, {apiGroup: rbac.authorization.k8s.io, kind: User, name: lead}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: lead}
+rules:
+- {apiGroups: [allocguard.io], resources: [allocatorpolicies], verbs: [override]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: lead}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: lead}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: lead}]
+)";
+  ASSERT_EQ(Kubectl("apply -n " + ns_ + " -f -", roles).exit_code, 0);
+  const std::string override_patch = " --type merge -p '{\"metadata\":{\"annotations\":{\"" +
+                                     std::string(api::kOverrideHoldAnnotation) +
+                                     "\":\"incident 42\"}},\"spec\":{\"paused\":false}}'";
+  CommandResult by_dev =
+      Kubectl("patch deployment ratchet -n " + ns_ + " --as=dev" + override_patch);
+  EXPECT_NE(by_dev.exit_code, 0) << by_dev.output;
+  EXPECT_NE(by_dev.output.find("user \"dev\" may not override allocatorpolicies.allocguard.io"),
+            std::string::npos)
+      << by_dev.output;
+  CommandResult opt_out = Kubectl("patch deployment ratchet -n " + ns_ +
+                                  " --as=dev --type merge -p '{\"metadata\":{\"annotations\":{\"" +
+                                  std::string(api::kInjectAnnotation) + "\":\"false\"}}}'");
+  EXPECT_NE(opt_out.exit_code, 0) << opt_out.output;
+  EXPECT_NE(opt_out.output.find("opts out"), std::string::npos) << opt_out.output;
+  CommandResult delete_policy = Kubectl("delete allocatorpolicy ratchet -n " + ns_ + " --as=lead");
+  EXPECT_NE(delete_policy.exit_code, 0)
+      << "lead may override but not delete policies (RBAC): " << delete_policy.output;
+  d = client_->Get(kube::Deployments(), ns_, "ratchet");
+  EXPECT_EQ((*d)["spec"]["paused"], true) << "still held after the refused attempts";
+
   CommandResult overridden =
-      Kubectl("patch deployment ratchet -n " + ns_ +
-              " --type merge -p '{\"metadata\":{\"annotations\":{\"" +
-              api::kOverrideHoldAnnotation + "\":\"incident 42\"}},\"spec\":{\"paused\":false}}'");
+      Kubectl("patch deployment ratchet -n " + ns_ + " --as=lead" + override_patch);
   EXPECT_EQ(overridden.exit_code, 0) << overridden.output;
+  EXPECT_TRUE(Eventually([&] {
+    CommandResult events = Kubectl("events -n " + ns_ + " --for deployment/ratchet");
+    return events.output.find("(by lead, who may override holds here)") != std::string::npos;
+  })) << Kubectl("events -n " + ns_ + " --for deployment/ratchet").output;
+}
+
+// Deleting an Enforce policy while it holds a Deployment lifts the hold: only
+// for users with the override verb.
+TEST_F(OperatorTest, DeletingAPolicyThatHoldsARolloutNeedsTheOverride) {
+  ASSERT_TRUE(
+      client_->Create(kube::AllocatorPolicies(), ns_, Policy("keep", "keep", "Enforce")).ok());
+  ASSERT_TRUE(PolicyReady("keep"));
+  ASSERT_TRUE(client_->Create(kube::Deployments(), ns_, Deployment("keep", "keep", "web:1")).ok());
+  ASSERT_FALSE(HeldHash("keep").empty());
+  const std::string role = R"(
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: policy-editor}
+rules:
+- {apiGroups: [allocguard.io], resources: [allocatorpolicies], verbs: [get, delete, patch, update]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: policy-editor}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: policy-editor}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: editor}]
+)";
+  ASSERT_EQ(Kubectl("apply -n " + ns_ + " -f -", role).exit_code, 0);
+  // The cache must show the hold before the webhook can see it.
+  ASSERT_TRUE(Eventually([&] {
+    CommandResult relaxed = Kubectl("patch allocatorpolicy keep -n " + ns_ +
+                                    " --as=editor --dry-run=server --type merge -p "
+                                    "'{\"spec\":{\"rollout\":{\"mode\":\"Audit\"}}}'");
+    return relaxed.exit_code != 0 &&
+           relaxed.output.find("sets spec.rollout.mode of policy keep to Audit") !=
+               std::string::npos;
+  })) << OperatorLog();
+  CommandResult deleted = Kubectl("delete allocatorpolicy keep -n " + ns_ + " --as=editor");
+  EXPECT_NE(deleted.exit_code, 0) << deleted.output;
+  EXPECT_NE(deleted.output.find("deletes policy keep"), std::string::npos) << deleted.output;
+  EXPECT_TRUE(client_->Get(kube::AllocatorPolicies(), ns_, "keep").ok());
+  // The admin of the test may: the hold is then released, unproven.
+  EXPECT_EQ(Kubectl("delete allocatorpolicy keep -n " + ns_).exit_code, 0);
+  EXPECT_TRUE(Eventually([&] {
+    auto d = client_->Get(kube::Deployments(), ns_, "keep");
+    return d.ok() && Field((*d)["spec"], "paused") != true;
+  })) << OperatorLog();
+}
+
+// The validating webhook refuses a malformed ReplayCanary at apply, naming
+// the field, and a hand-made one whose template asks for host access. (With
+// the webhook off, the operator's own parsing answers: the unit tests of
+// CheckPodTemplate and ControllerRunner.)
+TEST_F(OperatorTest, AMalformedCanaryIsRefusedAtApplyNamingTheField) {
+  json canary = {
+      {"apiVersion", "allocguard.io/v1alpha1"},
+      {"kind", "ReplayCanary"},
+      {"metadata", {{"name", "malformed"}, {"namespace", ns_}}},
+      {"spec",
+       {{"template",
+         {{"spec",
+           {{"containers",
+             {{{"name", "app"}, {"image", "web:1"}, {"terminationMessagePolicy", 5}}}}}}}},
+        {"candidate", {{"allocator", {{"name", "jemalloc"}}}}},
+        {"canary", {{"load", {{"requests", {{{"name", "a"}, {"path", "/"}}}}}}}}}}};
+  CommandResult applied = Kubectl("apply -f -", canary.dump());
+  EXPECT_NE(applied.exit_code, 0) << applied.output;
+  EXPECT_NE(
+      applied.output.find("spec.template.spec.containers[0].terminationMessagePolicy: must be a "
+                          "string, got 5"),
+      std::string::npos)
+      << applied.output;
+  // A hand-made canary asking for host access is refused too.
+  json hostile = canary;
+  hostile["metadata"]["name"] = "hostile";
+  hostile["spec"]["template"]["spec"]["containers"][0].erase("terminationMessagePolicy");
+  hostile["spec"]["template"]["spec"]["hostPID"] = true;
+  CommandResult host = Kubectl("apply -f -", hostile.dump());
+  EXPECT_NE(host.exit_code, 0) << host.output;
+  EXPECT_NE(host.output.find("spec.template.spec.hostPID"), std::string::npos) << host.output;
 }
 
 TEST_F(OperatorTest, SwitchingTheHeldPolicysAllocatorRunsANewCanaryThatReleases) {

@@ -31,11 +31,13 @@ inline constexpr char kPodMutationPath[] = "/mutate-v1-pod";
 inline constexpr char kDeploymentMutationPath[] = "/mutate-apps-v1-deployment";
 inline constexpr char kDeploymentValidationPath[] = "/validate-apps-v1-deployment";
 inline constexpr char kPolicyValidationPath[] = "/validate-allocguard-io-v1alpha1-allocatorpolicy";
+inline constexpr char kCanaryValidationPath[] = "/validate-allocguard-io-v1alpha1-replaycanary";
 
 struct WebhookServingDeps {
   kube::Client* client = nullptr;
   kube::Store* policies = nullptr;
   kube::Store* canaries = nullptr;
+  kube::Store* deployments = nullptr;  // slim (controllers::SlimDeployment)
   kube::EventRecorder* events = nullptr;
   metrics::Registry* metrics = nullptr;
   Clock* clock = nullptr;

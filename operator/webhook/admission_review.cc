@@ -96,6 +96,22 @@ Status ParseRequest(const json& request, AdmissionRequest* out) {
       out->user_info.groups.push_back(g.get<std::string>());
     }
   }
+  AG_RETURN_IF_ERROR(ReadString(user, "uid", r + ".userInfo", &out->user_info.uid));
+  if (auto it = user.find("extra"); it != user.end() && !it->is_null()) {
+    if (!it->is_object()) return InvalidArgument("request.userInfo.extra must be an object");
+    for (auto e = it->begin(); e != it->end(); ++e) {
+      if (!e.value().is_array()) {
+        return InvalidArgument("request.userInfo.extra." + e.key() + " must be an array");
+      }
+      std::vector<std::string>& values = out->user_info.extra[e.key()];
+      for (const auto& v : e.value()) {
+        if (!v.is_string()) {
+          return InvalidArgument("request.userInfo.extra." + e.key() + " must hold strings");
+        }
+        values.push_back(v.get<std::string>());
+      }
+    }
+  }
   return Status::Ok();
 }
 

@@ -28,7 +28,11 @@ struct GroupVersionResource {
 
 struct UserInfo {
   std::string username;
+  std::string uid;
   std::vector<std::string> groups;
+  // Authenticator-specific attributes (scopes, ...), passed on unchanged to a
+  // SubjectAccessReview so it judges the same identity the API server did.
+  std::map<std::string, std::vector<std::string>> extra;
 };
 
 struct AdmissionRequest {
