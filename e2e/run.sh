@@ -17,7 +17,9 @@
 #   3. hold: a template change is held; the replay canary really runs the
 #      workload under the demo load in canary pods; glibc (a 64-CPU node's
 #      arena limit) ratchets, jemalloc stays flat; the Deployment stays paused
-#      with a Warning event that names jemalloc
+#      with a Warning event that names jemalloc; a malformed ReplayCanary is
+#      refused at apply naming the field, and with the canary webhook out it
+#      is Stalled while both operator replicas stay up and the hold stays
 #   4. switch: the policy goes to jemalloc; a new canary is Flat (the hold's
 #      jemalloc measurement, reused: same template, load and settings); the
 #      rollout is released and completes; the new pods have jemalloc mapped
@@ -390,6 +392,53 @@ kubectl events -n "$demo_ns" --for deployment/"$deploy" --types=Warning | grep R
 echo "\$ kubectl get allocatorpolicies,replaycanaries -n $demo_ns"
 kubectl get allocatorpolicies,replaycanaries -n "$demo_ns"
 gate_expect 2 "held"
+
+# The crash scenario of docs/security.md (point 1), while the rollout is
+# held: a ReplayCanary with a number where the operator reads a string. The
+# validating webhook refuses it at apply, naming the field. With the canary
+# webhook taken out of the configuration (as while no replica answers), it
+# is stored; both replicas stay up, the canary is Stalled with the field
+# named, and the Deployment stays held.
+malformed=$(kubectl apply -n "$demo_ns" -f "$here/product/malformed-canary.yaml" 2>&1) &&
+  fail "the malformed ReplayCanary was admitted: $malformed"
+grep -q 'spec.template.spec.containers\[0\].terminationMessagePolicy: must be a string, got 5' <<<"$malformed" ||
+  fail "the refusal does not name the field: $malformed"
+say "refused at apply: ${malformed##*: admission webhook}"
+restarts() {
+  jp pods -n "$system_ns" -l app.kubernetes.io/name=allocguard \
+    -o jsonpath='{range .items[*]}{.metadata.name}={.status.containerStatuses[0].restartCount} {end}'
+}
+restarts_before=$(restarts)
+vwc=$(kubectl get validatingwebhookconfiguration "$release" -o json)
+python3 -c 'import json, sys
+c = json.load(sys.stdin)
+c["webhooks"] = [w for w in c["webhooks"] if w["name"] != "replaycanaries.validate.allocguard.io"]
+c["metadata"].pop("resourceVersion", None)
+print(json.dumps(c))' <<<"$vwc" | kubectl replace -f - >/dev/null
+stored_malformed() { kubectl apply -n "$demo_ns" -f "$here/product/malformed-canary.yaml"; }
+wait_for 60 "the malformed ReplayCanary stored with the canary webhook out" stored_malformed
+restore_vwc() {
+  python3 -c 'import json, sys
+c = json.load(sys.stdin)
+c["metadata"].pop("resourceVersion", None)
+print(json.dumps(c))' <<<"$vwc" | kubectl replace -f - >/dev/null
+}
+stalled_malformed() {
+  jp replaycanary/malformed -n "$demo_ns" \
+    -o jsonpath='{.status.conditions[?(@.type=="Stalled")].reason} {.status.conditions[?(@.type=="Stalled")].message}' |
+    grep -q 'InvalidSpec spec.template.spec.containers\[0\].terminationMessagePolicy: must be a string, got 5'
+}
+wait_for 60 "the malformed ReplayCanary Stalled, reason InvalidSpec, naming the field" stalled_malformed
+sleep 10  # a replica that aborted on it would be restarting by now
+restore_vwc
+[[ $(restarts) == "$restarts_before" ]] ||
+  fail "operator containers restarted after the malformed canary: $restarts_before -> $(restarts)"
+ready=$(jp deployment/allocguard -n "$system_ns" -o jsonpath='{.status.readyReplicas}')
+[[ $ready == 2 ]] || fail "$ready operator replicas ready after the malformed canary, want 2"
+[[ $(jp deployment/"$deploy" -n "$demo_ns" -o jsonpath='{.spec.paused}') == true ]] ||
+  fail "the held Deployment was released after the malformed canary"
+say "both replicas up (restarts $(restarts)), the malformed canary Stalled with the field named, $deploy still held"
+kubectl delete replaycanary/malformed -n "$demo_ns" --wait=false >/dev/null
 
 # --- 4. switch ------------------------------------------------------------------
 stage "switch: the policy goes to jemalloc, a new canary is Flat, the rollout completes on jemalloc"
