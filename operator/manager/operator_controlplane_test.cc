@@ -729,14 +729,55 @@ TEST_F(OperatorTest, AMalformedCanaryIsRefusedAtApplyNamingTheField) {
                           "string, got 5"),
       std::string::npos)
       << applied.output;
-  // A hand-made canary asking for host access is refused too.
-  json hostile = canary;
-  hostile["metadata"]["name"] = "hostile";
-  hostile["spec"]["template"]["spec"]["containers"][0].erase("terminationMessagePolicy");
+  // Hand-made canaries of users other than the operator (this test's
+  // kubectl shares the operator's identity, so it impersonates them): one
+  // who may create canaries but not Jobs is refused; one who may create Jobs
+  // is refused host access that its target does not have.
+  const std::string roles = R"(
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: canary-author}
+rules:
+- {apiGroups: [allocguard.io], resources: [replaycanaries], verbs: [get, create, patch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: canary-author}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: canary-author}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: no-jobs}, {apiGroup: rbac.authorization.k8s.io, kind: User, name: jobs}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: job-author}
+rules:
+- {apiGroups: [batch], resources: [jobs], verbs: [create]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: job-author}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: job-author}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: jobs}]
+)";
+  ASSERT_EQ(Kubectl("apply -n " + ns_ + " -f -", roles).exit_code, 0);
+  json plain = canary;
+  plain["metadata"]["name"] = "by-hand";
+  plain["spec"]["template"]["spec"]["containers"][0].erase("terminationMessagePolicy");
+  CommandResult no_jobs = Kubectl("apply --as=no-jobs -f -", plain.dump());
+  EXPECT_NE(no_jobs.exit_code, 0) << no_jobs.output;
+  EXPECT_NE(no_jobs.output.find("user \"no-jobs\" may not create jobs.batch"), std::string::npos)
+      << no_jobs.output;
+  json hostile = plain;
   hostile["spec"]["template"]["spec"]["hostPID"] = true;
-  CommandResult host = Kubectl("apply -f -", hostile.dump());
+  hostile["spec"]["template"]["spec"]["volumes"] = {
+      {{"name", "root"}, {"hostPath", {{"path", "/"}}}}};
+  CommandResult host = Kubectl("apply --as=jobs -f -", hostile.dump());
   EXPECT_NE(host.exit_code, 0) << host.output;
   EXPECT_NE(host.output.find("spec.template.spec.hostPID"), std::string::npos) << host.output;
+  EXPECT_NE(host.output.find("spec.template.spec.volumes[0].hostPath"), std::string::npos)
+      << host.output;
+  // The same user's ordinary canary is admitted: ad-hoc comparisons stay possible.
+  CommandResult ordinary = Kubectl("apply --as=jobs -f -", plain.dump());
+  EXPECT_EQ(ordinary.exit_code, 0) << ordinary.output;
 }
 
 TEST_F(OperatorTest, SwitchingTheHeldPolicysAllocatorRunsANewCanaryThatReleases) {
