@@ -225,6 +225,8 @@ can yes update lease/allocguard-operator -n "$ns"
 can yes create secrets -n "$ns"
 can yes get "secret/$name-webhook-tls" -n "$ns"
 can yes update "secret/$name-webhook-tls" -n "$ns"
+can yes get "secret/$name-webhook-tls-ca" -n "$ns"
+can yes update "secret/$name-webhook-tls-ca" -n "$ns"
 can yes update "mutatingwebhookconfigurations.admissionregistration.k8s.io/$name"
 can yes update "validatingwebhookconfigurations.admissionregistration.k8s.io/$name"
 # ...and nothing more.
@@ -341,6 +343,16 @@ for a in json.load(sys.stdin):
   expect_eq "operator /readyz (caches synced, certificate loaded)" "${ready%%$'\n'*}" ok
   secret_ca=$(jget secret "$name-webhook-tls" '{.data.ca\.crt}' "$ns" 2>/dev/null || true)
   expect_eq "certificate Secret type" "$(jget secret "$name-webhook-tls" '{.type}' "$ns" 2>/dev/null)" kubernetes.io/tls
+  # The CA key is in a Secret of its own, never beside the serving pair.
+  expect_eq "serving Secret keys" \
+    "$(jget secret "$name-webhook-tls" '{.data}' "$ns" 2>/dev/null | python3 -c 'import json,sys; print(" ".join(sorted(json.load(sys.stdin))))')" \
+    "ca.crt tls.crt tls.key"
+  expect_eq "CA Secret keys" \
+    "$(jget secret "$name-webhook-tls-ca" '{.data}' "$ns" 2>/dev/null | python3 -c 'import json,sys; print(" ".join(sorted(k for k in json.load(sys.stdin) if not k.startswith("previous"))))')" \
+    "ca.crt ca.key"
+  expect_eq "CA Secret owned by the MutatingWebhookConfiguration (deleted with it)" \
+    "$(jget secret "$name-webhook-tls-ca" '{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}/{.metadata.ownerReferences[0].uid}' "$ns" 2>/dev/null)" \
+    "MutatingWebhookConfiguration/$name/$uid_m"
   for _ in $(seq 60); do [[ $(bundles) == "5 $(short "$secret_ca")" ]] && break; sleep 0.5; done
   if [[ -n $secret_ca ]]; then
     expect_eq "caBundle written by the operator (the Secret's ca.crt)" "$(bundles)" "5 $(short "$secret_ca")"

@@ -24,22 +24,37 @@ std::vector<std::string> ServiceDnsNames(const std::string& service, const std::
           service + "." + ns + ".svc.cluster.local"};
 }
 
+// The CA Secret's keys: the newest CA and its key, and the CA before it with
+// its key (so that a serving Secret write that lost a race to another
+// replica, after the CA Secret was written, still finds the key of the
+// newest CA it does hold).
+constexpr const char* kCaSecretPreviousCert = "previous.crt";
+constexpr const char* kCaSecretPreviousKey = "previous.key";
+
 struct CertificateManager::SecretView {
   bool exists = false;
   kube::Object object;
   std::string cert;
   std::string key;
   std::string ca;
-  std::string ca_key;
+  std::string ca_key;                // of the newest CA in `ca`, from wherever it was found
   std::vector<CertificateInfo> cas;  // parsed ca, oldest first
+  bool legacy_ca_key = false;        // the serving Secret still holds ca.key (earlier layout)
+  // The CA Secret (read by the writing replica only).
+  bool ca_exists = false;
+  kube::Object ca_object;
+  std::string ca_secret_cert;  // its newest CA
+  std::string ca_secret_key;
 };
 
 CertificateManager::CertificateManager(kube::Client* client, CertificateManagerOptions options)
     : client_(client),
       options_(std::move(options)),
+      ca_secret_name_(options_.ca_secret_name.empty() ? options_.secret_name + "-ca"
+                                                      : options_.ca_secret_name),
       clock_(options_.clock != nullptr ? options_.clock : client->clock()) {}
 
-Result<CertificateManager::SecretView> CertificateManager::ReadSecret() {
+Result<CertificateManager::SecretView> CertificateManager::ReadSecret(bool writer) {
   SecretView view;
   auto got = client_->Get(kube::Secrets(), options_.secret_namespace, options_.secret_name);
   if (!got.ok()) {
@@ -57,9 +72,102 @@ Result<CertificateManager::SecretView> CertificateManager::ReadSecret() {
   view.cert = field(kSecretCertKey);
   view.key = field(kSecretKeyKey);
   view.ca = field(kSecretCaKey);
-  view.ca_key = field(kSecretCaKeyKey);
+  const std::string legacy_key = field(kSecretCaKeyKey);
+  view.legacy_ca_key = !legacy_key.empty();
   if (auto cas = ParseCertificates(view.ca); cas.ok()) view.cas = std::move(*cas);
+  if (!writer) return view;  // serving needs no CA key
+
+  // The key of the newest CA of the bundle: from the CA Secret (its newest
+  // or previous CA), else from the earlier layout's serving Secret.
+  const std::string newest = view.cas.empty() ? "" : view.cas.back().pem;
+  auto matching = [&](const std::string& cert_pem, const std::string& key_pem) {
+    return !newest.empty() && !key_pem.empty() && KeyMatchesCertificate(newest, key_pem) &&
+           KeyMatchesCertificate(cert_pem, key_pem);
+  };
+  auto ca_got = client_->Get(kube::Secrets(), options_.secret_namespace, CaSecretName());
+  if (!ca_got.ok() && !ca_got.error().IsNotFound()) {
+    return ca_got.status().WithContext("reading Secret " + options_.secret_namespace + "/" +
+                                       CaSecretName());
+  }
+  if (ca_got.ok()) {
+    view.ca_exists = true;
+    view.ca_object = std::move(*ca_got);
+    const kube::Object& ca_data = kube::ObjectField(view.ca_object, "data");
+    auto ca_field = [&](const char* key) {
+      auto decoded = kube::DecodeBase64(kube::StringField(ca_data, key));
+      return decoded.ok() ? *decoded : std::string();
+    };
+    view.ca_secret_cert = ca_field(kSecretCaKey);
+    view.ca_secret_key = ca_field(kSecretCaKeyKey);
+    if (matching(view.ca_secret_cert, view.ca_secret_key)) {
+      view.ca_key = view.ca_secret_key;
+    } else if (matching(ca_field(kCaSecretPreviousCert), ca_field(kCaSecretPreviousKey))) {
+      view.ca_key = ca_field(kCaSecretPreviousKey);
+    }
+  }
+  if (view.ca_key.empty() && view.legacy_ca_key && !newest.empty() &&
+      KeyMatchesCertificate(newest, legacy_key)) {
+    view.ca_key = legacy_key;
+  }
   return view;
+}
+
+kube::Object CertificateManager::OwnerReferences() {
+  // The Secrets live as long as the webhook configuration that trusts their
+  // CA: once that is deleted (helm uninstall), the garbage collector deletes
+  // them too. Before the configuration exists they have no owner.
+  if (options_.mutating_webhook_configurations.empty()) return nullptr;
+  const std::string& owner = options_.mutating_webhook_configurations.front();
+  auto config = client_->Get(kube::MutatingWebhookConfigurations(), "", owner);
+  const std::string uid =
+      config.ok() ? kube::StringField(kube::ObjectField(*config, "metadata"), "uid") : "";
+  if (uid.empty()) return nullptr;
+  return kube::Object::array({{{"apiVersion", "admissionregistration.k8s.io/v1"},
+                               {"kind", "MutatingWebhookConfiguration"},
+                               {"name", owner},
+                               {"uid", uid}}});
+}
+
+Status CertificateManager::WriteCaSecret(const SecretView& view, const std::string& ca_pem,
+                                         const std::string& ca_key, bool* lost_race) {
+  kube::Object secret = view.ca_exists ? view.ca_object : kube::Object::object();
+  secret["apiVersion"] = "v1";
+  secret["kind"] = "Secret";
+  secret["metadata"]["name"] = CaSecretName();
+  secret["metadata"]["namespace"] = options_.secret_namespace;
+  secret["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "allocguard";
+  secret["type"] = "Opaque";
+  kube::Object data = kube::Object::object();
+  data[kSecretCaKey] = kube::EncodeBase64(ca_pem);
+  data[kSecretCaKeyKey] = kube::EncodeBase64(ca_key);
+  if (!view.ca_secret_cert.empty() && view.ca_secret_cert != ca_pem) {
+    data[kCaSecretPreviousCert] = kube::EncodeBase64(view.ca_secret_cert);
+    data[kCaSecretPreviousKey] = kube::EncodeBase64(view.ca_secret_key);
+  } else if (view.ca_exists) {
+    const kube::Object& old = kube::ObjectField(view.ca_object, "data");
+    for (const char* k : {kCaSecretPreviousCert, kCaSecretPreviousKey}) {
+      if (old.is_object() && old.contains(k)) data[k] = old[k];
+    }
+  }
+  secret["data"] = std::move(data);
+  if (kube::Object owners = OwnerReferences(); !owners.is_null()) {
+    secret["metadata"]["ownerReferences"] = std::move(owners);
+  }
+  const std::string what = "Secret " + options_.secret_namespace + "/" + CaSecretName();
+  if (!view.ca_exists) {
+    auto created = client_->Create(kube::Secrets(), options_.secret_namespace, secret);
+    if (!created.ok() && created.error().IsAlreadyExists()) {
+      *lost_race = true;
+      return Status::Ok();
+    }
+    return created.status().WithContext("creating " + what);
+  }
+  auto updated = client_->Update(kube::Secrets(), secret);
+  if (!updated.ok() && updated.error().IsConflict()) {
+    *lost_race = true;
+    return Status::Ok();
+  }
+  return updated.status().WithContext("updating " + what);
 }
 
 RotationState CertificateManager::StateOf(const SecretView& view) {
@@ -161,7 +269,12 @@ Status CertificateManager::Apply(RotationAction action, const SecretView& view, 
 
   switch (action) {
     case RotationAction::kNone:
-      return Status::Ok();
+      // Nothing to rotate; what remains is moving an earlier layout's (or a
+      // lost) CA key into the CA Secret (below).
+      if (!view.legacy_ca_key && view.ca_exists && view.ca_secret_key == ca_key) {
+        return Status::Ok();
+      }
+      break;
     case RotationAction::kCreateCa: {
       AG_ASSIGN_OR_RETURN(PemCertificateAndKey ca,
                           GenerateCa(options_.ca_common_name, start, start + policy.ca_validity));
@@ -192,6 +305,14 @@ Status CertificateManager::Apply(RotationAction action, const SecretView& view, 
       break;
   }
 
+  // The CA Secret first: a serving Secret never names a CA whose key is not
+  // kept. (A crash between the two writes leaves the CA Secret one CA ahead;
+  // its previous.* keys still hold the key of the serving Secret's newest.)
+  if (bundle.empty()) return Internal("no CA to keep");
+  if (!view.ca_exists || view.ca_secret_cert != bundle.back() || view.ca_secret_key != ca_key) {
+    AG_RETURN_IF_ERROR(WriteCaSecret(view, bundle.back(), ca_key, lost_race));
+    if (*lost_race) return Status::Ok();
+  }
   kube::Object secret = view.exists ? view.object : kube::Object::object();
   secret["apiVersion"] = "v1";
   secret["kind"] = "Secret";
@@ -202,22 +323,9 @@ Status CertificateManager::Apply(RotationAction action, const SecretView& view, 
   secret["data"][kSecretCertKey] = kube::EncodeBase64(cert);
   secret["data"][kSecretKeyKey] = kube::EncodeBase64(key);
   secret["data"][kSecretCaKey] = kube::EncodeBase64(Concat(bundle));
-  secret["data"][kSecretCaKeyKey] = kube::EncodeBase64(ca_key);
-  // The Secret lives as long as the webhook configuration that trusts its
-  // CA: once that is deleted (helm uninstall), the garbage collector deletes
-  // the Secret too. Before the configuration exists the Secret has no owner.
-  if (!options_.mutating_webhook_configurations.empty()) {
-    const std::string& owner = options_.mutating_webhook_configurations.front();
-    auto config = client_->Get(kube::MutatingWebhookConfigurations(), "", owner);
-    const std::string uid =
-        config.ok() ? kube::StringField(kube::ObjectField(*config, "metadata"), "uid") : "";
-    if (!uid.empty()) {
-      secret["metadata"]["ownerReferences"] =
-          kube::Object::array({{{"apiVersion", "admissionregistration.k8s.io/v1"},
-                                {"kind", "MutatingWebhookConfiguration"},
-                                {"name", owner},
-                                {"uid", uid}}});
-    }
+  secret["data"].erase(kSecretCaKeyKey);  // the CA key lives in the CA Secret only
+  if (kube::Object owners = OwnerReferences(); !owners.is_null()) {
+    secret["metadata"]["ownerReferences"] = std::move(owners);
   }
   const std::string what = "Secret " + options_.secret_namespace + "/" + options_.secret_name;
   if (!view.exists) {
@@ -257,8 +365,8 @@ Status CertificateManager::Tick() {
   }
   constexpr int kMaxRounds = 6;
   for (int round = 0; round < kMaxRounds; ++round) {
-    AG_ASSIGN_OR_RETURN(SecretView view, ReadSecret());
     const bool writer = !options_.may_write || options_.may_write();
+    AG_ASSIGN_OR_RETURN(SecretView view, ReadSecret(writer));
     if (!writer) {
       Adopt(view);
       std::lock_guard<std::mutex> lock(mu_);
@@ -280,7 +388,10 @@ Status CertificateManager::Tick() {
       std::lock_guard<std::mutex> lock(mu_);
       last_decision_ = decision;
     }
-    if (decision.action == RotationAction::kNone) {
+    const bool migrate =
+        view.exists && !view.cas.empty() && !view.ca_key.empty() &&
+        (view.legacy_ca_key || !view.ca_exists || view.ca_secret_key != view.ca_key);
+    if (decision.action == RotationAction::kNone && !migrate) {
       Adopt(view);
       return sync_status;
     }

@@ -1,15 +1,23 @@
 #pragma once
 
-// Self-managed webhook certificates: a CA and a serving certificate kept in a
-// Secret, rotated as DecideRotation says, with the CA bundle written into the
-// webhook configurations that call the server.
+// Self-managed webhook certificates: a CA and a serving certificate kept in
+// two Secrets, rotated as DecideRotation says, with the CA bundle written
+// into the webhook configurations that call the server.
 //
-// The Secret (type kubernetes.io/tls) holds tls.crt, tls.key, ca.crt (the
-// bundle: one CA, or two during a CA rotation, oldest first) and ca.key (the
-// key of the newest CA). Several operator replicas may share it: every write
-// is a create or a resourceVersion-guarded update, so a replica that lost a
-// race re-reads and adopts the other's fresh certificate instead of
-// overwriting it.
+// The serving Secret (secret_name, type kubernetes.io/tls) holds tls.crt,
+// tls.key and ca.crt (the bundle: one CA, or two during a CA rotation,
+// oldest first): everything a replica needs to serve, and every replica
+// reads it. The CA Secret (ca_secret_name, type Opaque) holds ca.crt (the
+// newest CA) and ca.key (its key): only the writing replica reads it, when
+// it issues or rotates, so the key that can mint certificates the webhook
+// configurations trust is never where the serving pair is read or mounted.
+// A serving Secret in the earlier one-Secret layout (with ca.key) is
+// migrated by the writer: the CA Secret is written first, then ca.key is
+// removed from the serving Secret; the serving pair stays the same
+// throughout, so no admission fails. Several replicas may share the
+// Secrets: every write is a create or a resourceVersion-guarded update, so a
+// replica that lost a race re-reads and adopts the other's fresh certificate
+// instead of overwriting it.
 
 #include <functional>
 #include <memory>
@@ -29,11 +37,12 @@ namespace allocguard::certs {
 inline constexpr const char* kSecretCertKey = "tls.crt";
 inline constexpr const char* kSecretKeyKey = "tls.key";
 inline constexpr const char* kSecretCaKey = "ca.crt";
-inline constexpr const char* kSecretCaKeyKey = "ca.key";
+inline constexpr const char* kSecretCaKeyKey = "ca.key";  // in the CA Secret
 
 struct CertificateManagerOptions {
   std::string secret_namespace;
-  std::string secret_name;
+  std::string secret_name;     // the serving Secret
+  std::string ca_secret_name;  // the CA Secret; empty: secret_name + "-ca"
   // Names the serving certificate carries (see ServiceDnsNames); at least one.
   std::vector<std::string> dns_names;
   std::vector<std::string> ip_addresses;
@@ -73,7 +82,11 @@ class CertificateManager final : public CertificateSource {
 
  private:
   struct SecretView;
-  Result<SecretView> ReadSecret();
+  Result<SecretView> ReadSecret(bool writer);
+  Status WriteCaSecret(const SecretView& view, const std::string& ca_pem, const std::string& ca_key,
+                       bool* lost_race);
+  const std::string& CaSecretName() const { return ca_secret_name_; }
+  kube::Object OwnerReferences();
   RotationState StateOf(const SecretView& view);
   Result<std::optional<WallTime>> SyncCaBundle(const std::string& bundle_pem);
   Status Apply(RotationAction action, const SecretView& view, bool* lost_race);
@@ -81,6 +94,7 @@ class CertificateManager final : public CertificateSource {
 
   kube::Client* client_;
   CertificateManagerOptions options_;
+  std::string ca_secret_name_;
   Clock* clock_;
 
   // The bundle every webhook configuration was last seen holding, and since

@@ -96,13 +96,14 @@ class CertsControlPlaneTest : public ::testing::Test {
     return out;
   }
 
-  std::string SecretField(const char* key) {
-    auto got = client_->Get(kube::Secrets(), ns_, "webhook-tls");
+  std::string SecretField(const char* key, const std::string& secret = "webhook-tls") {
+    auto got = client_->Get(kube::Secrets(), ns_, secret);
     EXPECT_TRUE(got.ok());
     if (!got.ok()) return "";
     auto decoded = kube::DecodeBase64((*got)["data"].value(key, ""));
     return decoded.ok() ? *decoded : "";
   }
+  std::string CaSecretField(const char* key) { return SecretField(key, "webhook-tls-ca"); }
 
   std::unique_ptr<kube::Client> client_;
   std::string ns_;
@@ -121,7 +122,10 @@ TEST_F(CertsControlPlaneTest, CreatesTheSecretSharesItAndWritesTheCaBundle) {
   EXPECT_EQ((*secret)["type"], "kubernetes.io/tls");
   EXPECT_EQ(SecretField(kSecretCertKey), pair->cert_chain_pem);
   EXPECT_EQ(SecretField(kSecretCaKey), pair->ca_bundle_pem);
-  EXPECT_TRUE(KeyMatchesCertificate(SecretField(kSecretCaKey), SecretField(kSecretCaKeyKey)));
+  // The CA key is in the CA Secret, never beside the serving pair.
+  EXPECT_FALSE((*secret)["data"].contains(kSecretCaKeyKey)) << secret->dump();
+  EXPECT_EQ(CaSecretField(kSecretCaKey), pair->ca_bundle_pem);
+  EXPECT_TRUE(KeyMatchesCertificate(CaSecretField(kSecretCaKey), CaSecretField(kSecretCaKeyKey)));
   EXPECT_TRUE(IsSignedBy(pair->cert_chain_pem, pair->ca_bundle_pem));
   auto leaf = ParseCertificates(pair->cert_chain_pem);
   ASSERT_TRUE(leaf.ok());
@@ -139,6 +143,41 @@ TEST_F(CertsControlPlaneTest, CreatesTheSecretSharesItAndWritesTheCaBundle) {
   auto again = client_->Get(kube::Secrets(), ns_, "webhook-tls");
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->at("metadata").value("resourceVersion", ""), rv) << "the Secret was rewritten";
+}
+
+// A serving Secret of the earlier one-Secret layout (ca.key beside the
+// serving pair) is migrated: the CA Secret is written, ca.key removed from
+// the serving Secret, and the serving pair served all along is unchanged.
+TEST_F(CertsControlPlaneTest, TheOneSecretLayoutIsMigratedWithoutChangingTheServingPair) {
+  CertificateManager first(client_.get(), Options(RealClock::Get()));
+  ASSERT_TRUE(first.Tick().ok());
+  const std::string cert = SecretField(kSecretCertKey);
+  const std::string ca_key = CaSecretField(kSecretCaKeyKey);
+  // Rewrite the layout as an earlier operator left it.
+  ASSERT_TRUE(client_->Delete(kube::Secrets(), ns_, "webhook-tls-ca").ok());
+  auto legacy = client_->UpdateWithRetry(kube::Secrets(), ns_, "webhook-tls", [&](kube::Object& s) {
+    s["data"][kSecretCaKeyKey] = kube::EncodeBase64(ca_key);
+    return Status::Ok();
+  });
+  ASSERT_TRUE(legacy.ok()) << legacy.status().ToString();
+
+  // A replica that may not write serves the pair (and reads no CA key).
+  CertificateManagerOptions reader_options = Options(RealClock::Get());
+  reader_options.may_write = [] { return false; };
+  CertificateManager reader(client_.get(), reader_options);
+  ASSERT_TRUE(reader.Tick().ok());
+  ASSERT_NE(reader.Current(), nullptr);
+  EXPECT_EQ(reader.Current()->cert_chain_pem, cert);
+
+  CertificateManager writer(client_.get(), Options(RealClock::Get()));
+  Status tick = writer.Tick();
+  ASSERT_TRUE(tick.ok()) << tick.ToString();
+  ASSERT_NE(writer.Current(), nullptr);
+  EXPECT_EQ(writer.Current()->cert_chain_pem, cert) << "the migration reissued the serving pair";
+  EXPECT_EQ(SecretField(kSecretCertKey), cert);
+  EXPECT_EQ(SecretField(kSecretCaKeyKey), "") << "ca.key left beside the serving pair";
+  EXPECT_EQ(CaSecretField(kSecretCaKeyKey), ca_key);
+  EXPECT_TRUE(IsSignedBy(cert, CaSecretField(kSecretCaKey)));
 }
 
 TEST_F(CertsControlPlaneTest, AReplicaThatMayNotWriteOnlyReads) {
