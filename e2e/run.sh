@@ -67,7 +67,7 @@ system_ns=allocguard-system
 demo_ns=allocguard-demo
 deploy=ratchet-demo
 policy=ratchet-demo
-# The most a canary stage may take: two variants of at most 10 minutes each
+# The most a canary stage may take: two variants of at most 12 minutes each
 # (demo-policy.yaml), their readiness timeouts and pod start-up.
 canary_timeout=${ALLOCGUARD_E2E_CANARY_TIMEOUT:-1800}
 

@@ -18,7 +18,7 @@ if [[ ${1:-} == --leak ]]; then
   leak=(--leak)
   name=demo-leak
 fi
-duration=${DEMO_DURATION:-10m}
+duration=${DEMO_DURATION:-12m}
 
 ./scripts/install-deps.sh
 echo "== building (release)"

@@ -74,6 +74,33 @@ TEST(SequentialJudgeTest, ClearRatchetIsCalledEarlyWithItsNumbers) {
   EXPECT_NE(o.judgement.explanation.find("minutes"), std::string::npos);
 }
 
+// The demo workload's glibc climb as a fresh-machine e2e run recorded it
+// (docs/e2e.md, "Canary durations"): steep for five minutes, then level.
+// With a 10-minute plan the last look is at nine floors, where the
+// levelling leaves the interval's lower end just under the threshold; with
+// the e2e policy's 12-minute plan the tenth floor of a plateau decides it.
+TEST(SequentialJudgeTest, TheDemosLevellingClimbNeedsALookPastNineFloors) {
+  const double mib[] = {1256, 1423.1, 1515.2, 1965, 2584.6, 2685.3, 2762.7, 2791.9, 2806.5,
+                        2809.5};  // the tenth: the plateau, +3 MiB
+  auto judge_at = [&](int max_minutes, int count) {
+    JudgeOptions options;
+    options.max_minutes = max_minutes;
+    std::vector<MinuteFloor> floors;
+    for (int m = 1; m <= count; ++m) {
+      floors.push_back({.minute = m, .floor_bytes = mib[m - 1] * kBytesPerMiB, .samples = 30});
+    }
+    return NewSequentialJudge(options)->Judge(floors, false);
+  };
+  FloorJudgement ten_minute_plan = judge_at(10, 9);
+  EXPECT_EQ(ten_minute_plan.decision, FloorDecision::kInconclusive);
+  EXPECT_GT(ten_minute_plan.slope_gib_per_h, 13.0);
+  EXPECT_LT(ten_minute_plan.slope_low_gib_per_h, 0.5);
+  EXPECT_EQ(judge_at(12, 9).decision, FloorDecision::kContinue) << "not the last look any more";
+  FloorJudgement twelve_minute_plan = judge_at(12, 10);
+  EXPECT_EQ(twelve_minute_plan.decision, FloorDecision::kRatchet);
+  EXPECT_GT(twelve_minute_plan.slope_low_gib_per_h, 0.5);
+}
+
 TEST(SequentialJudgeTest, LevelFloorIsFlatBeforeTheEnd) {
   auto judge = NewSequentialJudge({.max_slope_gib_per_h = 0.5});
   RunOutcome o = ReplayJudge(*judge, Trace(0, 10));
