@@ -21,7 +21,6 @@
 namespace allocguard::controllers {
 namespace {
 
-using kube::testing::Env;
 using kube::testing::RandomSuffix;
 using nlohmann::json;
 
@@ -77,13 +76,10 @@ json FlatCanary(const json& deployment, const api::AllocatorPolicy& policy) {
 class RolloutRaceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string kubeconfig = Env("ALLOCGUARD_TEST_KUBECONFIG");
-    if (kubeconfig.empty()) GTEST_SKIP() << "no control plane: ALLOCGUARD_TEST_KUBECONFIG unset";
-    auto config = kube::LoadKubeconfig({kubeconfig, "", "", ""});
-    ASSERT_TRUE(config.ok()) << config.status().ToString();
-    auto client = kube::Client::Create(*config);
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
-    client_ = std::move(*client);
+    std::string error;
+    client_ = kube::testing::TestClient(&error);
+    ASSERT_TRUE(error.empty()) << error;
+    if (client_ == nullptr) GTEST_SKIP() << "no control plane: ALLOCGUARD_TEST_KUBECONFIG unset";
     ns_ = "race-" + RandomSuffix();
     auto created = client_->Create(kube::Namespaces(), "", {{"metadata", {{"name", ns_}}}});
     ASSERT_TRUE(created.ok()) << created.status().ToString();

@@ -150,11 +150,16 @@ Status CertificateManager::WriteCaSecret(const SecretView& view, const std::stri
     }
   }
   secret["data"] = std::move(data);
+  return PutSecret(std::move(secret), view.ca_exists, lost_race);
+}
+
+Status CertificateManager::PutSecret(kube::Object secret, bool exists, bool* lost_race) {
   if (kube::Object owners = OwnerReferences(); !owners.is_null()) {
     secret["metadata"]["ownerReferences"] = std::move(owners);
   }
-  const std::string what = "Secret " + options_.secret_namespace + "/" + CaSecretName();
-  if (!view.ca_exists) {
+  const std::string what =
+      "Secret " + options_.secret_namespace + "/" + kube::StringField(secret["metadata"], "name");
+  if (!exists) {
     auto created = client_->Create(kube::Secrets(), options_.secret_namespace, secret);
     if (!created.ok() && created.error().IsAlreadyExists()) {
       *lost_race = true;
@@ -162,6 +167,7 @@ Status CertificateManager::WriteCaSecret(const SecretView& view, const std::stri
     }
     return created.status().WithContext("creating " + what);
   }
+  // PUT with the resourceVersion read: 409 when another replica wrote first.
   auto updated = client_->Update(kube::Secrets(), secret);
   if (!updated.ok() && updated.error().IsConflict()) {
     *lost_race = true;
@@ -324,25 +330,7 @@ Status CertificateManager::Apply(RotationAction action, const SecretView& view, 
   secret["data"][kSecretKeyKey] = kube::EncodeBase64(key);
   secret["data"][kSecretCaKey] = kube::EncodeBase64(Concat(bundle));
   secret["data"].erase(kSecretCaKeyKey);  // the CA key lives in the CA Secret only
-  if (kube::Object owners = OwnerReferences(); !owners.is_null()) {
-    secret["metadata"]["ownerReferences"] = std::move(owners);
-  }
-  const std::string what = "Secret " + options_.secret_namespace + "/" + options_.secret_name;
-  if (!view.exists) {
-    auto created = client_->Create(kube::Secrets(), options_.secret_namespace, secret);
-    if (!created.ok() && created.error().IsAlreadyExists()) {
-      *lost_race = true;
-      return Status::Ok();
-    }
-    return created.status().WithContext("creating " + what);
-  }
-  // PUT with the resourceVersion read: 409 when another replica wrote first.
-  auto updated = client_->Update(kube::Secrets(), secret);
-  if (!updated.ok() && updated.error().IsConflict()) {
-    *lost_race = true;
-    return Status::Ok();
-  }
-  return updated.status().WithContext("updating " + what);
+  return PutSecret(std::move(secret), view.exists, lost_race);
 }
 
 void CertificateManager::Adopt(const SecretView& view) {

@@ -87,6 +87,9 @@ class CertificateManager final : public CertificateSource {
                        bool* lost_race);
   const std::string& CaSecretName() const { return ca_secret_name_; }
   kube::Object OwnerReferences();
+  // Creates (exists false) or updates `secret` with the owner references;
+  // *lost_race when another replica created or wrote it first.
+  Status PutSecret(kube::Object secret, bool exists, bool* lost_race);
   RotationState StateOf(const SecretView& view);
   Result<std::optional<WallTime>> SyncCaBundle(const std::string& bundle_pem);
   Status Apply(RotationAction action, const SecretView& view, bool* lost_race);

@@ -5,9 +5,13 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
+
+#include "operator/kube/client.h"
+#include "operator/kube/config.h"
 
 namespace allocguard::kube::testing {
 
@@ -15,6 +19,25 @@ namespace allocguard::kube::testing {
 inline std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? "" : v;
+}
+
+// A client with the test control plane's admin kubeconfig
+// (ALLOCGUARD_TEST_KUBECONFIG); nullptr when the variable is unset (the
+// caller skips) or, with the reason in *error, when it cannot be used.
+inline std::unique_ptr<Client> TestClient(std::string* error) {
+  const char* kubeconfig = std::getenv("ALLOCGUARD_TEST_KUBECONFIG");
+  if (kubeconfig == nullptr || *kubeconfig == '\0') return nullptr;
+  auto config = LoadKubeconfig({kubeconfig, "", "", ""});
+  if (!config.ok()) {
+    *error = config.status().ToString();
+    return nullptr;
+  }
+  auto client = Client::Create(*config);
+  if (!client.ok()) {
+    *error = client.status().ToString();
+    return nullptr;
+  }
+  return std::move(*client);
 }
 
 // Six random [a-z0-9] characters, to keep names of concurrent runs apart.
