@@ -80,8 +80,8 @@ TEST(SequentialJudgeTest, ClearRatchetIsCalledEarlyWithItsNumbers) {
 // levelling leaves the interval's lower end just under the threshold; with
 // the e2e policy's 12-minute plan the tenth floor of a plateau decides it.
 TEST(SequentialJudgeTest, TheDemosLevellingClimbNeedsALookPastNineFloors) {
-  const double mib[] = {1256, 1423.1, 1515.2, 1965, 2584.6, 2685.3, 2762.7, 2791.9, 2806.5,
-                        2809.5};  // the tenth: the plateau, +3 MiB
+  const double mib[] = {1256,   1423.1, 1515.2, 1965,   2584.6,
+                        2685.3, 2762.7, 2791.9, 2806.5, 2809.5};  // the tenth: the plateau, +3 MiB
   auto judge_at = [&](int max_minutes, int count) {
     JudgeOptions options;
     options.max_minutes = max_minutes;
