@@ -299,10 +299,12 @@ class WebhookServingImpl final : public WebhookServing {
         in.policy.has_value() ? controllers::CanaryPolicyKey(*in.policy) : "";
     // A Flat verdict lets a template through only from a canary that proves
     // it (controllers::CanaryDistrust): never by the canary's name alone.
-    const json deployment = request.object;
-    const std::optional<api::AllocatorPolicy> policy = in.policy;
-    in.has_flat_verdict = [this, ns, name, policy_key, deployment,
-                           policy](const std::string& hash) {
+    // (Called only within DecideDeploymentGate below: the request and the
+    // policy outlive it, so they are referred to, not copied.)
+    const json& deployment = request.object;
+    const std::optional<api::AllocatorPolicy>& policy = in.policy;
+    in.has_flat_verdict = [this, &ns, &name, &policy_key, &deployment,
+                           &policy](const std::string& hash) {
       if (!policy.has_value()) return false;
       auto canary = deps_.canaries->Get(ns + "/" + controllers::CanaryName(name, hash, policy_key));
       return canary.has_value() && Str(Field(*canary, "status"), "verdict") == "Flat" &&
