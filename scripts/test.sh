@@ -184,7 +184,6 @@ unit_and_integration() {  # release|asan
 
 status=0
 build release
-touch "$logs/release-built"
 
 # --- 2. the node tier, in the background -------------------------------------------
 # e2e/run.sh starts a node (containerd, kubelet, scheduler, controller-manager),
