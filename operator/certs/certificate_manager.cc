@@ -11,6 +11,12 @@
 namespace allocguard::certs {
 namespace {
 
+// A Secret's data field, base64-decoded; "" when absent or malformed.
+std::string DecodedField(const kube::Object& secret, const char* key) {
+  auto decoded = kube::DecodeBase64(kube::StringField(kube::ObjectField(secret, "data"), key));
+  return decoded.ok() ? *decoded : std::string();
+}
+
 std::string Concat(const std::vector<std::string>& pems) {
   std::string out;
   for (const auto& p : pems) out += p;
@@ -64,15 +70,10 @@ Result<CertificateManager::SecretView> CertificateManager::ReadSecret(bool write
   }
   view.exists = true;
   view.object = std::move(*got);
-  const kube::Object& data = kube::ObjectField(view.object, "data");
-  auto field = [&](const char* key) {
-    auto decoded = kube::DecodeBase64(kube::StringField(data, key));
-    return decoded.ok() ? *decoded : std::string();
-  };
-  view.cert = field(kSecretCertKey);
-  view.key = field(kSecretKeyKey);
-  view.ca = field(kSecretCaKey);
-  const std::string legacy_key = field(kSecretCaKeyKey);
+  view.cert = DecodedField(view.object, kSecretCertKey);
+  view.key = DecodedField(view.object, kSecretKeyKey);
+  view.ca = DecodedField(view.object, kSecretCaKey);
+  const std::string legacy_key = DecodedField(view.object, kSecretCaKeyKey);
   view.legacy_ca_key = !legacy_key.empty();
   if (auto cas = ParseCertificates(view.ca); cas.ok()) view.cas = std::move(*cas);
   if (!writer) return view;  // serving needs no CA key
@@ -92,11 +93,7 @@ Result<CertificateManager::SecretView> CertificateManager::ReadSecret(bool write
   if (ca_got.ok()) {
     view.ca_exists = true;
     view.ca_object = std::move(*ca_got);
-    const kube::Object& ca_data = kube::ObjectField(view.ca_object, "data");
-    auto ca_field = [&](const char* key) {
-      auto decoded = kube::DecodeBase64(kube::StringField(ca_data, key));
-      return decoded.ok() ? *decoded : std::string();
-    };
+    auto ca_field = [&](const char* key) { return DecodedField(view.ca_object, key); };
     view.ca_secret_cert = ca_field(kSecretCaKey);
     view.ca_secret_key = ca_field(kSecretCaKeyKey);
     if (matching(view.ca_secret_cert, view.ca_secret_key)) {
