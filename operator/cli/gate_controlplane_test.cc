@@ -50,17 +50,32 @@ class GateTest : public ::testing::Test {
   static void SetUpTestSuite() {
     kubeconfig_ = Env("ALLOCGUARD_TEST_KUBECONFIG");
     const std::string kubectl = Env("ALLOCGUARD_TEST_KUBECTL");
-    if (kubeconfig_.empty() || kubectl.empty()) return;
+    if (kubeconfig_.empty()) return;  // no control plane: the tests skip
+    // From here on a failure fails every test with what went wrong: a
+    // control plane that is there but cannot be set up is not a skip.
+    if (kubectl.empty()) {
+      setup_error_ = "ALLOCGUARD_TEST_KUBECTL unset";
+      return;
+    }
     auto config = kube::LoadKubeconfig({kubeconfig_, "", "", ""});
-    if (!config.ok()) return;
+    if (!config.ok()) {
+      setup_error_ = "kubeconfig: " + config.status().ToString();
+      return;
+    }
     auto client = kube::Client::Create(*config);
-    if (!client.ok()) return;
+    if (!client.ok()) {
+      setup_error_ = "client: " + client.status().ToString();
+      return;
+    }
     client_ = std::move(*client).release();
     ns_ = "gate-" + RandomSuffix();
     (void)client_->Create(kube::Namespaces(), "", {{"metadata", {{"name", ns_}}}});
     const std::string apply = kubectl + " --kubeconfig " + kubeconfig_ + " apply -f " +
                               ALLOCGUARD_SOURCE_DIR + "/crds/ >/dev/null 2>&1";
-    if (std::system(apply.c_str()) != 0) return;
+    if (std::system(apply.c_str()) != 0) {
+      setup_error_ = "kubectl apply -f crds/ failed";
+      return;
+    }
     // The CRDs take a moment to be served.
     const json policy = {
         {"apiVersion", "allocguard.io/v1alpha1"},
@@ -81,11 +96,20 @@ class GateTest : public ::testing::Test {
           return p.ok() || p.error().IsAlreadyExists();
         },
         std::chrono::seconds(30), std::chrono::milliseconds(200));
-    if (!created) return;
+    if (!created) {
+      setup_error_ = "the AllocatorPolicy could not be created within 30 s";
+      return;
+    }
     auto stored = client_->Get(kube::AllocatorPolicies(), ns_, "gated");
-    if (!stored.ok()) return;
+    if (!stored.ok()) {
+      setup_error_ = "reading the policy back: " + stored.status().ToString();
+      return;
+    }
     auto parsed = api::ParseAllocatorPolicy(*stored);
-    if (!parsed.ok()) return;
+    if (!parsed.ok()) {
+      setup_error_ = "parsing the stored policy: " + parsed.status().ToString();
+      return;
+    }
     policy_ = new api::AllocatorPolicy(*parsed);
   }
 
@@ -94,7 +118,9 @@ class GateTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    if (policy_ == nullptr) GTEST_SKIP() << "no control plane (run e2e/cluster/up.sh)";
+    if (kubeconfig_.empty()) GTEST_SKIP() << "no control plane (run e2e/cluster/up.sh)";
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+    ASSERT_NE(policy_, nullptr);
   }
 
   // Creates a Deployment; governed ones carry the policy's label. Returns it
@@ -193,6 +219,7 @@ class GateTest : public ::testing::Test {
   static inline std::string ns_;
   static inline kube::Client* client_ = nullptr;
   static inline api::AllocatorPolicy* policy_ = nullptr;
+  static inline std::string setup_error_;
 };
 
 TEST_F(GateTest, HeldDeploymentWhoseCanaryRatchetedExits2) {

@@ -43,7 +43,8 @@ TEST(WorkQueueTest, PerKeyBackoffDoublesFrom5msAndForgetResetsIt) {
   for (int i = 0; i < 4; ++i) {
     q.AddRateLimited("a");
     Clock::Duration waited{0};
-    while (!q.TryGet().has_value()) {
+    // Bounded: a backoff that never ends fails here instead of hanging.
+    while (!q.TryGet().has_value() && waited < milliseconds(1000)) {
       clock.Advance(milliseconds(1));
       waited += milliseconds(1);
     }

@@ -76,7 +76,11 @@ TEST(StreamingHttpClientTest, CancelInterruptsARequestWaitingForTheServer) {
   ASSERT_TRUE(client.ok());
   Status result;
   std::thread caller([&] { result = (*client)->Stream({.path = "/slow"}, {}); });
-  while (!request_arrived) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!request_arrived && std::chrono::steady_clock::now() < limit) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(request_arrived) << "the request did not reach the server within 30 s";
   (*client)->Cancel();
   caller.join();  // returns although the server has not answered
   EXPECT_EQ(result.code(), StatusCode::kUnavailable);
