@@ -168,7 +168,7 @@ json GateAnswer::ToJson() const {
 GateAnswer DecideCanaryGate(const json& canary) {
   GateAnswer a;
   ReadCanary(canary, a);
-  a.policy = Str(Field(canary, "spec"), "policy");
+  a.policy = Str(Field(Field(canary, "spec"), "policyRef"), "name");
   a.template_hash = Str(Field(canary, "spec"), "templateHash");
   if (!Finished(a.canary_phase)) {
     a.state = GateState::kWaiting;
@@ -225,15 +225,31 @@ GateAnswer DecideDeploymentGate(const json& deployment,
     a.message = "policy " + policy.name + " has rollout mode Off: nothing is held";
     return a;
   }
+  const std::string held = Annotation(deployment, api::kHeldCandidateAnnotation);
   if (Annotation(deployment, api::kInjectAnnotation) == "false") {
-    a.state = GateState::kProceed;
-    a.reason = "OptedOut";
-    a.message = std::string("opted out with ") + api::kInjectAnnotation + "=false";
-    return a;
+    // As the rollout reconciler reads it: an opt-out is not an override, so
+    // a template held before it stays held (and nothing releases it).
+    const bool override_rolling_out =
+        !Annotation(deployment, api::kOverrideHoldAnnotation).empty() &&
+        Field(Field(deployment, "spec"), "paused") != json(true);
+    if (!held.empty() && !override_rolling_out) {
+      a.state = GateState::kHeld;
+      a.reason = "OptedOutWhileHeld";
+      a.message = "template " + held + " stays held although the Deployment opted out with " +
+                  api::kInjectAnnotation + "=false: an opt-out does not lift a hold. To roll " +
+                  "out anyway, annotate it with " + api::kOverrideHoldAnnotation +
+                  "=<reason> and unpause it";
+      return a;
+    }
+    if (held.empty()) {
+      a.state = GateState::kProceed;
+      a.reason = "OptedOut";
+      a.message = std::string("opted out with ") + api::kInjectAnnotation + "=false";
+      return a;
+    }
   }
   const std::string hash = admission::TemplateHash(tmpl);
   a.template_hash = hash;
-  const std::string held = Annotation(deployment, api::kHeldCandidateAnnotation);
   const std::string released = Annotation(deployment, api::kReleasedCandidateAnnotation);
   const bool paused = Field(Field(deployment, "spec"), "paused") == json(true);
   const std::string name = Str(Field(deployment, "metadata"), "name");
@@ -318,6 +334,18 @@ GateAnswer DecideDeploymentGate(const json& deployment,
     return a;
   }
   if (a.verdict == "Flat") {
+    // The operator releases only on a canary that proves the held template
+    // (CanaryDistrust); a Flat one it does not trust holds the rollout, so
+    // the gate says so at once instead of waiting for a release that will
+    // not come.
+    if (const std::string why = CanaryDistrust(*canary, deployment, hash, policy); !why.empty()) {
+      a.state = GateState::kHeld;
+      a.reason = "CanaryNotTrusted";
+      a.message = "template " + hash + " is held: canary " + a.canary +
+                  " is Flat but cannot release it: " + why +
+                  ". Delete it, and allocguard runs its own canary for this template";
+      return a;
+    }
     a.state = GateState::kWaiting;
     a.reason = "Releasing";
     a.message =

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "controllers/canary_fixture_for_test.h"
 #include "controllers/rollout_decision.h"
 #include "operator/admission/deployment_gate.h"
 #include "operator/api/names.h"
@@ -13,6 +14,7 @@ using nlohmann::json;
 
 api::AllocatorPolicy Policy(api::RolloutMode mode, const std::string& name = "web-policy") {
   api::AllocatorPolicy p;
+  p.spec.canary.load.requests = {api::LoadRequestSpec{.name = "get", .path = "/"}};
   p.ns = "shop";
   p.name = name;
   p.spec.selector.match_labels = {{"app", "web"}};
@@ -33,22 +35,18 @@ const std::string& Hash() {
 
 json Deployment(json annotations = json::object(), bool paused = false) {
   json d = {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}};
-  d["metadata"] = {{"name", "web"}, {"namespace", "shop"}, {"annotations", annotations}};
+  d["metadata"] = {
+      {"name", "web"}, {"namespace", "shop"}, {"uid", "u-1"}, {"annotations", annotations}};
   d["spec"] = {{"paused", paused}, {"template", Template()}};
   return d;
 }
 
+// The canary the operator would create for Deployment()'s template, with
+// a status as the canary reconciler writes it.
 json Canary(const std::string& phase, const std::string& verdict,
             const std::string& flat_variant = "") {
-  json status = {{"phase", phase}, {"explanation", "test explanation"}};
-  if (!verdict.empty()) {
-    status["verdict"] = verdict;
-    status["floorSlope"] = "+2.40 GiB/h";
-  }
-  if (!flat_variant.empty()) status["flatVariant"] = flat_variant;
-  return {{"metadata", {{"name", "c"}}},
-          {"spec", {{"policy", "web-policy"}, {"templateHash", Hash()}}},
-          {"status", status}};
+  return testing::TrustedCanary(Deployment(), Policy(api::RolloutMode::kEnforce), Hash(), phase,
+                                verdict, flat_variant);
 }
 
 TEST(ParseGateTargetTest, KindsAndErrors) {
@@ -130,6 +128,11 @@ TEST(DecideDeploymentGateTest, Table) {
        GateState::kProceed,
        "RolloutModeOff",
        "Off"},
+      {"opted out while held: the hold stays", enforce,
+       Deployment({{api::kInjectAnnotation, "false"}, {api::kHeldCandidateAnnotation, Hash()}},
+                  true),
+       Canary("Completed", "Flat"), GateState::kHeld, "OptedOutWhileHeld",
+       "an opt-out does not lift a hold"},
       {"opted out", enforce, Deployment(opted_out), std::nullopt, GateState::kProceed, "OptedOut",
        "inject=false"},
       {"held, no canary yet", enforce, Deployment(held, true), std::nullopt, GateState::kWaiting,
@@ -145,6 +148,13 @@ TEST(DecideDeploymentGateTest, Table) {
        GateState::kFailed, "CanaryFailed", "test explanation"},
       {"held, Flat, not yet released", enforce, Deployment(held, true), Canary("Completed", "Flat"),
        GateState::kWaiting, "Releasing", "waiting for the operator"},
+      {"held, Flat, but not a canary the operator trusts", enforce, Deployment(held, true),
+       [] {
+         json c = Canary("Completed", "Flat");
+         c["metadata"].erase("ownerReferences");
+         return c;
+       }(),
+       GateState::kHeld, "CanaryNotTrusted", "not owned"},
       {"released after Flat", enforce, Deployment(released), Canary("Completed", "Flat"),
        GateState::kProceed, "Released", "found Flat (floor slope +2.40 GiB/h)"},
       {"released baseline, no canary", enforce, Deployment(released), std::nullopt,
@@ -181,7 +191,7 @@ TEST(DecideDeploymentGateTest, Table) {
     EXPECT_EQ(a.reason, c.reason);
     EXPECT_NE(a.message.find(c.in_message), std::string::npos) << a.message;
     if (c.policies.size() == 1 && c.policies[0].spec.rollout.mode != api::RolloutMode::kOff &&
-        a.reason != "OptedOut") {
+        a.reason != "OptedOut" && a.reason != "OptedOutWhileHeld") {
       // The canary looked up is the one the rollout reconciler creates.
       EXPECT_EQ(asked, CanaryName("web", Hash(), CanaryPolicyKey(c.policies[0])));
       EXPECT_EQ(a.template_hash, Hash());
@@ -219,7 +229,9 @@ TEST(DecideCanaryGateTest, Table) {
 }
 
 TEST(GateAnswerTest, LineAndJson) {
-  GateAnswer a = DecideCanaryGate(Canary("Completed", "Ratchet"));
+  json canary = Canary("Completed", "Ratchet");
+  canary["metadata"]["name"] = "c";
+  GateAnswer a = DecideCanaryGate(canary);
   GateTarget t{GateKind::kReplayCanary, "c"};
   EXPECT_EQ(
       FormatGateLine(t, a).rfind("replaycanary/c Held CanaryNotFlat: canary c found Ratchet", 0),

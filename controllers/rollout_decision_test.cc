@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "controllers/canary_decision.h"
+#include "controllers/canary_fixture_for_test.h"
 #include "operator/admission/deployment_gate.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
@@ -45,23 +46,8 @@ std::string Hash() { return admission::TemplateHash(Deployment()["spec"]["templa
 // measured on this very spec.
 json Canary(const std::string& phase, const std::string& verdict,
             const std::string& flat_variant = "") {
-  const api::AllocatorPolicy policy = Policy(api::RolloutMode::kEnforce);
-  json canary = BuildReplayCanary(Deployment(), policy, Hash());
-  auto parsed = api::ParseReplayCanary(canary);
-  EXPECT_TRUE(parsed.ok()) << parsed.status().message();
-  json status = {{"phase", phase},
-                 {"verdict", verdict},
-                 {"explanation", "test explanation"},
-                 {"floorSlope", "+2.40 GiB/h"}};
-  if (!flat_variant.empty()) status["flatVariant"] = flat_variant;
-  if (phase == "Completed" && parsed.ok()) {
-    status["variants"] = {{{"name", "candidate"},
-                           {"phase", "Completed"},
-                           {"verdict", verdict},
-                           {"measurementKey", MeasurementKey(*parsed, "candidate", {})}}};
-  }
-  canary["status"] = status;
-  return canary;
+  return testing::TrustedCanary(Deployment(), Policy(api::RolloutMode::kEnforce), Hash(), phase,
+                                verdict, flat_variant);
 }
 
 TEST(DecideRolloutTest, Table) {

@@ -1,0 +1,44 @@
+#pragma once
+
+// For the decision tests: the ReplayCanary the operator itself would create
+// for a Deployment's template under a policy (BuildReplayCanary), with a
+// status whose candidate variant was measured on that very spec, so that
+// CanaryDistrust trusts it. A test that wants an untrusted canary tampers
+// with the result.
+
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "controllers/canary_decision.h"
+#include "controllers/rollout_decision.h"
+#include "operator/api/policy.h"
+
+namespace allocguard::controllers::testing {
+
+inline nlohmann::json TrustedCanary(const nlohmann::json& deployment,
+                                    const api::AllocatorPolicy& policy,
+                                    const std::string& template_hash, const std::string& phase,
+                                    const std::string& verdict,
+                                    const std::string& flat_variant = "") {
+  nlohmann::json canary = BuildReplayCanary(deployment, policy, template_hash);
+  auto parsed = api::ParseReplayCanary(canary);
+  EXPECT_TRUE(parsed.ok()) << parsed.status().message();
+  nlohmann::json status = {{"phase", phase}, {"explanation", "test explanation"}};
+  if (!verdict.empty()) {
+    status["verdict"] = verdict;
+    status["floorSlope"] = "+2.40 GiB/h";
+  }
+  if (!flat_variant.empty()) status["flatVariant"] = flat_variant;
+  if (phase == "Completed" && parsed.ok()) {
+    status["variants"] = {{{"name", "candidate"},
+                           {"phase", "Completed"},
+                           {"verdict", verdict},
+                           {"measurementKey", MeasurementKey(*parsed, "candidate", {})}}};
+  }
+  canary["status"] = status;
+  return canary;
+}
+
+}  // namespace allocguard::controllers::testing
