@@ -6,6 +6,7 @@
 #include "controllers/rollout_decision.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
+#include "operator/common/rfc3339.h"
 #include "operator/kube/credentials.h"
 #include "operator/kube/object.h"
 
@@ -35,8 +36,8 @@ std::string Join(const std::vector<std::string>& items, size_t max_items) {
 // it is no RFC 3339 time at all (absent, empty, or written by hand).
 std::string CanonicalTime(const std::string& text) {
   if (text.empty()) return "";
-  auto parsed = kube::ParseRfc3339(text);
-  return parsed.ok() ? kube::FormatRfc3339(parsed.value(), false) : "";
+  auto parsed = ParseRfc3339(text);
+  return parsed.ok() ? FormatRfc3339(parsed.value(), false) : "";
 }
 
 // A verdict entry for status from a finished canary. Its `time` is the

@@ -11,6 +11,7 @@
 #include "operator/admission/deployment_gate.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
+#include "operator/common/rfc3339.h"
 #include "operator/replay/canary_result.h"
 
 namespace allocguard::controllers {
@@ -80,15 +81,6 @@ json ArenaStatus(const canary::ArenaLimit& limit, std::optional<int> production_
 }
 
 }  // namespace
-
-std::string Rfc3339(std::chrono::system_clock::time_point wall_time) {
-  std::time_t t = std::chrono::system_clock::to_time_t(wall_time);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 CanarySlots::Decision CanarySlots::TryAcquire(const std::string& key, const kube::Store& canaries,
                                               int limit, int namespace_limit) {
@@ -232,7 +224,7 @@ std::optional<api::AllocatorPolicy> GoverningPolicy(
 Result<ReconcileResult> PolicyReconciler::Reconcile(const std::string& key) {
   std::optional<json> object = ctx_.policies->Get(key);
   if (!object.has_value()) return ReconcileResult{};
-  const std::string now = Rfc3339(ctx_.clock->WallNow());
+  const std::string now = FormatRfc3339(ctx_.clock->WallNow(), /*micros=*/false);
   auto parsed = api::ParseAllocatorPolicy(*object);
   if (!parsed.ok()) {
     // Stored before the schema refused it, or written around it: say so.
@@ -311,7 +303,7 @@ Result<ReconcileResult> PolicyReconciler::Reconcile(const std::string& key) {
 Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
   std::optional<json> object = ctx_.canaries->Get(key);
   if (!object.has_value()) return ReconcileResult{};
-  const std::string now = Rfc3339(ctx_.clock->WallNow());
+  const std::string now = FormatRfc3339(ctx_.clock->WallNow(), /*micros=*/false);
   auto parsed = api::ParseReplayCanary(*object);
   if (!parsed.ok()) {
     json status = Field(*object, "status").is_object() ? (*object)["status"] : json::object();

@@ -174,7 +174,4 @@ std::optional<api::AllocatorPolicy> GoverningPolicy(
     const std::vector<api::AllocatorPolicy>& policies,
     const std::map<std::string, std::string>& labels);
 
-// RFC 3339 UTC with seconds, as Kubernetes writes times.
-std::string Rfc3339(std::chrono::system_clock::time_point wall_time);
-
 }  // namespace allocguard::controllers

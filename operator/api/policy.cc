@@ -8,6 +8,7 @@
 
 #include "operator/api/pod_template.h"
 #include "operator/api/quantity.h"
+#include "operator/common/duration.h"
 #include "operator/replay/load_spec.h"
 
 namespace allocguard::api {
@@ -163,7 +164,7 @@ Status ReadDuration(const json& obj, const char* key, const std::string& base, m
   if (!v->is_string()) return Err(path, "must be a duration such as \"15m\", got " + Dump(*v));
   const std::string& text = v->get_ref<const std::string&>();
   bool has_unit = !text.empty() && std::isalpha(static_cast<unsigned char>(text.back()));
-  auto d = replay::ParseDuration(text);
+  auto d = ParseDuration(text);
   if (!d.ok() || !has_unit) {
     return Err(path, "must be a duration such as 90s, 15m or 1h30m, got \"" + text + "\"");
   }

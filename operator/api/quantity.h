@@ -24,7 +24,7 @@ Result<int64_t> ParseQuantityBytes(const std::string& text);
 std::string FormatQuantityBytes(int64_t bytes);
 
 // "15m", "2s", "1500ms", "90m": the largest of h, m, s, ms that divides the
-// duration exactly. Accepted by replay::ParseDuration and by the CRDs'
+// duration exactly. Accepted by ParseDuration and by the CRDs'
 // duration pattern. REQUIRES d >= 0.
 std::string FormatDuration(std::chrono::milliseconds d);
 

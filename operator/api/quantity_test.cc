@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "operator/common/duration.h"
 #include "operator/replay/load_spec.h"
 
 namespace allocguard::api {
@@ -90,7 +91,7 @@ TEST(FormatDurationTest, LargestExactUnitAndParsesBack) {
   EXPECT_EQ(FormatDuration(std::chrono::hours(2)), "2h");
   EXPECT_EQ(FormatDuration(milliseconds(0)), "0s");
   for (int64_t ms : {1, 999, 1000, 61000, 3600000, 5400000, 86400001}) {
-    EXPECT_EQ(replay::ParseDuration(FormatDuration(milliseconds(ms))).value(), milliseconds(ms));
+    EXPECT_EQ(ParseDuration(FormatDuration(milliseconds(ms))).value(), milliseconds(ms));
   }
 }
 

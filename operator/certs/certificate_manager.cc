@@ -5,6 +5,7 @@
 
 #include "operator/certs/file_certificate_source.h"
 #include "operator/certs/x509.h"
+#include "operator/common/base64.h"
 #include "operator/kube/config.h"
 #include "operator/kube/object.h"
 
@@ -13,7 +14,7 @@ namespace {
 
 // A Secret's data field, base64-decoded; "" when absent or malformed.
 std::string DecodedField(const kube::Object& secret, const char* key) {
-  auto decoded = kube::DecodeBase64(kube::StringField(kube::ObjectField(secret, "data"), key));
+  auto decoded = DecodeBase64(kube::StringField(kube::ObjectField(secret, "data"), key));
   return decoded.ok() ? *decoded : std::string();
 }
 
@@ -135,11 +136,11 @@ Status CertificateManager::WriteCaSecret(const SecretView& view, const std::stri
   secret["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "allocguard";
   secret["type"] = "Opaque";
   kube::Object data = kube::Object::object();
-  data[kSecretCaKey] = kube::EncodeBase64(ca_pem);
-  data[kSecretCaKeyKey] = kube::EncodeBase64(ca_key);
+  data[kSecretCaKey] = EncodeBase64(ca_pem);
+  data[kSecretCaKeyKey] = EncodeBase64(ca_key);
   if (!view.ca_secret_cert.empty() && view.ca_secret_cert != ca_pem) {
-    data[kCaSecretPreviousCert] = kube::EncodeBase64(view.ca_secret_cert);
-    data[kCaSecretPreviousKey] = kube::EncodeBase64(view.ca_secret_key);
+    data[kCaSecretPreviousCert] = EncodeBase64(view.ca_secret_cert);
+    data[kCaSecretPreviousKey] = EncodeBase64(view.ca_secret_key);
   } else if (view.ca_exists) {
     const kube::Object& old = kube::ObjectField(view.ca_object, "data");
     for (const char* k : {kCaSecretPreviousCert, kCaSecretPreviousKey}) {
@@ -198,7 +199,7 @@ RotationState CertificateManager::StateOf(const SecretView& view) {
 }
 
 Result<std::optional<WallTime>> CertificateManager::SyncCaBundle(const std::string& bundle_pem) {
-  const std::string encoded = kube::EncodeBase64(bundle_pem);
+  const std::string encoded = EncodeBase64(bundle_pem);
   Status first_error;
   bool all_hold = true;
   auto sync = [&](const kube::ResourceType& type, const std::string& name) {
@@ -323,9 +324,9 @@ Status CertificateManager::Apply(RotationAction action, const SecretView& view, 
   secret["metadata"]["namespace"] = options_.secret_namespace;
   secret["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "allocguard";
   secret["type"] = "kubernetes.io/tls";
-  secret["data"][kSecretCertKey] = kube::EncodeBase64(cert);
-  secret["data"][kSecretKeyKey] = kube::EncodeBase64(key);
-  secret["data"][kSecretCaKey] = kube::EncodeBase64(Concat(bundle));
+  secret["data"][kSecretCertKey] = EncodeBase64(cert);
+  secret["data"][kSecretKeyKey] = EncodeBase64(key);
+  secret["data"][kSecretCaKey] = EncodeBase64(Concat(bundle));
   secret["data"].erase(kSecretCaKeyKey);  // the CA key lives in the CA Secret only
   return PutSecret(std::move(secret), view.exists, lost_race);
 }

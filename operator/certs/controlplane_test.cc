@@ -9,6 +9,7 @@
 
 #include "operator/certs/certificate_manager.h"
 #include "operator/certs/x509.h"
+#include "operator/common/base64.h"
 #include "operator/kube/client.h"
 #include "operator/kube/config.h"
 #include "operator/kube/testing/controlplane_support.h"
@@ -90,7 +91,7 @@ class CertsControlPlaneTest : public ::testing::Test {
     EXPECT_TRUE(got.ok());
     if (!got.ok()) return out;
     for (const auto& hook : (*got)["webhooks"]) {
-      auto decoded = kube::DecodeBase64(hook["clientConfig"].value("caBundle", ""));
+      auto decoded = DecodeBase64(hook["clientConfig"].value("caBundle", ""));
       out.push_back(decoded.ok() ? *decoded : "<bad base64>");
     }
     return out;
@@ -100,7 +101,7 @@ class CertsControlPlaneTest : public ::testing::Test {
     auto got = client_->Get(kube::Secrets(), ns_, secret);
     EXPECT_TRUE(got.ok());
     if (!got.ok()) return "";
-    auto decoded = kube::DecodeBase64((*got)["data"].value(key, ""));
+    auto decoded = DecodeBase64((*got)["data"].value(key, ""));
     return decoded.ok() ? *decoded : "";
   }
   std::string CaSecretField(const char* key) { return SecretField(key, "webhook-tls-ca"); }
@@ -156,7 +157,7 @@ TEST_F(CertsControlPlaneTest, TheOneSecretLayoutIsMigratedWithoutChangingTheServ
   // Rewrite the layout as an earlier operator left it.
   ASSERT_TRUE(client_->Delete(kube::Secrets(), ns_, "webhook-tls-ca").ok());
   auto legacy = client_->UpdateWithRetry(kube::Secrets(), ns_, "webhook-tls", [&](kube::Object& s) {
-    s["data"][kSecretCaKeyKey] = kube::EncodeBase64(ca_key);
+    s["data"][kSecretCaKeyKey] = EncodeBase64(ca_key);
     return Status::Ok();
   });
   ASSERT_TRUE(legacy.ok()) << legacy.status().ToString();

@@ -16,6 +16,7 @@
 #include "operator/api/policy.h"
 #include "operator/cli/cli_util.h"
 #include "operator/cli/commands.h"
+#include "operator/common/duration.h"
 #include "operator/kube/client.h"
 #include "operator/kube/config.h"
 #include "operator/replay/load_spec.h"
@@ -129,9 +130,9 @@ int RunGate(const GateFlags& f) {
   if (f.output != "text" && f.output != "json") {
     return Fail(InvalidArgument("--output must be text or json"));
   }
-  auto timeout = replay::ParseDuration(f.timeout);
+  auto timeout = ParseDuration(f.timeout);
   if (!timeout.ok()) return Fail(timeout.status().WithContext("--timeout"));
-  auto poll = replay::ParseDuration(f.poll_interval);
+  auto poll = ParseDuration(f.poll_interval);
   if (!poll.ok()) return Fail(poll.status().WithContext("--poll-interval"));
   if (*poll < std::chrono::milliseconds(100)) {
     return Fail(InvalidArgument("--poll-interval must be at least 100ms"));

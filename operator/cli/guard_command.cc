@@ -17,6 +17,7 @@
 #include "operator/api/policy.h"
 #include "operator/cli/cli_util.h"
 #include "operator/cli/commands.h"
+#include "operator/common/duration.h"
 #include "operator/guard/guard.h"
 #include "operator/kube/client.h"
 #include "operator/kube/config.h"
@@ -62,7 +63,7 @@ struct GuardFlags {
 
 Result<std::chrono::milliseconds> Duration(const std::string& flag, const std::string& text,
                                            std::chrono::milliseconds min) {
-  auto d = replay::ParseDuration(text);
+  auto d = ParseDuration(text);
   if (!d.ok()) return d.status().WithContext(flag);
   if (*d < min) {
     return InvalidArgument(flag + " must be at least " + std::to_string(min.count()) + "ms");

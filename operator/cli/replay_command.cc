@@ -11,6 +11,7 @@
 
 #include "operator/cli/cli_util.h"
 #include "operator/cli/commands.h"
+#include "operator/common/duration.h"
 #include "operator/replay/in_pod.h"
 #include "operator/replay/replay_runner.h"
 #include "operator/replay/report_html.h"
@@ -55,12 +56,12 @@ void PrintProgress(const std::string& line) {
 // Duration, interval and thresholds, shared by both modes.
 Status ParseRunFlags(const ReplayFlags& f, std::chrono::seconds* duration,
                      replay::JudgeSettings* judge) {
-  auto d = replay::ParseDuration(f.duration);
+  auto d = ParseDuration(f.duration);
   if (!d.ok()) return d.status().WithContext("--duration");
   *duration = std::chrono::duration_cast<std::chrono::seconds>(*d);
   if (duration->count() < 1) return InvalidArgument("--duration must be at least 1s");
   judge->max_minutes = static_cast<int>((duration->count() + 59) / 60);
-  auto interval = replay::ParseDuration(f.interval);
+  auto interval = ParseDuration(f.interval);
   if (!interval.ok() || interval->count() < 100) {
     return InvalidArgument("--interval must be a duration of at least 100ms");
   }

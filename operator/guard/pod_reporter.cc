@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "operator/common/rfc3339.h"
 #include "operator/kube/client.h"
 #include "operator/kube/credentials.h"
 #include "operator/kube/event_recorder.h"
@@ -26,7 +27,7 @@ class KubePodReporter final : public PodReporter {
         {"status", c.status ? "True" : "False"},
         {"reason", c.reason},
         {"message", c.message},
-        {"lastTransitionTime", kube::FormatRfc3339(client_->clock()->WallNow(), false)}};
+        {"lastTransitionTime", FormatRfc3339(client_->clock()->WallNow(), false)}};
     kube::Object patch = {{"status", {{"conditions", kube::Object::array({condition})}}}};
     auto patched =
         client_->Patch(kube::Pods(), ns_, name_, kube::PatchType::kStrategicMerge, patch, "status");

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "operator/common/base64.h"
+
 namespace allocguard::kube {
 
 namespace {
@@ -131,63 +133,6 @@ std::string Getenv(const char* name) {
 }
 
 }  // namespace
-
-std::string EncodeBase64(const std::string& data) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve(4 * ((data.size() + 2) / 3));
-  size_t i = 0;
-  for (; i + 2 < data.size(); i += 3) {
-    const uint32_t v = (static_cast<uint8_t>(data[i]) << 16) |
-                       (static_cast<uint8_t>(data[i + 1]) << 8) | static_cast<uint8_t>(data[i + 2]);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  if (i < data.size()) {
-    uint32_t v = static_cast<uint8_t>(data[i]) << 16;
-    if (i + 1 < data.size()) v |= static_cast<uint8_t>(data[i + 1]) << 8;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += i + 1 < data.size() ? kAlphabet[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-Result<std::string> DecodeBase64(const std::string& text) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  unsigned int buffer = 0;
-  int bits = 0;
-  bool padding = false;
-  for (char c : text) {
-    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
-    if (c == '=') {
-      padding = true;
-      continue;
-    }
-    int v = value(c);
-    if (v < 0 || padding) return InvalidArgument("not base64");
-    buffer = (buffer << 6) | static_cast<unsigned int>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((buffer >> bits) & 0xFF));
-    }
-  }
-  if (bits >= 6) return InvalidArgument("not base64 (truncated)");
-  return out;
-}
 
 Result<Kubeconfig> ParseKubeconfig(const std::string& yaml_text, const std::string& dir) {
   try {

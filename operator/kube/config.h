@@ -113,9 +113,4 @@ struct InClusterSource {
 Result<RestConfig> InClusterConfig(const InClusterSource& source);
 Result<RestConfig> InClusterConfigFromEnvironment();
 
-// base64 (standard alphabet, padding optional, whitespace ignored).
-Result<std::string> DecodeBase64(const std::string& text);
-// base64, standard alphabet, padded (as Secret data and caBundle want it).
-std::string EncodeBase64(const std::string& data);
-
 }  // namespace allocguard::kube

@@ -72,9 +72,4 @@ class ExecTokenSource final : public TokenSource {
 // token, else none (nullptr; client certificates or anonymous).
 Result<std::shared_ptr<TokenSource>> TokenSourceFor(const RestConfig& config, Clock* clock);
 
-// RFC 3339 ("2024-05-01T10:00:00Z", fractional seconds and offsets allowed).
-Result<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& text);
-// "2024-05-01T10:00:00Z" and, for MicroTime, "2024-05-01T10:00:00.123456Z".
-std::string FormatRfc3339(std::chrono::system_clock::time_point t, bool micros);
-
 }  // namespace allocguard::kube

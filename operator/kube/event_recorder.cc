@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "operator/common/rfc3339.h"
+
 namespace allocguard::kube {
 
 EventRecorder::EventRecorder(Client* client, EventRecorderOptions options)

@@ -2,6 +2,8 @@
 
 #include <random>
 
+#include "operator/common/rfc3339.h"
+
 namespace allocguard::kube {
 
 Status ValidateLeaderElectionConfig(const LeaderElectionConfig& c) {

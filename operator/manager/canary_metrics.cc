@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "operator/common/rfc3339.h"
 #include "operator/kube/credentials.h"
 #include "operator/kube/object.h"
 
@@ -23,7 +24,7 @@ std::string VerdictLabel(const std::string& verdict) {
 
 std::optional<std::chrono::system_clock::time_point> Time(const std::string& text) {
   if (text.empty()) return std::nullopt;
-  auto t = kube::ParseRfc3339(text);
+  auto t = ParseRfc3339(text);
   if (!t.ok()) return std::nullopt;
   return t.value();
 }

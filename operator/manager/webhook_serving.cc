@@ -18,6 +18,7 @@
 #include "operator/certs/certificate_manager.h"
 #include "operator/certs/certificate_metrics.h"
 #include "operator/certs/file_certificate_source.h"
+#include "operator/common/base64.h"
 #include "operator/kube/config.h"
 #include "operator/webhook/admission_server.h"
 
@@ -199,7 +200,7 @@ class WebhookServingImpl final : public WebhookServing {
   // CA bundle, so that a restart or a rotation leaves them correct.
   Status ApplyConfigurations() {
     std::shared_ptr<const certs::KeyPair> pair = source_->Current();
-    const std::string ca = pair == nullptr ? "" : kube::EncodeBase64(pair->ca_bundle_pem);
+    const std::string ca = pair == nullptr ? "" : EncodeBase64(pair->ca_bundle_pem);
     const std::string& base = options_.webhook_url;
     const std::string& opns = options_.operator_namespace;
     json pods_rule = json::array({Rule({"CREATE"}, "", "v1", "pods")});

@@ -55,10 +55,6 @@ struct LoadSpec {
 Result<LoadSpec> ParseLoadSpec(const std::string& yaml_text);
 Result<LoadSpec> ReadLoadSpecFile(const std::string& path);
 
-// Accepts "250ms", "30s", "2m", "1h", Go-style sums of those ("1h30m",
-// "1m0.5s") and bare seconds ("30").
-Result<std::chrono::milliseconds> ParseDuration(const std::string& text);
-
 // Replaces every occurrence of `from` in `s` (placeholders such as {key} and
 // {port}).
 std::string ReplaceAll(std::string s, const std::string& from, const std::string& to);

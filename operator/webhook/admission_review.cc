@@ -1,6 +1,6 @@
 #include "operator/webhook/admission_review.h"
 
-#include "operator/kube/config.h"
+#include "operator/common/base64.h"
 
 namespace allocguard::webhook {
 namespace {
@@ -167,7 +167,7 @@ std::string EncodeAdmissionReview(const std::string& uid, const AdmissionRespons
   }
   if (response.patch.is_array() && !response.patch.empty()) {
     r["patchType"] = "JSONPatch";
-    r["patch"] = kube::EncodeBase64(response.patch.dump(-1, ' ', false, kReplace));
+    r["patch"] = EncodeBase64(response.patch.dump(-1, ' ', false, kReplace));
   }
   if (!response.warnings.empty()) r["warnings"] = response.warnings;
   if (!response.audit_annotations.empty()) r["auditAnnotations"] = response.audit_annotations;

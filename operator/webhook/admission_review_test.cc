@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "operator/kube/config.h"
+#include "operator/common/base64.h"
 
 namespace allocguard::webhook {
 namespace {
@@ -138,7 +138,7 @@ TEST(EncodeAdmissionReviewTest, AllowWithPatchWarningsAndAnnotations) {
   EXPECT_EQ(out["response"]["uid"], "uid-1");
   EXPECT_EQ(out["response"]["allowed"], true);
   EXPECT_EQ(out["response"]["patchType"], "JSONPatch");
-  EXPECT_EQ(out["response"]["patch"], kube::EncodeBase64(response.patch.dump()));
+  EXPECT_EQ(out["response"]["patch"], EncodeBase64(response.patch.dump()));
   EXPECT_EQ(out["response"]["warnings"], json::array({"w1"}));
   EXPECT_EQ(out["response"]["auditAnnotations"]["allocguard.io/injected"], "jemalloc");
   EXPECT_FALSE(out["response"].contains("status"));
