@@ -12,6 +12,7 @@
 #include "operator/api/policy.h"
 #include "operator/canary/job_builder.h"
 #include "operator/kube/object.h"
+#include "operator/memory/floor_judge.h"
 #include "operator/memory/verdict.h"
 
 namespace allocguard::controllers {
@@ -199,12 +200,6 @@ std::string RefuseTemplateRights(const api::ReplayCanary& canary,
          "ReplayCanary gets no more than an ordinary pod of the namespace)";
 }
 
-std::string FormatSlope(double gib_per_hour) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%+.2f GiB/h", gib_per_hour);
-  return buf;
-}
-
 VariantObservation ObserveVariant(const std::string& variant, const std::string& job_name,
                                   const json* job, const std::vector<json>& pods) {
   VariantObservation obs;
@@ -375,7 +370,8 @@ CanaryActions DecideCanary(const CanaryInput& input) {
     status["verdict"] = overall.verdict;
     status["explanation"] = overall.explanation;
     if (candidate->contains("floorSlopeGiBPerHour")) {
-      status["floorSlope"] = FormatSlope((*candidate)["floorSlopeGiBPerHour"].get<double>());
+      status["floorSlope"] =
+          memory::FormatSlope((*candidate)["floorSlopeGiBPerHour"].get<double>());
     }
     if (!overall.flat_variants.empty()) status["flatVariant"] = overall.flat_variants.front();
     status["completionTime"] = input.now_rfc3339;

@@ -137,7 +137,4 @@ void SetCanaryConditions(nlohmann::json& status, int64_t generation,
 std::string RefuseTemplateRights(const api::ReplayCanary& canary,
                                  const std::string& target_template_hash);
 
-// Formats a slope for people and printer columns: "+0.12 GiB/h".
-std::string FormatSlope(double gib_per_hour);
-
 }  // namespace allocguard::controllers

@@ -513,11 +513,6 @@ TEST(VariantOrderTest, CandidateFirstThenSpecOrder) {
   EXPECT_EQ(VariantAllocator(c, "jemalloc").name, api::Allocator::kJemalloc);
 }
 
-TEST(FormatSlopeTest, SignAndTwoDecimals) {
-  EXPECT_EQ(FormatSlope(0.123), "+0.12 GiB/h");
-  EXPECT_EQ(FormatSlope(-1.5), "-1.50 GiB/h");
-}
-
 // A hand-made canary must not lend the operator's rights (it may create Jobs
 // in every namespace): host access and other ServiceAccounts run only for the
 // target's own current template.

@@ -165,7 +165,7 @@ json GateAnswer::ToJson() const {
   return j;
 }
 
-GateAnswer DecideCanaryGate(const json& canary) {
+GateAnswer AnswerCanaryGate(const json& canary) {
   GateAnswer a;
   ReadCanary(canary, a);
   a.policy = Str(Field(Field(canary, "spec"), "policyRef"), "name");
@@ -195,7 +195,7 @@ GateAnswer DecideCanaryGate(const json& canary) {
   return a;
 }
 
-GateAnswer DecideDeploymentGate(const json& deployment,
+GateAnswer AnswerDeploymentGate(const json& deployment,
                                 const std::vector<api::AllocatorPolicy>& policies,
                                 const CanaryLookup& canaries) {
   GateAnswer a;

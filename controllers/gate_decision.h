@@ -2,8 +2,10 @@
 
 // What `allocguard gate` reports for a Deployment or a ReplayCanary: a pure
 // function of the objects as the API server has them (docs/gitops.md). The
-// command polls, calls DecideGate after every read, and stops at the first
-// answer that is not kWaiting.
+// command polls, calls AnswerDeploymentGate or AnswerCanaryGate after every
+// read, and stops at the first answer that is not kWaiting. (Not to be
+// confused with admission::DecideDeploymentGate, the webhook's decision to
+// hold a template at admission.)
 //
 // A Deployment is read the way the rollout reconciler reads it
 // (rollout_decision.h): the policy that governs its pod template, the
@@ -74,11 +76,11 @@ struct GateAnswer {
 using CanaryLookup = std::function<std::optional<nlohmann::json>(const std::string& name)>;
 
 // policies: the parsed AllocatorPolicies of the Deployment's namespace.
-GateAnswer DecideDeploymentGate(const nlohmann::json& deployment,
+GateAnswer AnswerDeploymentGate(const nlohmann::json& deployment,
                                 const std::vector<api::AllocatorPolicy>& policies,
                                 const CanaryLookup& canaries);
 
-GateAnswer DecideCanaryGate(const nlohmann::json& canary);
+GateAnswer AnswerCanaryGate(const nlohmann::json& canary);
 
 // One line: "deployment/web Held CanaryNotFlat: <message>".
 std::string FormatGateLine(const GateTarget& target, const GateAnswer& answer);

@@ -183,7 +183,7 @@ TEST(DecideDeploymentGateTest, Table) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     std::string asked;
-    GateAnswer a = DecideDeploymentGate(c.deployment, c.policies, [&](const std::string& name) {
+    GateAnswer a = AnswerDeploymentGate(c.deployment, c.policies, [&](const std::string& name) {
       asked = name;
       return c.canary;
     });
@@ -222,7 +222,7 @@ TEST(DecideCanaryGateTest, Table) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    GateAnswer a = DecideCanaryGate(c.canary);
+    GateAnswer a = AnswerCanaryGate(c.canary);
     EXPECT_EQ(GateStateName(a.state), std::string(GateStateName(c.state)));
     EXPECT_EQ(a.reason, c.reason);
   }
@@ -231,7 +231,7 @@ TEST(DecideCanaryGateTest, Table) {
 TEST(GateAnswerTest, LineAndJson) {
   json canary = Canary("Completed", "Ratchet");
   canary["metadata"]["name"] = "c";
-  GateAnswer a = DecideCanaryGate(canary);
+  GateAnswer a = AnswerCanaryGate(canary);
   GateTarget t{GateKind::kReplayCanary, "c"};
   EXPECT_EQ(
       FormatGateLine(t, a).rfind("replaycanary/c Held CanaryNotFlat: canary c found Ratchet", 0),

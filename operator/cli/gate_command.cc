@@ -88,7 +88,7 @@ Look LookOnce(kube::Client& client, const std::string& ns, const controllers::Ga
       if (canary.error().IsNotFound()) return not_found("ReplayCanary");
       return fail(canary.error(), "reading ReplayCanary " + ns + "/" + target.name);
     }
-    look.answer = controllers::DecideCanaryGate(*canary);
+    look.answer = controllers::AnswerCanaryGate(*canary);
     return look;
   }
   auto deployment = client.Get(kube::Deployments(), ns, target.name);
@@ -116,7 +116,7 @@ Look LookOnce(kube::Client& client, const std::string& ns, const controllers::Ga
     if (!canary.error().IsNotFound()) canary_error = canary.error();
     return std::nullopt;
   };
-  GateAnswer answer = controllers::DecideDeploymentGate(*deployment, policies, lookup);
+  GateAnswer answer = controllers::AnswerDeploymentGate(*deployment, policies, lookup);
   if (canary_error.has_value()) {
     return fail(*canary_error, "reading ReplayCanary " + ns + "/" + answer.canary);
   }

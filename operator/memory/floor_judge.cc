@@ -56,13 +56,15 @@ SlopeFit FitFloorSlope(std::span<const MinuteFloor> floors) {
   return fit;
 }
 
-namespace {
-
-std::string FormatSlope(double gib_per_h) {
+std::string FormatSlopeValue(double gib_per_hour) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.2f", gib_per_h);
+  std::snprintf(buf, sizeof buf, "%+.2f", gib_per_hour);
   return buf;
 }
+
+std::string FormatSlope(double gib_per_hour) { return FormatSlopeValue(gib_per_hour) + " GiB/h"; }
+
+namespace {
 
 class FixedDurationJudge final : public FloorJudge {
  public:
@@ -80,24 +82,24 @@ class FixedDurationJudge final : public FloorJudge {
     }
     j.slope_low_gib_per_h = j.slope_high_gib_per_h = j.slope_gib_per_h;
     if (!final) return j;  // this rule only ever decides at the end
-    const std::string limit = FormatSlope(options_.max_slope_gib_per_h).substr(1);
+    const std::string limit = FormatSlopeValue(options_.max_slope_gib_per_h).substr(1);
     if (j.minutes_used < options_.min_floors) {
       j.decision = FloorDecision::kInconclusive;
       j.explanation = "only " + std::to_string(j.minutes_used) + " minute floors (need " +
                       std::to_string(options_.min_floors) + ")";
     } else if (std::fabs(j.slope_gib_per_h) <= options_.max_slope_gib_per_h) {
       j.decision = FloorDecision::kFlat;
-      j.explanation = "floor slope " + FormatSlope(j.slope_gib_per_h) + " GiB/h is within ±" +
+      j.explanation = "floor slope " + FormatSlopeValue(j.slope_gib_per_h) + " GiB/h is within ±" +
                       limit + " GiB/h over " + std::to_string(j.minutes_used) + " minutes";
     } else if (j.slope_gib_per_h > options_.max_slope_gib_per_h) {
       j.decision = FloorDecision::kRatchet;
-      j.explanation = "floor slope " + FormatSlope(j.slope_gib_per_h) + " GiB/h exceeds " + limit +
-                      " GiB/h over " + std::to_string(j.minutes_used) + " minutes";
+      j.explanation = "floor slope " + FormatSlopeValue(j.slope_gib_per_h) + " GiB/h exceeds " +
+                      limit + " GiB/h over " + std::to_string(j.minutes_used) + " minutes";
     } else {
       // A floor that falls faster than the threshold is not a ratchet, but it
       // is not a steady state either: the run was still settling.
       j.decision = FloorDecision::kInconclusive;
-      j.explanation = "floor falls at " + FormatSlope(j.slope_gib_per_h) +
+      j.explanation = "floor falls at " + FormatSlopeValue(j.slope_gib_per_h) +
                       " GiB/h: still settling after warm-up";
     }
     return j;

@@ -116,4 +116,10 @@ struct SlopeFit {
 // Ordinary least squares of floor_bytes against minute. REQUIRES: floors.size() >= 2.
 SlopeFit FitFloorSlope(std::span<const MinuteFloor> floors);
 
+// A slope in GiB/h with its sign and two decimals: "+0.12". The one slope
+// format of the product; FormatSlope adds the unit ("+0.12 GiB/h") for
+// status fields, printer columns and events.
+std::string FormatSlopeValue(double gib_per_hour);
+std::string FormatSlope(double gib_per_hour);
+
 }  // namespace allocguard::memory

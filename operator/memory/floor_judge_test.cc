@@ -66,5 +66,11 @@ TEST(FixedDurationJudgeTest, FallingFloorIsStillSettling) {
   EXPECT_EQ(j.decision, FloorDecision::kInconclusive);
 }
 
+TEST(FormatSlopeTest, SignAndTwoDecimalsWithAndWithoutTheUnit) {
+  EXPECT_EQ(FormatSlopeValue(0.123), "+0.12");
+  EXPECT_EQ(FormatSlope(0.123), "+0.12 GiB/h");
+  EXPECT_EQ(FormatSlope(-1.5), "-1.50 GiB/h");
+}
+
 }  // namespace
 }  // namespace allocguard::memory

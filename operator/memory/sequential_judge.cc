@@ -17,9 +17,7 @@ namespace allocguard::memory {
 namespace {
 
 std::string Gib(double bytes_per_minute) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.2f", BytesPerMinuteToGiBPerHour(bytes_per_minute));
-  return buf;
+  return FormatSlopeValue(BytesPerMinuteToGiBPerHour(bytes_per_minute));
 }
 
 std::string Fixed(double v, const char* format) {
