@@ -2,9 +2,10 @@
 
 // The HTTP transport: the only interface through which allocguard speaks HTTP.
 //
-// http_transport.cc is the one source file that includes <httplib.h>; every
-// other module talks to these interfaces, so that tests can substitute fakes
-// and the HTTP library can be replaced in one place.
+// http_transport.cc is the one source file that includes <httplib.h> (clients
+// and the plain server); https_server.cc is the webhook server, on its own
+// event loop. Every other module talks to these interfaces, so that tests can
+// substitute fakes and the HTTP library can be replaced in one place.
 
 #include <chrono>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "operator/common/heartbeat.h"
 #include "operator/common/status.h"
 
 namespace allocguard::net {
@@ -175,7 +177,7 @@ struct TlsKeyPair {
 };
 
 // Supplies the key pair to present. Called on every TLS handshake from the
-// server's worker threads: it must be thread-safe and cheap (return a cached
+// server's event-loop thread: it must be thread-safe and cheap (return a cached
 // shared_ptr). A pair is parsed once per distinct shared_ptr, so returning a
 // new pointer is how a rotated certificate takes effect: the next handshake
 // presents it, with no restart. nullptr, or a pair that does not parse or
@@ -186,28 +188,48 @@ using TlsKeyPairProvider = std::function<std::shared_ptr<const TlsKeyPair>()>;
 struct HttpsServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0 picks a free port; see HttpServer::port()
-  int worker_threads = 8;
-  // Bounds the TLS handshake, each read of a request and each write of a
-  // response, so a slow or silent peer cannot hold a worker for long.
-  std::chrono::milliseconds read_timeout{10000};
+  // Threads that run handlers. Connections do not hold them: one event-loop
+  // thread owns every connection until a whole request has arrived, so idle,
+  // slow or flooding clients cannot delay the requests of others.
+  int worker_threads = 4;
+  // The whole request, from the connection's accept (or from the first byte
+  // of a later request on a kept-alive connection) to its last body byte:
+  // TLS handshake, headers and body together. A client that has not sent a
+  // whole request by then is disconnected, however steadily it trickles.
+  std::chrono::milliseconds request_timeout{10000};
+  // Writing one response.
   std::chrono::milliseconds write_timeout{10000};
   // Idle time and request count after which a kept-alive connection closes.
-  // Stop() waits for idle kept-alive connections up to keep_alive_timeout
-  // (cpp-httplib 0.11 does not interrupt them), so keep it short; clients
-  // such as the API server reconnect transparently.
-  std::chrono::seconds keep_alive_timeout{5};
+  std::chrono::milliseconds keep_alive_timeout{5000};
   int keep_alive_max_requests = 1000;
-  // Larger request bodies are answered 413 without reaching a handler.
+  // Larger request bodies are answered 413 and the connection closed, before
+  // the body is read.
   size_t max_request_body_bytes = 1u << 20;
+  // A request with more header lines, or a longer head (request line and
+  // headers), is answered 431 and the connection closed.
+  int max_header_count = 100;
+  size_t max_header_bytes = 64u << 10;
+  // Open connections. At the cap, a new connection closes the one silent the
+  // longest among those not in a handler (or, if every one is, is refused),
+  // so memory stays below about max_connections x (max_header_bytes +
+  // max_request_body_bytes + OpenSSL's ~50 KiB).
+  int max_connections = 128;
   TlsKeyPairProvider key_pair;  // required
+  // Optional; beaten by the event loop on every turn (at least once a
+  // second), so liveness can tell a wedged server. Must outlive the server.
+  Heartbeat* heartbeat = nullptr;
 };
 
 // An HTTPS server: TLS 1.2 minimum, ECDHE with AEAD ciphers only for TLS 1.2,
 // the certificate chosen per handshake from options.key_pair. It speaks
-// HTTP/1.1 only (cpp-httplib has no HTTP/2, and no ALPN protocol is offered),
-// which is also what kubebuilder operators enforce on webhook servers since
-// the HTTP/2 rapid-reset advisories. Fails with kInvalidArgument when
-// options.key_pair is empty.
+// HTTP/1.1 only (no ALPN protocol is offered, so a client offering "h2" falls
+// back), which is also what kubebuilder operators enforce on webhook servers
+// since the HTTP/2 rapid-reset advisories. Keep-alive and pipelining are
+// supported; chunked request bodies are refused with 411 (the API server
+// always sends Content-Length). A request that takes longer than
+// request_timeout is closed without an answer. Stop() returns once handlers
+// in progress have finished, whatever connections are open. Fails with
+// kInvalidArgument when options.key_pair is empty.
 Result<std::unique_ptr<HttpServer>> NewHttpsServer(const HttpsServerOptions& options);
 
 }  // namespace allocguard::net

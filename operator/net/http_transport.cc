@@ -4,10 +4,8 @@
 #include <httplib.h>
 
 #include <openssl/err.h>
-#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +19,7 @@
 #include <vector>
 
 #include "operator/net/http.h"
+#include "operator/net/tls_util.h"
 
 namespace allocguard::net {
 
@@ -123,14 +122,9 @@ class PlainHttpClient final : public HttpClient {
 
 class HttplibServer final : public HttpServer {
  public:
-  // owned_state lives as long as the server and is destroyed after it (the
-  // TLS certificate selector that the SSL context calls into).
   HttplibServer(std::unique_ptr<httplib::Server> server, std::string host, int port,
-                int worker_threads, std::shared_ptr<void> owned_state = nullptr)
-      : owned_state_(std::move(owned_state)),
-        server_(std::move(server)),
-        host_(std::move(host)),
-        requested_port_(port) {
+                int worker_threads)
+      : server_(std::move(server)), host_(std::move(host)), requested_port_(port) {
     int threads = std::max(1, worker_threads);
     server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   }
@@ -191,7 +185,6 @@ class HttplibServer final : public HttpServer {
   int port() const override { return port_; }
 
  private:
-  std::shared_ptr<void> owned_state_;  // declared first: outlives server_
   std::unique_ptr<httplib::Server> server_;
   std::string host_;
   int requested_port_ = 0;
@@ -239,19 +232,6 @@ std::string QueryParam(const std::string& path_and_query, const std::string& key
 
 namespace {
 
-struct BioDeleter {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Deleter {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct PkeyDeleter {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-using BioPtr = std::unique_ptr<BIO, BioDeleter>;
-using X509Ptr = std::unique_ptr<X509, X509Deleter>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyDeleter>;
-
 Result<std::string> ReadPem(const std::string& pem, const std::string& file, const char* what) {
   if (!pem.empty()) return pem;
   std::FILE* f = std::fopen(file.c_str(), "rb");
@@ -280,23 +260,6 @@ Result<std::string> WritePrivateTempFile(const std::string& content) {
   }
   close(fd);
   return std::string(path);
-}
-
-Result<std::vector<X509Ptr>> ParseCertificates(const std::string& pem, const char* what) {
-  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  std::vector<X509Ptr> certs;
-  while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) certs.emplace_back(x);
-  ERR_clear_error();  // the loop ends on a "no start line" error
-  if (certs.empty()) return InvalidArgument(std::string(what) + " holds no PEM certificate");
-  return certs;
-}
-
-Result<PkeyPtr> ParsePrivateKey(const std::string& pem) {
-  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  EVP_PKEY* key = PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr);
-  ERR_clear_error();
-  if (key == nullptr) return InvalidArgument("client key holds no PEM private key");
-  return PkeyPtr(key);
 }
 
 class HttplibStreamingClient final : public StreamingHttpClient {
@@ -416,23 +379,6 @@ class HttplibStreamingClient final : public StreamingHttpClient {
 
 }  // namespace
 
-namespace {
-
-// cpp-httplib 0.11 sends without MSG_NOSIGNAL (and OpenSSL writes through a
-// plain socket BIO): a write to a connection the peer (or Cancel) closed would
-// kill the process with SIGPIPE.
-void IgnoreSigpipeOnce() {
-  static std::once_flag ignore_sigpipe;
-  std::call_once(ignore_sigpipe, [] {
-    struct sigaction current {};
-    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
-      signal(SIGPIPE, SIG_IGN);
-    }
-  });
-}
-
-}  // namespace
-
 Result<std::unique_ptr<StreamingHttpClient>> NewStreamingHttpClient(
     const StreamingHttpClientOptions& options) {
   IgnoreSigpipeOnce();
@@ -504,134 +450,6 @@ Result<std::unique_ptr<StreamingHttpClient>> NewStreamingHttpClient(
   client->set_tcp_nodelay(options.tcp_nodelay);
   return std::unique_ptr<StreamingHttpClient>(
       std::make_unique<HttplibStreamingClient>(std::move(client), url.path_prefix, owned_ca_file));
-}
-
-// ---------------------------------------------------------------------------
-// HTTPS server.
-
-namespace {
-
-struct X509StackDeleter {
-  void operator()(STACK_OF(X509) * s) const { sk_X509_pop_free(s, X509_free); }
-};
-using X509StackPtr = std::unique_ptr<STACK_OF(X509), X509StackDeleter>;
-
-// Chooses the certificate of each handshake from a TlsKeyPairProvider,
-// parsing each distinct pair once. Thread-safe.
-class ServingCertificateSelector {
- public:
-  explicit ServingCertificateSelector(TlsKeyPairProvider provider)
-      : provider_(std::move(provider)) {}
-
-  // SSL_CTX_set_cert_cb callback: 1 when a certificate was set, 0 to fail the
-  // handshake (only while no good pair has ever been supplied).
-  static int OnHandshake(SSL* ssl, void* arg) {
-    return static_cast<ServingCertificateSelector*>(arg)->Select(ssl);
-  }
-
- private:
-  struct Parsed {
-    std::shared_ptr<const TlsKeyPair> source;
-    X509Ptr leaf;
-    X509StackPtr chain;
-    PkeyPtr key;
-  };
-
-  int Select(SSL* ssl) {
-    std::shared_ptr<const TlsKeyPair> offered = provider_ ? provider_() : nullptr;
-    std::shared_ptr<const Parsed> use;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (offered != nullptr && (current_ == nullptr || offered != current_->source) &&
-          offered != rejected_) {
-        if (auto parsed = Parse(offered)) {
-          current_ = std::move(parsed);
-        } else {
-          rejected_ = offered;  // not parsed again on every handshake
-        }
-      }
-      use = current_;
-    }
-    if (use == nullptr) return 0;
-    // Takes its own references to the certificate, key and chain.
-    return SSL_use_cert_and_key(ssl, use->leaf.get(), use->key.get(), use->chain.get(), 1) == 1 ? 1
-                                                                                                : 0;
-  }
-
-  static std::shared_ptr<const Parsed> Parse(const std::shared_ptr<const TlsKeyPair>& pair) {
-    auto certs = ParseCertificates(pair->cert_chain_pem, "serving certificate");
-    if (!certs.ok()) return nullptr;
-    auto key = ParsePrivateKey(pair->key_pem);
-    if (!key.ok()) return nullptr;
-    if (X509_check_private_key(certs->front().get(), key->get()) != 1) {
-      ERR_clear_error();
-      return nullptr;
-    }
-    auto out = std::make_shared<Parsed>();
-    out->source = pair;
-    out->key = std::move(*key);
-    out->chain.reset(sk_X509_new_null());
-    if (out->chain == nullptr) return nullptr;
-    for (size_t i = 1; i < certs->size(); ++i) {
-      if (sk_X509_push(out->chain.get(), (*certs)[i].get()) > 0) (*certs)[i].release();
-    }
-    out->leaf = std::move(certs->front());
-    return out;
-  }
-
-  TlsKeyPairProvider provider_;
-  std::mutex mu_;
-  std::shared_ptr<const Parsed> current_;
-  std::shared_ptr<const TlsKeyPair> rejected_;
-};
-
-// Forward secrecy and AEAD only for TLS 1.2; TLS 1.3 suites are all fine.
-constexpr const char* kTls12Ciphers =
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
-    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
-    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
-
-}  // namespace
-
-Result<std::unique_ptr<HttpServer>> NewHttpsServer(const HttpsServerOptions& options) {
-  if (!options.key_pair) return InvalidArgument("an HTTPS server needs a key pair provider");
-  IgnoreSigpipeOnce();
-  auto selector = std::make_shared<ServingCertificateSelector>(options.key_pair);
-  // No ALPN callback is installed, so a client offering "h2" falls back to
-  // HTTP/1.1: cpp-httplib has no HTTP/2, and HTTP/2 stays off on purpose.
-  auto server = std::make_unique<httplib::SSLServer>([&selector](SSL_CTX& ctx) {
-    if (SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION) != 1) return false;
-    if (SSL_CTX_set_cipher_list(&ctx, kTls12Ciphers) != 1) return false;
-    SSL_CTX_set_options(
-        &ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
-    SSL_CTX_set_cert_cb(&ctx, &ServingCertificateSelector::OnHandshake, selector.get());
-    return true;
-  });
-  if (!server->is_valid()) {
-    ERR_clear_error();
-    return Internal("cannot set up the TLS context of the HTTPS server");
-  }
-  server->set_read_timeout(options.read_timeout);
-  server->set_write_timeout(options.write_timeout);
-  server->set_keep_alive_timeout(std::max<time_t>(1, options.keep_alive_timeout.count()));
-  server->set_keep_alive_max_count(
-      static_cast<size_t>(std::max(1, options.keep_alive_max_requests)));
-  server->set_payload_max_length(options.max_request_body_bytes);
-  // cpp-httplib 0.11 enforces the payload cap on Content-Length bodies only:
-  // a chunked body of any size would be read into memory. Refuse chunked
-  // requests before their body is read (the API server always sends
-  // Content-Length), and close the connection since the body is left unread.
-  server->set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!req.has_header("Transfer-Encoding")) return httplib::Server::HandlerResponse::Unhandled;
-    res.status = 411;
-    res.set_header("Connection", "close");
-    res.set_content("request bodies must have a Content-Length (chunked bodies are refused)\n",
-                    "text/plain");
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  server->set_tcp_nodelay(true);
-  return std::unique_ptr<HttpServer>(std::make_unique<HttplibServer>(
-      std::move(server), options.host, options.port, options.worker_threads, std::move(selector)));
 }
 
 }  // namespace allocguard::net

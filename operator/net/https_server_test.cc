@@ -296,6 +296,267 @@ TEST(HttpsServerTest, NegotiatesNoHttp2) {
   EXPECT_NE(h.alpn, "h2");
 }
 
+// --- the event loop's limits ---------------------------------------------
+
+int ConnectTcp(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  timeval tv{20, 0};  // no read in these tests waits longer
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+// A raw TLS client connection, handshaken on construction.
+class RawTls {
+ public:
+  explicit RawTls(int port) : ctx_(SSL_CTX_new(TLS_client_method())), fd_(ConnectTcp(port)) {
+    ssl_ = SSL_new(ctx_);
+    SSL_set_fd(ssl_, fd_);
+    handshaken_ = SSL_connect(ssl_) == 1;
+    ERR_clear_error();
+  }
+  ~RawTls() {
+    SSL_free(ssl_);
+    close(fd_);
+    SSL_CTX_free(ctx_);
+  }
+  bool handshaken() const { return handshaken_; }
+  bool Send(const std::string& bytes) {
+    bool ok = SSL_write(ssl_, bytes.data(), static_cast<int>(bytes.size())) > 0;
+    ERR_clear_error();
+    return ok;
+  }
+  // Reads until the server closes, the head of a response has arrived, or
+  // the socket's 20 s read timeout.
+  std::string ReadHead() {
+    std::string out;
+    char buf[4096];
+    int n;
+    while ((n = SSL_read(ssl_, buf, sizeof buf)) > 0) {
+      out.append(buf, static_cast<size_t>(n));
+      if (out.find("\r\n\r\n") != std::string::npos) break;
+    }
+    ERR_clear_error();
+    return out;
+  }
+  // One read's worth; "" when the server closed or the read timed out.
+  std::string ReadSome() {
+    char buf[4096];
+    int n = SSL_read(ssl_, buf, sizeof buf);
+    ERR_clear_error();
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  }
+  // True when the server closed the connection (not when the read timed out).
+  bool ClosedByServer() {
+    char buf[256];
+    int n = SSL_read(ssl_, buf, sizeof buf);
+    int error = SSL_get_error(ssl_, n);
+    ERR_clear_error();
+    if (n > 0) return false;
+    // A read timeout asks to read again; a close is an EOF, alert or error.
+    return error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE &&
+           !(error == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK));
+  }
+
+ private:
+  SSL_CTX* ctx_;
+  int fd_;
+  SSL* ssl_ = nullptr;
+  bool handshaken_ = false;
+};
+
+std::string RequestWithHeaders(int extra_headers, size_t value_bytes = 1) {
+  std::string head = "GET /hello HTTP/1.1\r\nHost: localhost\r\n";
+  for (int i = 0; i < extra_headers; ++i) {
+    head += "X-Header-" + std::to_string(i) + ": " + std::string(value_bytes, 'v') + "\r\n";
+  }
+  return head + "\r\n";
+}
+
+TEST(HttpsServerTest, TooManyHeadersOrTooLongAHeadIsAnswered431) {
+  Authority a = NewAuthority("ca-a");
+  SwappablePair pair;
+  pair.Set(a.pair);
+  RunningServer server(
+      {.max_header_count = 100, .max_header_bytes = 16u << 10, .key_pair = pair.Provider()});
+  {
+    RawTls at_cap(server.port());  // Host and 99 more: exactly 100 headers
+    ASSERT_TRUE(at_cap.handshaken());
+    ASSERT_TRUE(at_cap.Send(RequestWithHeaders(99)));
+    EXPECT_EQ(at_cap.ReadHead().rfind("HTTP/1.1 200", 0), 0u);
+  }
+  {
+    RawTls over(server.port());
+    ASSERT_TRUE(over.handshaken());
+    over.Send(RequestWithHeaders(100));
+    std::string answer = over.ReadHead();
+    EXPECT_EQ(answer.rfind("HTTP/1.1 431", 0), 0u) << answer;
+    EXPECT_TRUE(over.ClosedByServer());
+  }
+  {
+    // A flood much larger than the cap is cut off after the cap, not read.
+    RawTls flood(server.port());
+    ASSERT_TRUE(flood.handshaken());
+    flood.Send(RequestWithHeaders(20000).substr(0, 256u << 10));
+    std::string answer = flood.ReadHead();
+    EXPECT_EQ(answer.rfind("HTTP/1.1 431", 0), 0u) << answer;
+  }
+  {
+    RawTls long_head(server.port());  // few headers, but 20 KiB of them
+    ASSERT_TRUE(long_head.handshaken());
+    long_head.Send(RequestWithHeaders(2, 10u << 10));
+    std::string answer = long_head.ReadHead();
+    EXPECT_EQ(answer.rfind("HTTP/1.1 431", 0), 0u) << answer;
+  }
+  EXPECT_TRUE(Get(server.url(), a.ca_pem).ok()) << "the server goes on";
+}
+
+TEST(HttpsServerTest, ARequestDeadlineDisconnectsAClientThatTricklesItsHeaders) {
+  Authority a = NewAuthority("ca-a");
+  SwappablePair pair;
+  pair.Set(a.pair);
+  RunningServer server(
+      {.request_timeout = std::chrono::milliseconds(1500), .key_pair = pair.Provider()});
+  RawTls trickler(server.port());
+  ASSERT_TRUE(trickler.handshaken());
+  // One byte every 100 ms: each read is prompt, the request never completes.
+  // A per-read timeout would let this go on for the whole 30 s budget.
+  const std::string head = RequestWithHeaders(50);
+  size_t sent = 0;
+  bool cut_off = false;
+  for (; sent < 300; ++sent) {
+    if (!trickler.Send(head.substr(sent, 1))) {
+      cut_off = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(cut_off || trickler.ClosedByServer()) << "the trickler was never disconnected";
+  EXPECT_LT(sent, 300u) << "the server let a 30 s request trickle to its end";
+  EXPECT_TRUE(Get(server.url(), a.ca_pem).ok());
+}
+
+TEST(HttpsServerTest, IdleConnectionsBeyondTheWorkerCountDoNotDelayARequest) {
+  Authority a = NewAuthority("ca-a");
+  SwappablePair pair;
+  pair.Set(a.pair);
+  // Idle connections would be held for 30 s; the request must be answered
+  // within the client's 5 s, as the API server's webhook timeout demands.
+  RunningServer server({.worker_threads = 1,
+                        .request_timeout = std::chrono::seconds(30),
+                        .keep_alive_timeout = std::chrono::seconds(30),
+                        .key_pair = pair.Provider()});
+  std::vector<int> idle_tcp;
+  for (int i = 0; i < 16; ++i) idle_tcp.push_back(ConnectTcp(server.port()));
+  std::vector<std::unique_ptr<RawTls>> idle_tls;
+  for (int i = 0; i < 16; ++i) {
+    idle_tls.push_back(std::make_unique<RawTls>(server.port()));
+    ASSERT_TRUE(idle_tls.back()->handshaken());
+  }
+  auto client = NewStreamingHttpClient({.base_url = server.url(),
+                                        .tls = {.ca_pem = a.ca_pem},
+                                        .connect_timeout = std::chrono::seconds(5),
+                                        .read_timeout = std::chrono::seconds(5),
+                                        .write_timeout = std::chrono::seconds(5)});
+  ASSERT_TRUE(client.ok());
+  auto response = (*client)->Send({.path = "/hello"});
+  ASSERT_TRUE(response.ok()) << response.status().ToString();
+  EXPECT_EQ(response->status, 200);
+  for (int fd : idle_tcp) close(fd);
+}
+
+TEST(HttpsServerTest, AtTheConnectionCapTheLongestSilentConnectionMakesRoom) {
+  Authority a = NewAuthority("ca-a");
+  SwappablePair pair;
+  pair.Set(a.pair);
+  RunningServer server({.request_timeout = std::chrono::seconds(30),
+                        .max_connections = 4,
+                        .key_pair = pair.Provider()});
+  std::vector<std::unique_ptr<RawTls>> idle;
+  for (int i = 0; i < 4; ++i) {
+    idle.push_back(std::make_unique<RawTls>(server.port()));
+    ASSERT_TRUE(idle.back()->handshaken());
+  }
+  auto response = Get(server.url(), a.ca_pem);
+  ASSERT_TRUE(response.ok()) << response.status().ToString();
+  EXPECT_EQ(response->status, 200);
+  EXPECT_TRUE(idle.front()->ClosedByServer()) << "the oldest idle connection was not closed";
+}
+
+TEST(HttpsServerTest, KeptAliveConnectionsServePipelinedRequestsInOrder) {
+  Authority a = NewAuthority("ca-a");
+  SwappablePair pair;
+  pair.Set(a.pair);
+  RunningServer server({.key_pair = pair.Provider()});
+  RawTls c(server.port());
+  ASSERT_TRUE(c.handshaken());
+  const std::string post = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc";
+  ASSERT_TRUE(c.Send(post + "GET /missing HTTP/1.1\r\nHost: x\r\n\r\n" + post));
+  std::string all;
+  auto count = [&] {
+    size_t n = 0;
+    for (size_t p = all.find("HTTP/1.1 "); p != std::string::npos;
+         p = all.find("HTTP/1.1 ", p + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  while (count() < 3 || all.size() < all.rfind("\r\n\r\n") + 5) {
+    std::string piece = c.ReadSome();
+    if (piece.empty()) break;
+    all += piece;
+  }
+  size_t first = all.find("HTTP/1.1 200");
+  size_t missing = all.find("HTTP/1.1 404");
+  size_t second = all.rfind("HTTP/1.1 200");
+  ASSERT_NE(first, std::string::npos) << all;
+  ASSERT_NE(missing, std::string::npos) << all;
+  EXPECT_LT(first, missing) << all;
+  EXPECT_LT(missing, second) << all;
+  EXPECT_EQ(all.substr(all.size() - 1), "3") << "the second echo's body: " << all;
+}
+
+TEST(HttpsServerTest, StopReturnsPromptlyWithIdleConnectionsOpen) {
+  Authority a = NewAuthority("ca-a");
+  SwappablePair pair;
+  pair.Set(a.pair);
+  auto made = NewHttpsServer({.request_timeout = std::chrono::seconds(60),
+                              .keep_alive_timeout = std::chrono::seconds(60),
+                              .key_pair = pair.Provider()});
+  ASSERT_TRUE(made.ok());
+  std::unique_ptr<HttpServer> server = std::move(*made);
+  server->Handle("GET", "/hello", [](const HttpRequest&) { return HttpResponse{200, {}, "hi"}; });
+  ASSERT_TRUE(server->Bind().ok());
+  std::atomic<bool> served{false};
+  std::thread serving([&] {
+    server->Serve();
+    served = true;
+  });
+  const std::string url = "https://127.0.0.1:" + std::to_string(server->port());
+  int idle_tcp = ConnectTcp(server->port());
+  RawTls idle_tls(server->port());
+  ASSERT_TRUE(idle_tls.handshaken());
+  auto kept = NewStreamingHttpClient({.base_url = url, .tls = {.ca_pem = a.ca_pem}});
+  ASSERT_TRUE(kept.ok());
+  ASSERT_TRUE((*kept)->Send({.path = "/hello"}).ok());  // now idle, kept alive
+
+  server->Stop();
+  // The connections would keep a server that waits for them busy for 60 s.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!served.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(served.load()) << "Serve() did not return within 10 s of Stop()";
+  if (!served.load()) close(idle_tcp);  // lets a waiting server go, so the join ends
+  serving.join();
+  EXPECT_TRUE(idle_tls.ClosedByServer());
+  close(idle_tcp);
+}
+
 TEST(HttpsServerTest, RequiresAKeyPairProvider) {
   EXPECT_EQ(NewHttpsServer({}).status().code(), StatusCode::kInvalidArgument);
 }
