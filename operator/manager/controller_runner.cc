@@ -1,5 +1,7 @@
 #include "operator/manager/controller_runner.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 namespace allocguard::manager {
@@ -40,7 +42,20 @@ ControllerRunner::ControllerRunner(std::unique_ptr<controllers::Reconciler> reco
 ControllerRunner::~ControllerRunner() { Stop(); }
 
 void ControllerRunner::Start(int workers) {
-  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { Work(); });
+  {
+    std::lock_guard<std::mutex> lock(heartbeats_mu_);
+    for (int i = 0; i < workers; ++i) heartbeats_.push_back(std::make_unique<Heartbeat>());
+  }
+  for (int i = 0; i < workers; ++i) {
+    workers_.emplace_back([this, h = heartbeats_[static_cast<size_t>(i)].get()] { Work(h); });
+  }
+}
+
+Clock::Duration ControllerRunner::StalledFor(Clock::TimePoint now) const {
+  std::lock_guard<std::mutex> lock(heartbeats_mu_);
+  Clock::Duration longest = Clock::Duration::zero();
+  for (const auto& h : heartbeats_) longest = std::max(longest, h->StalledFor(now));
+  return longest;
 }
 
 void ControllerRunner::Stop() {
@@ -67,9 +82,10 @@ Result<controllers::ReconcileResult> ControllerRunner::ReconcileSafely(const std
   }
 }
 
-void ControllerRunner::Work() {
+void ControllerRunner::Work(Heartbeat* heartbeat) {
   while (auto key = queue_->Get()) {
     const auto start = clock_->Now();
+    heartbeat->Beat(start, true);  // busy until this key is done
     Result<controllers::ReconcileResult> result = ReconcileSafely(*key);
     const double seconds = std::chrono::duration<double>(clock_->Now() - start).count();
     std::string outcome;
@@ -90,6 +106,7 @@ void ControllerRunner::Work() {
     if (reconciles_ != nullptr) reconciles_->With({reconciler_->name(), outcome}).Inc();
     if (durations_ != nullptr) durations_->With({reconciler_->name()}).Observe(seconds);
     queue_->Done(*key);
+    heartbeat->Beat(clock_->Now(), false);
   }
 }
 

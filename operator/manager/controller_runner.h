@@ -7,11 +7,13 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "controllers/reconcilers.h"
+#include "operator/common/heartbeat.h"
 #include "operator/kube/workqueue.h"
 #include "operator/metrics/registry.h"
 
@@ -44,9 +46,12 @@ class ControllerRunner {
 
   const char* name() const { return reconciler_->name(); }
   size_t queue_length() { return queue_->Len(); }
+  // The longest any worker has been inside one reconcile (zero while every
+  // worker waits for a key), for liveness. Thread-safe.
+  Clock::Duration StalledFor(Clock::TimePoint now) const;
 
  private:
-  void Work();
+  void Work(Heartbeat* heartbeat);
   Result<controllers::ReconcileResult> ReconcileSafely(const std::string& key);
 
   std::unique_ptr<controllers::Reconciler> reconciler_;
@@ -55,6 +60,8 @@ class ControllerRunner {
   // in flight.
   std::shared_ptr<kube::WorkQueue> queue_;
   std::vector<std::thread> workers_;
+  mutable std::mutex heartbeats_mu_;
+  std::vector<std::unique_ptr<Heartbeat>> heartbeats_;  // one a worker, made by Start()
   std::atomic<bool> stopped_{false};
   metrics::Counter* reconciles_ = nullptr;
   metrics::Counter* unexpected_ = nullptr;

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -124,6 +126,56 @@ TEST(ControllerRunnerTest, AGoneRunnerLeavesTheScrapeWithoutItsQueue) {
     EXPECT_THAT(registry.Render(), HasSubstr("allocguard_workqueue_depth{controller=\"fake\"} 1"));
   }
   EXPECT_THAT(registry.Render(), ::testing::Not(HasSubstr("allocguard_workqueue_depth")));
+}
+
+// Reconciles of "hang" block until Release().
+class HangingReconciler final : public controllers::Reconciler {
+ public:
+  const char* name() const override { return "hanging"; }
+  Result<controllers::ReconcileResult> Reconcile(const std::string& key) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    entered_ = true;
+    cv_.notify_all();
+    if (key == "hang") cv_.wait(lock, [this] { return released_; });
+    return controllers::ReconcileResult{};
+  }
+  bool WaitEntered() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [this] { return entered_; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool entered_ = false;
+  bool released_ = false;
+};
+
+TEST(ControllerRunnerTest, AWorkerStuckInAReconcileShowsAsStalledAndAnIdleOneDoesNot) {
+  FakeClock clock;
+  auto owned = std::make_unique<HangingReconciler>();
+  HangingReconciler* reconciler = owned.get();
+  ControllerRunner runner(std::move(owned), &clock, nullptr);
+  runner.Start(1);
+  clock.Advance(std::chrono::hours(1));
+  EXPECT_EQ(runner.StalledFor(clock.Now()), Clock::Duration::zero()) << "idle, waiting for keys";
+  runner.Enqueue("hang");
+  ASSERT_TRUE(reconciler->WaitEntered());
+  clock.Advance(std::chrono::minutes(6));
+  EXPECT_GE(runner.StalledFor(clock.Now()), std::chrono::minutes(6));
+  reconciler->Release();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (runner.StalledFor(clock.Now()) != Clock::Duration::zero() &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(runner.StalledFor(clock.Now()), Clock::Duration::zero()) << "done, idle again";
+  runner.Stop();
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "operator/kube/leader_election.h"
 #include "operator/manager/canary_metrics.h"
 #include "operator/manager/controller_runner.h"
+#include "operator/manager/liveness.h"
 #include "operator/manager/webhook_serving.h"
 #include "operator/metrics/process_metrics.h"
 #include "operator/metrics/registry.h"
@@ -68,6 +69,12 @@ std::string Identity(const ManagerOptions& options) {
   std::random_device rd;
   return base + "_" + std::to_string(rd() % 1000000);
 }
+
+// One reconcile may make several API calls, each bounded by the client's
+// 30 s timeouts; longer than this inside one key is a wedged worker.
+constexpr Clock::Duration kReconcileStallBound = std::chrono::minutes(5);
+// The webhook server's event loop turns at least once a second.
+constexpr Clock::Duration kWebhookLoopStallBound = std::chrono::seconds(30);
 
 // Serves /healthz and /readyz, or /metrics, on its own thread.
 class SideServer {
@@ -200,6 +207,8 @@ Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
                                   &registry);
   ControllerRunner drift_runner(std::make_unique<controllers::DriftReconciler>(ctx), clock,
                                 &registry);
+  std::vector<ControllerRunner*> runners = {&policy_runner, &canary_runner, &rollout_runner,
+                                            &drift_runner};
 
   // Event routing: which keys of which reconciler an object change concerns.
   auto policies_in = [&](const std::string& ns) {
@@ -279,7 +288,19 @@ Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
   std::atomic<bool> synced{false};
   SideServer health;
   AG_RETURN_IF_ERROR(health.Start(options.health_probe_bind_address, [&](net::HttpServer& s) {
-    s.Handle("GET", "/healthz", [](const net::HttpRequest&) { return Text(200, "ok\n"); });
+    // Alive while every reconciler worker and the webhook server's event
+    // loop make progress; a wedged one fails this and the kubelet restarts us.
+    s.Handle("GET", "/healthz", [&](const net::HttpRequest&) {
+      const Clock::TimePoint now = clock->Now();
+      std::vector<LoopProgress> loops;
+      for (ControllerRunner* r : runners) {
+        loops.push_back(
+            {std::string("reconciler ") + r->name(), r->StalledFor(now), kReconcileStallBound});
+      }
+      loops.push_back({"webhook server", webhooks->StalledFor(now), kWebhookLoopStallBound});
+      Status alive = CheckLiveness(loops);
+      return alive.ok() ? Text(200, "ok\n") : Text(503, alive.message() + "\n");
+    });
     s.Handle("GET", "/readyz", [&](const net::HttpRequest&) {
       if (!synced.load()) return Text(503, "informers not synced\n");
       std::string why;
@@ -316,8 +337,6 @@ Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
                policies->store().size(), canaries->store().size(), deployments->store().size(),
                pods->store().size());
 
-  std::vector<ControllerRunner*> runners = {&policy_runner, &canary_runner, &rollout_runner,
-                                            &drift_runner};
   metrics::GaugeHandle is_leader =
       registry
           .AddGauge("allocguard_leader_election_is_leader",

@@ -20,6 +20,7 @@
 #include "operator/certs/file_certificate_source.h"
 #include "operator/common/base64.h"
 #include "operator/kube/config.h"
+#include "operator/manager/self_probe.h"
 #include "operator/webhook/admission_server.h"
 
 namespace allocguard::manager {
@@ -33,6 +34,19 @@ const auto& Str = kube::StringField;
 const auto& StringMap = kube::StringMap;
 
 constexpr char kFieldManager[] = "allocguard-operator";
+
+// AdmissionServer answers it on a worker, like a review.
+constexpr char kSelfProbePath[] = "/healthz";
+
+// The webhook port as this process reaches it: a wildcard bind is probed on
+// loopback.
+std::string SelfProbeUrl(const std::string& host, int port) {
+  std::string h = host;
+  if (h.empty() || h == "0.0.0.0") h = "127.0.0.1";
+  if (h == "::") h = "::1";
+  if (h.find(':') != std::string::npos) h = "[" + h + "]";
+  return "https://" + h + ":" + std::to_string(port);
+}
 
 bool IsIpAddress(const std::string& s) {
   unsigned char buf[16];
@@ -138,6 +152,7 @@ class WebhookServingImpl final : public WebhookServing {
     so.port = hp.second;
     so.worker_threads = 4;
     so.key_pair = certs::TlsKeyPairProviderOf(source_);
+    so.heartbeat = &loop_heartbeat_;
     AG_ASSIGN_OR_RETURN(server_, net::NewHttpsServer(so));
     admission_ =
         std::make_unique<webhook::AdmissionServer>(server_.get(), deps_.clock, deps_.metrics);
@@ -153,6 +168,10 @@ class WebhookServingImpl final : public WebhookServing {
     admission_->Handle(kCanaryValidationPath,
                        [this](const webhook::AdmissionRequest& r) { return ValidateCanary(r); });
     AG_RETURN_IF_ERROR(server_->Bind());
+    probe_ = std::make_unique<SelfProbe>(
+        SelfProbeOptions{.base_url = SelfProbeUrl(hp.first, server_->port()),
+                         .path = kSelfProbePath,
+                         .clock = deps_.clock != nullptr ? deps_.clock : RealClock::Get()});
     thread_ = std::thread([this] { server_->Serve(); });
     serving_ = true;
     if (deps_.metrics != nullptr) {
@@ -184,7 +203,16 @@ class WebhookServingImpl final : public WebhookServing {
       *why = "no certificate";
       return false;
     }
+    Status answered = probe_->Check();
+    if (!answered.ok()) {
+      *why = answered.message();
+      return false;
+    }
     return true;
+  }
+
+  Clock::Duration StalledFor(Clock::TimePoint now) const override {
+    return serving_ ? loop_heartbeat_.StalledFor(now) : Clock::Duration::zero();
   }
 
   int port() const override { return server_ == nullptr ? 0 : server_->port(); }
@@ -512,7 +540,9 @@ class WebhookServingImpl final : public WebhookServing {
   WebhookServingDeps deps_;
   std::shared_ptr<certs::CertificateSource> source_;
   std::shared_ptr<certs::CertificateManager> manager_;
+  Heartbeat loop_heartbeat_;  // outlives server_, whose event loop beats it
   std::unique_ptr<net::HttpServer> server_;
+  std::unique_ptr<SelfProbe> probe_;
   std::unique_ptr<webhook::AdmissionServer> admission_;
   std::thread thread_;
   std::atomic<bool> serving_{false};

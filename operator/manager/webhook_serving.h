@@ -52,7 +52,12 @@ class WebhookServing {
                                                        const WebhookServingDeps& deps);
   // Rotation and caBundle upkeep; called every 30 s.
   virtual void Tick() = 0;
+  // Serving, with a certificate, and the server answered a request to its
+  // own port through TLS within a second (SelfProbe; cached for 2 s).
   virtual bool Ready(std::string* why) const = 0;
+  // How long the TLS server's event loop has gone without a turn (it turns
+  // at least once a second), for liveness.
+  virtual Clock::Duration StalledFor(Clock::TimePoint now) const = 0;
   virtual int port() const = 0;
   virtual void Stop() = 0;
 };
