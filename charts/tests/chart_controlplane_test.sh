@@ -77,7 +77,7 @@ expect_eq "CRD files in the chart" "$(ls "$chart/crds" | wc -l)" "$(ls "$repo"/c
 echo "== helm lint"
 for set in "" "--set certManager.enabled=true" \
   "--set metrics.serviceMonitor.enabled=true --set operator.watchNamespace=apps" \
-  "--set grafanaDashboard.enabled=true"; do
+  "--set grafanaDashboard.enabled=true" "--set networkPolicy.enabled=true"; do
   # shellcheck disable=SC2086
   if out=$("$helm" lint --strict "$chart" $set 2>&1); then
     pass "helm lint --strict $set"
@@ -124,6 +124,35 @@ grep -A3 "kind: RoleBinding" <<<"$wn" | grep -q "namespace: apps" && ! grep -q "
   pass "watchNamespace: manager role bound in that namespace only" ||
   fail "watchNamespace: manager role not bound in namespace apps alone"
 
+echo "== networkPolicy"
+# Off by default: nothing rendered. On: ingress to the webhook and metrics
+# ports only (following ports.*), from the peers given, or any source.
+off=$("$helm" template t "$chart")
+grep -q "kind: NetworkPolicy" <<<"$off" && fail "networkPolicy off renders a NetworkPolicy" ||
+  pass "networkPolicy off: no NetworkPolicy"
+np_json=$("$helm" template t "$chart" -n agns --show-only templates/networkpolicy.yaml \
+  --set networkPolicy.enabled=true --set ports.webhook=10443 \
+  --set-json 'networkPolicy.webhook.from=[{"ipBlock":{"cidr":"10.0.0.0/24"}}]' \
+  --set-json 'networkPolicy.metrics.from=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]' |
+  "$kubectl" create --dry-run=client -o json -f - 2>&1)
+np_jq() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)" <<<"$np_json" 2>&1; }
+expect_eq "networkPolicy ingress ports" \
+  "$(np_jq '",".join(str(r["ports"][0]["port"]) for r in d["spec"]["ingress"])')" "10443,8080"
+expect_eq "networkPolicy webhook source" \
+  "$(np_jq 'd["spec"]["ingress"][0]["from"][0]["ipBlock"]["cidr"]')" "10.0.0.0/24"
+expect_eq "networkPolicy metrics source" \
+  "$(np_jq 'd["spec"]["ingress"][1]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]')" \
+  "monitoring"
+expect_eq "networkPolicy selects the operator pods" \
+  "$(np_jq 'd["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"]')" "operator"
+any=$("$helm" template t "$chart" --show-only templates/networkpolicy.yaml --set networkPolicy.enabled=true |
+  "$kubectl" create --dry-run=client -o json -f - 2>&1)
+expect_eq "networkPolicy with no sources allows any" \
+  "$(python3 -c 'import json,sys; d=json.load(sys.stdin); print(["from" in r for r in d["spec"]["ingress"]])' <<<"$any" 2>&1)" \
+  "[False, False]"
+refuse "additional properties 'bogus'" --set networkPolicy.enabled=true \
+  --set-json 'networkPolicy.webhook.from=[{"bogus":1}]'
+
 echo "== helm template | kubectl apply --dry-run=server"
 "$kubectl" create namespace "$ns" >/dev/null
 # Enforce and warn at Pod Security "restricted": the API server reports any
@@ -131,7 +160,8 @@ echo "== helm template | kubectl apply --dry-run=server"
 "$kubectl" label namespace "$ns" pod-security.kubernetes.io/enforce=restricted \
   pod-security.kubernetes.io/warn=restricted "allocguard-chart-test=$suffix" >/dev/null
 if out=$("$helm" template "$release" "$chart" -n "$ns" --include-crds "${scope[@]}" \
-  --set grafanaDashboard.enabled=true | "$kubectl" apply --dry-run=server -f - 2>&1); then
+  --set grafanaDashboard.enabled=true --set networkPolicy.enabled=true |
+  "$kubectl" apply --dry-run=server -f - 2>&1); then
   pass "server-side dry run accepted $(grep -c 'created (server dry run)' <<<"$out") objects"
 else
   fail "server-side dry run: $out"
