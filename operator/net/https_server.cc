@@ -648,6 +648,7 @@ class EventLoopHttpsServer final : public HttpServer {
     c.head.reset();
     head.request.body = c.in.substr(c.head_bytes, head.content_length);
     c.in.erase(0, total);
+    if (c.in.capacity() > options_.max_header_bytes) c.in.shrink_to_fit();  // after a big body
     ++c.requests;
     const bool keep_alive =
         head.keep_alive && c.requests < std::max(1, options_.keep_alive_max_requests);
