@@ -242,7 +242,7 @@ INSTANTIATE_TEST_SUITE_P(
                      policy.spec.containers = {"migrate"};
                      json failing = AppStatus(pod);
                      failing["name"] = "migrate";
-                     pod["status"]["initContainerStatuses"] = {failing};
+                     pod["status"]["initContainerStatuses"] = json::array({failing});
                      AppStatus(pod) = {{"name", "app"}, {"ready", false}, {"restartCount", 0}};
                    },
                    true},

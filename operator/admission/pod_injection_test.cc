@@ -225,7 +225,7 @@ TEST(PodInjectionTest, ValueFromLdPreloadIsAConflictNotClobbered) {
   PodInjectionInput input = Input();
   const json entry = json::parse(
       R"({"name": "LD_PRELOAD", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}})");
-  input.pod["spec"]["containers"][0]["env"] = {entry};
+  input.pod["spec"]["containers"][0]["env"] = json::array({entry});
   PodInjectionDecision decision = DecidePodInjection(input);
   EXPECT_EQ(decision.action, PodInjectionAction::kInject);
   ASSERT_THAT(decision.conflicts, SizeIs(1));
