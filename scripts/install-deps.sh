@@ -11,6 +11,8 @@ packages=(
   build-essential cmake ninja-build pkg-config clang-format ccache
   libcpp-httplib-dev nlohmann-json3-dev libssl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
+  # The ThreadSanitizer build: clang and its sanitizer runtimes.
+  clang libclang-rt-14-dev
   # The allocators the replay engine preloads.
   libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4
   # musl-gcc: the loader test of the libc "auto" preload path builds musl programs.
