@@ -4,6 +4,8 @@
 # control-plane tier; runs alone too:
 #
 #   e2e/run.sh [--keep]     # --keep leaves the cluster up for a look afterwards
+#   e2e/run.sh --until install   # stops (cluster kept) after that stage: e.g.
+#                                # or govern: to iterate on one stage against it
 #
 # Stages (each prints how long it took; the summary repeats them at the end):
 #   0. cluster: the pinned binaries (cached), e2e/cluster/up.sh --with-node,
@@ -50,12 +52,28 @@ root=$(cd "$here/.." && pwd)
 source "$here/cluster/versions.sh"
 
 keep=0
-for a in "$@"; do
-  case $a in
+until_stage=""
+while (($#)); do
+  case $1 in
     --keep) keep=1 ;;
-    *) echo "e2e/run.sh: unknown argument $a" >&2; exit 2 ;;
+    --until)
+      [[ ${2:-} == install || ${2:-} == govern ]] || { echo "e2e/run.sh: --until install|govern" >&2; exit 2; }
+      until_stage=$2 keep=1
+      shift
+      ;;
+    *) echo "e2e/run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
+  shift
 done
+# stop_if STAGE: ends the run here (cluster kept) when --until names STAGE.
+stop_if() {
+  if [[ $until_stage == "$1" ]]; then
+    end_stage
+    summary
+    echo "e2e: stopped after stage $1 (--until)"
+    exit 0
+  fi
+}
 
 export ALLOCGUARD_CLUSTER_DIR=${ALLOCGUARD_CLUSTER_DIR:-/tmp/allocguard-node-e2e}
 # The image builds are on this run's critical path: they run at normal
@@ -243,6 +261,7 @@ leader=$(leader_pod)
 pods=$(jp pods -n "$system_ns" -l app.kubernetes.io/name=allocguard -o jsonpath='{.items[*].metadata.name}')
 [[ " $pods " == *" $leader "* ]] || fail "the Lease names '$leader', not one of the pods: $pods"
 say "replicas ready: $ready; leader: $leader (pods: $pods)"
+stop_if install
 
 # --- 2. govern ------------------------------------------------------------------
 stage "govern: the demo workload adopted by an Enforce policy, pods injected, allocator confirmed"
@@ -315,6 +334,8 @@ wait_for 60 "the guard of $pod reports glibc loaded" guard_says "$pod" glibc
 maps_have "$pod" libc.so.6 || fail "ratchet_service in $pod maps no libc"
 if maps_have "$pod" libjemalloc; then fail "glibc policy, yet $pod maps jemalloc"; fi
 say "guard metric: allocator=$(guard_allocator "$pod"); /proc maps agree (libc, no jemalloc)"
+
+stop_if govern
 
 # --- 3. hold --------------------------------------------------------------------
 stage "hold: a template change is held, the canary really runs, glibc ratchets, jemalloc is flat"
