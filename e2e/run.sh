@@ -21,7 +21,11 @@
 #      arena limit) ratchets, jemalloc stays flat; the Deployment stays paused
 #      with a Warning event that names jemalloc; a malformed ReplayCanary is
 #      refused at apply naming the field, and with the canary webhook out it
-#      is Stalled while both operator replicas stay up and the hold stays
+#      is Stalled while both operator replicas stay up and the hold stays.
+#      While the canary runs, e2e/chaos.py SIGKILLs the leader 20 times (the
+#      follower 3 times) with three more held Deployments and their canaries
+#      in flight: failover within the lease bound, no duplicate canary or
+#      Job, no verdict lost, no release without a Flat verdict
 #   4. switch: the policy goes to jemalloc; a new canary is Flat (the hold's
 #      jemalloc measurement, reused: same template, load and settings); the
 #      rollout is released and completes; the new pods have jemalloc mapped
@@ -203,8 +207,11 @@ gate_expect() {
   fi
 }
 
+chaos_pid=""
 cleanup() {
   local status=$?
+  # e2e/chaos.py, if a failure left it running (it would time out on its own).
+  [[ -n $chaos_pid ]] && kill "$chaos_pid" 2>/dev/null
   if ((keep)); then
     say "cluster left running: source $ALLOCGUARD_CLUSTER_DIR/env; e2e/cluster/down.sh to stop it"
   else
@@ -338,7 +345,7 @@ say "guard metric: allocator=$(guard_allocator "$pod"); /proc maps agree (libc, 
 stop_if govern
 
 # --- 3. hold --------------------------------------------------------------------
-stage "hold: a template change is held, the canary really runs, glibc ratchets, jemalloc is flat"
+stage "hold: a template change is held, the canary really runs, glibc ratchets, jemalloc is flat, the leader is killed 20 times meanwhile"
 sample_operator_cpu() {
   local stat
   stat=$(kubectl exec -n "$system_ns" "$leader" -c operator -- cat /proc/1/stat 2>/dev/null) || return 1
@@ -369,13 +376,39 @@ canary_pod_running() {
   [[ -n $(kubectl get pods -n "$demo_ns" -l allocguard.io/canary --field-selector=status.phase=Running -o name 2>/dev/null) ]]
 }
 wait_for 300 "a canary pod running" canary_pod_running
-cpu0=$(sample_operator_cpu) || cpu0=""
+# Leader kills while this canary runs (e2e/chaos.py): three more Deployments
+# held with canaries of their own, the leader SIGKILLed 20 times and the
+# follower 3 times at seeded random moments; it checks failover, duplicates,
+# lost verdicts and releases here too (--watch-namespace), and deletes its
+# namespace at the end. The canary's CPU is measured once the kills are over
+# (a killed leader's counters start again).
+chaos_log=$(mktemp /tmp/allocguard-chaos.XXXXXX.log)
+python3 "$here/chaos.py" --watch-namespace "$demo_ns" --cleanup >"$chaos_log" 2>&1 &
+chaos_pid=$!
+chaos_start=$SECONDS
+chaos_status=""
+chaos_collect() {  # waits for e2e/chaos.py (it has a deadline on every wait), prints its report
+  local rc=0
+  wait "$chaos_pid" || rc=$?
+  chaos_status=$rc
+  say "e2e/chaos.py finished in $((SECONDS - chaos_start)) s, exit $rc:"
+  cat "$chaos_log"
+  ((rc == 0)) || fail "the leader-kill test failed (log above; run it again with the seed it printed)"
+  leader=$(leader_pod) || fail "no leader after the kills"
+}
+cpu0=""
 t_cpu0=$SECONDS
 rss_max=0
 rss_samples=0
 canary_start=$SECONDS
 while ! canary_done "$canary"; do
   ((SECONDS - canary_start < canary_timeout)) || fail "canary $canary not finished after ${canary_timeout}s"
+  if [[ -z $chaos_status ]] && ! kill -0 "$chaos_pid" 2>/dev/null; then
+    chaos_collect
+    cpu0=$(sample_operator_cpu) || cpu0=""
+    t_cpu0=$SECONDS
+  fi
+  leader=$(leader_pod) || true  # the replica leading now: the kills move it
   rss=$(sample_operator_rss) || rss=""
   if [[ -n $rss ]]; then
     ((rss > rss_max)) && rss_max=$rss
@@ -383,17 +416,18 @@ while ! canary_done "$canary"; do
   fi
   sleep 10
 done
+[[ -n $chaos_status ]] || chaos_collect
 cpu1=$(sample_operator_cpu) || cpu1=""
 if [[ -n $cpu0 && -n $cpu1 ]]; then
   ticks=$(getconf CLK_TCK)
   op_cpu=$(awk -v a="$cpu0" -v b="$cpu1" -v t="$ticks" -v s=$((SECONDS - t_cpu0)) \
     'BEGIN { printf "%.1f CPU s over %d s (%.2f %% of one core)", (b - a) / t, s, 100 * (b - a) / t / s }')
 else
-  op_cpu="not measured (kubectl exec failed)"
+  op_cpu="not measured (the kills went on until the canary ended, or kubectl exec failed)"
 fi
 op_rss="peak RSS $((rss_max / 1024)) MiB over $rss_samples samples"
 say "canary $canary finished in $((SECONDS - canary_start)) s"
-say "operator (leader $leader) while the canary ran: $op_rss; $op_cpu"
+say "operator (the leader) while the canary ran: $op_rss (whichever replica led); CPU after the kills: $op_cpu"
 kubectl get replaycanary/"$canary" -n "$demo_ns" -o jsonpath='{range .status.variants[*]}  variant {.name} ({.allocator}): {.verdict}, floor slope {.floorSlopeGiBPerHour} GiB/h, peak {.peakMiB} MiB, {.requests} requests, floors (MiB) {.floorsMiB}{"\n"}{end}' || true
 verdict=$(jp replaycanary/"$canary" -n "$demo_ns" -o jsonpath='{.status.verdict}')
 flat_variant=$(jp replaycanary/"$canary" -n "$demo_ns" -o jsonpath='{.status.flatVariant}')
