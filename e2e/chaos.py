@@ -19,8 +19,9 @@ of the watched namespaces throughout and checks:
     bound (the Lease's duration plus two jittered retry periods: a follower
     counts the lease expired lease_duration after it last saw it change,
     which may be one poll after the last renewal, and polls every
-    retry_period x 1.2, operator/kube/leader_election.h; plus 2 s for this
-    script's own polls);
+    retry_period x 1.2, operator/kube/leader_election.h; plus 2 s for the
+    API round trips), measured from the kill to the new holder's
+    acquireTime;
     after a follower kill the leader keeps the Lease;
   - duplicates: never two ReplayCanaries with one spec (target, template,
     allocator, canary settings), never two Jobs (by UID, ever) for one
@@ -51,13 +52,14 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RETRY_PERIOD_S = 2.0  # LeaderElectionConfig::retry_period; the chart does not set it
 RETRY_JITTER = 1.2
-# What a measurement adds to the bound: the kill, then this script's Lease
-# polls (every 0.25 s, each a kubectl round trip on a loaded 2-core machine).
-MEASUREMENT_SLACK_S = 2.0
+# The API round trips inside the bound: the follower's Lease reads (it sees
+# a change when its GET returns), on a loaded 2-core machine.
+API_SLACK_S = 2.0
 CONTAINERD_SOCK = "/run/allocguard-node/containerd.sock"  # e2e/cluster/node.sh
 HELD = "allocguard.io/held-candidate"
 RELEASED = "allocguard.io/released-candidate"
@@ -360,22 +362,31 @@ class Chaos:
         container_id = cs.get("containerID", "").split("://", 1)[-1]
         renew_before = self.replicas.lease_spec().get("renewTime")
         t_kill = time.monotonic()
+        t_kill_wall = time.time()  # the node's clock: the operator's acquireTime uses it too
         pid = sigkill_container(container_id)
         self.expected_restarts[uid] = self.expected_restarts.get(uid, 0) + 1
         bound = None
         if which == "leader":
             duration = self.replicas.lease_spec().get("leaseDurationSeconds", 15)
-            bound = duration + 2 * RETRY_PERIOD_S * RETRY_JITTER + MEASUREMENT_SLACK_S
+            bound = duration + 2 * RETRY_PERIOD_S * RETRY_JITTER + API_SLACK_S
 
             def new_leader():
                 spec = self.replicas.lease_spec()
                 h = spec.get("holderIdentity") or ""
                 if h and h != holder and spec.get("renewTime") != renew_before:
-                    return h
+                    return spec
                 return None
 
-            new_holder = wait_until(bound + 30, f"a new leader after killing {holder}", new_leader, 0.25)
-            failover = time.monotonic() - t_kill
+            spec = wait_until(bound + 30, f"a new leader after killing {holder}", new_leader, 0.25)
+            seen = time.monotonic() - t_kill
+            new_holder = spec["holderIdentity"]
+            # Failover: from the kill to the moment the new holder took the Lease
+            # (its acquireTime, written by the operator from the same clock), not
+            # to when this script's poll happened to see it.
+            acquired = spec.get("acquireTime")
+            failover = seen
+            if acquired:
+                failover = datetime.fromisoformat(acquired.replace("Z", "+00:00")).timestamp() - t_kill_wall
             new_pod = new_holder.rsplit("_", 1)[0]
             pods = self.replicas.pods()
             if new_pod not in pods or "running" not in pods[new_pod][1].get("state", {}):
@@ -390,7 +401,7 @@ class Chaos:
                 return spec.get("renewTime") != renew_before
 
             wait_until(30, f"{holder} renewing the Lease after the follower's kill", renewed, 0.25)
-            failover, new_holder, within = None, holder, True
+            failover, seen, new_holder, within = None, None, holder, True
         replaced = ""
         if cs.get("restartCount", 0) >= 1 and new_holder.rsplit("_", 1)[0] != target:
             # Its next restart would wait out the kubelet's back-off: a new pod instead.
@@ -411,7 +422,8 @@ class Chaos:
             "failover": failover, "within": within, "bound": bound, "new": new_holder, **counts,
         }
         self.rows.append(row)
-        fo = f"{failover:.1f} s (bound {bound:.1f} s)" if failover is not None else "no failover (leader kept the Lease)"
+        fo = (f"{failover:.1f} s (bound {bound:.1f} s; seen by this script after {seen:.1f} s)"
+              if failover is not None else "no failover (leader kept the Lease)")
         log(f"kill {number:2d} ({which}) {target}{replaced} pid {pid} at {row['at']:.0f} s: {fo}; leader now {new_holder}; "
             f"duplicates {counts['duplicates']}, lost verdicts {counts['lost verdicts']}, "
             f"unproven releases {counts['unproven releases']}, paused without a reason {counts['paused without a reason']}")
