@@ -351,12 +351,13 @@ class Chaos:
     def kill(self, number, which):
         a = self.args
         self.check_restarts()
-        live = wait_until(180, "both operator replicas Ready", self.replicas.both_ready)
+        wait_until(180, "both operator replicas Ready", self.replicas.both_ready)
+        time.sleep(self.rng.uniform(a.min_gap, a.max_gap))  # a random moment
+        live = wait_until(60, "both operator replicas Ready", self.replicas.both_ready)
         holder, leader_pod = wait_until(60, "a leader", lambda: (lambda h: h if h[0] else None)(self.replicas.leader()))
         if leader_pod not in live:
             raise Failure(f"the Lease names {holder}, not one of the Ready replicas {live}")
         target = leader_pod if which == "leader" else next(n for n in live if n != leader_pod)
-        time.sleep(self.rng.uniform(a.min_gap, a.max_gap))  # a random moment
         pods = self.replicas.pods()
         uid, cs, _, _ = pods[target]
         container_id = cs.get("containerID", "").split("://", 1)[-1]
