@@ -393,6 +393,7 @@ chaos_collect() {  # waits for e2e/chaos.py (it has a deadline on every wait), p
   chaos_status=$rc
   say "e2e/chaos.py finished in $((SECONDS - chaos_start)) s, exit $rc:"
   cat "$chaos_log"
+  rm -f "$chaos_log"
   ((rc == 0)) || fail "the leader-kill test failed (log above; run it again with the seed it printed)"
   leader=$(leader_pod) || fail "no leader after the kills"
 }
