@@ -211,7 +211,7 @@ chaos_pid=""
 cleanup() {
   local status=$?
   # e2e/chaos.py, if a failure left it running (it would time out on its own).
-  [[ -n $chaos_pid ]] && kill "$chaos_pid" 2>/dev/null
+  if [[ -n $chaos_pid ]]; then kill "$chaos_pid" 2>/dev/null || true; fi
   if ((keep)); then
     say "cluster left running: source $ALLOCGUARD_CLUSTER_DIR/env; e2e/cluster/down.sh to stop it"
   else
