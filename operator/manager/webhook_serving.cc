@@ -7,19 +7,13 @@
 
 #include <spdlog/spdlog.h>
 
-#include "controllers/canary_decision.h"
-#include "controllers/reconcilers.h"
-#include "controllers/rollout_decision.h"
-#include "operator/admission/deployment_gate.h"
-#include "operator/admission/pod_injection.h"
-#include "operator/admission/validation.h"
 #include "operator/api/names.h"
-#include "operator/api/policy.h"
 #include "operator/certs/certificate_manager.h"
 #include "operator/certs/certificate_metrics.h"
 #include "operator/certs/file_certificate_source.h"
 #include "operator/common/base64.h"
 #include "operator/kube/config.h"
+#include "operator/kube/object.h"
 #include "operator/manager/self_probe.h"
 #include "operator/webhook/admission_server.h"
 
@@ -31,7 +25,6 @@ using nlohmann::json;
 // JSON accessors that never throw (operator/kube/object.h).
 const auto& Field = kube::FieldOrNull;
 const auto& Str = kube::StringField;
-const auto& StringMap = kube::StringMap;
 
 constexpr char kFieldManager[] = "allocguard-operator";
 
@@ -156,17 +149,11 @@ class WebhookServingImpl final : public WebhookServing {
     AG_ASSIGN_OR_RETURN(server_, net::NewHttpsServer(so));
     admission_ =
         std::make_unique<webhook::AdmissionServer>(server_.get(), deps_.clock, deps_.metrics);
-    admission_->Handle(kPodMutationPath,
-                       [this](const webhook::AdmissionRequest& r) { return MutatePod(r); });
-    admission_->Handle(kDeploymentMutationPath,
-                       [this](const webhook::AdmissionRequest& r) { return MutateDeployment(r); });
-    admission_->Handle(kDeploymentValidationPath, [this](const webhook::AdmissionRequest& r) {
-      return ValidateDeployment(r);
-    });
-    admission_->Handle(kPolicyValidationPath,
-                       [this](const webhook::AdmissionRequest& r) { return ValidatePolicy(r); });
-    admission_->Handle(kCanaryValidationPath,
-                       [this](const webhook::AdmissionRequest& r) { return ValidateCanary(r); });
+    handlers_ = std::make_unique<AdmissionHandlers>(
+        AdmissionHandlerOptions{options_.operator_namespace, options_.image, own_username_},
+        AdmissionHandlerDeps{deps_.client, deps_.policies, deps_.canaries, deps_.deployments,
+                             deps_.events});
+    handlers_->RegisterOn(*admission_);
     AG_RETURN_IF_ERROR(server_->Bind());
     probe_ = std::make_unique<SelfProbe>(
         SelfProbeOptions{.base_url = SelfProbeUrl(hp.first, server_->port()),
@@ -264,278 +251,6 @@ class WebhookServingImpl final : public WebhookServing {
     return Status::Ok();
   }
 
-  std::vector<api::AllocatorPolicy> Policies(const std::string& ns) const {
-    return controllers::PoliciesInNamespace(*deps_.policies, ns);
-  }
-
-  void Event(const json& regarding, bool warning, const std::string& reason,
-             const std::string& note) const {
-    if (deps_.events == nullptr) return;
-    Status s = deps_.events->Record(regarding,
-                                    warning ? kube::EventType::kWarning : kube::EventType::kNormal,
-                                    reason, reason, note);
-    if (!s.ok()) spdlog::warn("event {}: {}", reason, s.message());
-  }
-
-  webhook::AdmissionResponse MutatePod(const webhook::AdmissionRequest& request) const {
-    admission::PodInjectionInput in;
-    in.pod = request.object;
-    in.ns = request.namespace_;
-    in.policies = Policies(request.namespace_);
-    in.operator_namespace = options_.operator_namespace;
-    in.options.image = options_.image;
-    in.native_sidecars = true;  // Kubernetes >= 1.29 (beta, on by default); GA in 1.33
-    // The circuit breaker's suspensions, from the policies' status.
-    for (const json& p :
-         deps_.policies->ByIndex(controllers::kNamespaceIndex, request.namespace_)) {
-      for (admission::InjectionSuspension& s : admission::SuspensionsOfPolicy(p)) {
-        in.suspensions.push_back(std::move(s));
-      }
-    }
-    admission::PodInjectionDecision d = admission::DecidePodInjection(in);
-    webhook::AdmissionResponse response;
-    if (d.action != admission::PodInjectionAction::kSkip) response.patch = d.patch;
-    if (d.action == admission::PodInjectionAction::kSuspended) {
-      response.warnings.push_back("allocguard: " + d.reason);
-    }
-    for (const std::string& c : d.conflicts) response.warnings.push_back("allocguard: " + c);
-    if (!d.conflicts.empty() && d.policy.has_value() && !request.dry_run) {
-      if (auto policy = deps_.policies->Get(d.policy->ns + "/" + d.policy->name)) {
-        std::string note = "Pod " + admission::PodDisplayName(request.object) + ": ";
-        for (const std::string& c : d.conflicts) note += c + " ";
-        Event(*policy, true, "InjectionConflict", note);
-      }
-    }
-    return response;
-  }
-
-  webhook::AdmissionResponse MutateDeployment(const webhook::AdmissionRequest& request) const {
-    if (request.operation != "CREATE" && request.operation != "UPDATE") {
-      return webhook::AdmissionResponse::Allow();
-    }
-    const json& tmpl = Field(Field(request.object, "spec"), "template");
-    admission::GateInput in;
-    in.operation = request.operation == "CREATE" ? admission::AdmissionOperation::kCreate
-                                                 : admission::AdmissionOperation::kUpdate;
-    in.old_deployment = request.old_object;
-    in.new_deployment = request.object;
-    in.policy = controllers::GoverningPolicy(Policies(request.namespace_),
-                                             StringMap(Field(Field(tmpl, "metadata"), "labels")));
-    in.operator_namespace = options_.operator_namespace;
-    const std::string ns = request.namespace_;
-    const std::string name = request.name;
-    const std::string policy_key =
-        in.policy.has_value() ? controllers::CanaryPolicyKey(*in.policy) : "";
-    // A Flat verdict lets a template through only from a canary that proves
-    // it (controllers::CanaryDistrust): never by the canary's name alone.
-    // (Called only within DecideDeploymentGate below: the request and the
-    // policy outlive it, so they are referred to, not copied.)
-    const json& deployment = request.object;
-    const std::optional<api::AllocatorPolicy>& policy = in.policy;
-    in.has_flat_verdict = [this, &ns, &name, &policy_key, &deployment,
-                           &policy](const std::string& hash) {
-      if (!policy.has_value()) return false;
-      auto canary = deps_.canaries->Get(ns + "/" + controllers::CanaryName(name, hash, policy_key));
-      return canary.has_value() && Str(Field(*canary, "status"), "verdict") == "Flat" &&
-             controllers::CanaryDistrust(*canary, deployment, hash, *policy).empty();
-    };
-    admission::GateDecision d = admission::DecideDeploymentGate(in);
-    webhook::AdmissionResponse response;
-    response.patch = d.patch;
-    if (d.action == admission::GateAction::kHold) {
-      response.warnings.push_back("allocguard: " + d.reason);
-    }
-    return response;
-  }
-
-  // Kubernetes' own controllers act for the cluster, not for a user: the
-  // namespace controller deletes every policy of a namespace being deleted,
-  // the garbage collector updates owned canaries. They are not asked for
-  // allocguard's permissions (a refusal would leave a namespace stuck
-  // Terminating).
-  static bool IsClusterController(const webhook::UserInfo& user) {
-    return user.username.rfind("system:serviceaccount:kube-system:", 0) == 0 ||
-           user.username == "system:kube-controller-manager";
-  }
-
-  admission::Requester RequesterOf(const webhook::AdmissionRequest& request) const {
-    if (IsClusterController(request.user_info)) return admission::Requester::kOperator;
-    if (own_username_.empty()) return admission::Requester::kUnknown;
-    return request.user_info.username == own_username_ ? admission::Requester::kOperator
-                                                       : admission::Requester::kOther;
-  }
-
-  // Whether the request's user may `verb` `resource` (of `group`) in the
-  // request's namespace, asked of the API server with a SubjectAccessReview
-  // for the identity the API server authenticated (user, uid, groups,
-  // extra). "" when allowed; otherwise why not. An error of the review
-  // itself refuses (fail closed): acting without knowing would lend the
-  // operator's rights.
-  std::string AccessDenial(const webhook::AdmissionRequest& request, const std::string& verb,
-                           const std::string& group, const std::string& resource) const {
-    const webhook::UserInfo& user = request.user_info;
-    json spec = {{"user", user.username},
-                 {"groups", user.groups},
-                 {"resourceAttributes",
-                  {{"namespace", request.namespace_},
-                   {"verb", verb},
-                   {"group", group},
-                   {"resource", resource}}}};
-    if (!user.uid.empty()) spec["uid"] = user.uid;
-    if (!user.extra.empty()) spec["extra"] = user.extra;
-    const kube::ResourceType reviews{"authorization.k8s.io", "v1", "subjectaccessreviews",
-                                     "SubjectAccessReview", false};
-    auto review = deps_.client->Create(reviews, "",
-                                       {{"apiVersion", "authorization.k8s.io/v1"},
-                                        {"kind", "SubjectAccessReview"},
-                                        {"spec", spec}});
-    const std::string who = "user \"" + user.username + "\"";
-    const std::string what = verb + " " + resource + (group.empty() ? "" : "." + group) +
-                             " in namespace " + request.namespace_;
-    if (!review.ok()) {
-      return "cannot check whether " + who + " may " + what + ": " + review.status().message();
-    }
-    const json& status = Field(*review, "status");
-    if (Field(status, "allowed") == true) return "";
-    std::string reason = Str(status, "reason");
-    return who + " may not " + what + (reason.empty() ? "" : " (" + reason + ")");
-  }
-
-  // "" when the request may lift a hold (decision.needs_override), else the
-  // denial: it names the user, what the update does and the permission.
-  std::string OverrideDenial(const webhook::AdmissionRequest& request,
-                             const std::string& needs_override) const {
-    const std::string denial =
-        AccessDenial(request, admission::kOverrideVerb, api::kGroup, "allocatorpolicies");
-    if (denial.empty()) return "";
-    return "this update " + needs_override + ", which allocguard allows only to users with the " +
-           std::string(admission::kOverrideVerb) +
-           " verb on allocatorpolicies.allocguard.io in this namespace (the chart's "
-           "allocguard-override ClusterRole, aggregated into admin): " +
-           denial;
-  }
-
-  webhook::AdmissionResponse ValidateDeployment(const webhook::AdmissionRequest& request) const {
-    if (request.operation != "UPDATE") return webhook::AdmissionResponse::Allow();
-    admission::ValidationDecision d = admission::ValidateDeploymentUpdate(
-        request.old_object, request.object, RequesterOf(request));
-    if (!d.allowed) return webhook::AdmissionResponse::Deny(d.message);
-    if (!d.needs_override.empty()) {
-      if (std::string denial = OverrideDenial(request, d.needs_override); !denial.empty()) {
-        return webhook::AdmissionResponse::Deny(denial);
-      }
-    }
-    if ((!d.event_reason.empty() || !d.needs_override.empty()) && !request.dry_run) {
-      json regarding = request.object;
-      regarding["apiVersion"] = "apps/v1";
-      regarding["kind"] = "Deployment";
-      std::string note = d.event_reason.empty() ? d.needs_override : d.event_reason;
-      Event(regarding, true, "HoldOverridden",
-            note + " (by " + request.user_info.username + ", who may override holds here)");
-    }
-    return webhook::AdmissionResponse::Allow();
-  }
-
-  // The names of the Deployments in the namespace that `policy` holds now.
-  std::vector<std::string> HeldBy(const api::AllocatorPolicy& policy) const {
-    std::vector<std::string> held;
-    for (const json& d : deps_.deployments->ByIndex(controllers::kNamespaceIndex, policy.ns)) {
-      const json& meta = Field(d, "metadata");
-      if (Str(Field(meta, "annotations"), api::kHeldCandidateAnnotation).empty()) continue;
-      const json& tmpl_meta = Field(Field(Field(d, "spec"), "template"), "metadata");
-      if (!api::SelectorMatches(policy.spec.selector, StringMap(Field(tmpl_meta, "labels")))) {
-        continue;
-      }
-      held.push_back(Str(meta, "name"));
-    }
-    return held;
-  }
-
-  webhook::AdmissionResponse ValidatePolicy(const webhook::AdmissionRequest& request) const {
-    // Deleting an Enforce policy, or relaxing its mode, lifts its holds.
-    if (request.operation == "DELETE" || request.operation == "UPDATE") {
-      auto old_policy = api::ParseAllocatorPolicy(request.old_object);
-      std::optional<api::AllocatorPolicy> new_policy;
-      if (request.operation == "UPDATE") {
-        auto parsed = api::ParseAllocatorPolicy(request.object);
-        if (parsed.ok()) new_policy = std::move(parsed).value();
-      }
-      if (old_policy.ok() && (request.operation == "DELETE" || new_policy.has_value()) &&
-          RequesterOf(request) != admission::Requester::kOperator) {
-        admission::ValidationDecision change = admission::ValidatePolicyChange(
-            *old_policy, new_policy.has_value() ? &*new_policy : nullptr, HeldBy(*old_policy));
-        if (!change.needs_override.empty()) {
-          if (std::string denial = OverrideDenial(request, change.needs_override);
-              !denial.empty()) {
-            return webhook::AdmissionResponse::Deny(denial);
-          }
-          if (!request.dry_run) {
-            json regarding = request.old_object;
-            regarding["apiVersion"] = api::kApiVersion;
-            regarding["kind"] = "AllocatorPolicy";
-            Event(regarding, true, "HoldOverridden",
-                  "this change " + change.needs_override + " (by " + request.user_info.username +
-                      ", who may override holds here)");
-          }
-        }
-      }
-      if (request.operation == "DELETE") return webhook::AdmissionResponse::Allow();
-    }
-    auto candidate = api::ParseAllocatorPolicy(request.object);
-    if (!candidate.ok()) {
-      // The schema's own validation answers for malformed specs.
-      return webhook::AdmissionResponse::Allow();
-    }
-    std::vector<api::AllocatorPolicy> others;
-    for (api::AllocatorPolicy& p : Policies(request.namespace_)) {
-      if (p.name != candidate->name) others.push_back(std::move(p));
-    }
-    admission::ValidationDecision d = admission::ValidatePolicy(*candidate, others);
-    if (!d.allowed) return webhook::AdmissionResponse::Deny(d.message);
-    return webhook::AdmissionResponse::Allow();
-  }
-
-  // A ReplayCanary is refused when the operator could not read it (the
-  // message names the field), and a hand-made one when its creator could not
-  // run its template themselves: they must be allowed to create Jobs in the
-  // namespace (the operator creates the canary's Jobs with its own account),
-  // and a template that is not the target Deployment's own may not ask for
-  // host access or another ServiceAccount (controllers::RefuseTemplateRights).
-  // The operator checks both again itself, so a canary admitted while the
-  // webhook was down gains nothing.
-  webhook::AdmissionResponse ValidateCanary(const webhook::AdmissionRequest& request) const {
-    // An update that leaves the spec alone (labels, finalizers, the garbage
-    // collector's owner references, a deletion in progress) changes nothing
-    // the operator would run.
-    if (request.operation == "UPDATE" &&
-        Field(request.object, "spec") == Field(request.old_object, "spec")) {
-      return webhook::AdmissionResponse::Allow();
-    }
-    auto canary = api::ParseReplayCanary(request.object);
-    if (!canary.ok()) return webhook::AdmissionResponse::Deny(canary.status().message());
-    if (RequesterOf(request) == admission::Requester::kOperator) {
-      return webhook::AdmissionResponse::Allow();
-    }
-    if (std::string denial = AccessDenial(request, "create", "batch", "jobs"); !denial.empty()) {
-      return webhook::AdmissionResponse::Deny(
-          "a ReplayCanary runs its template as Jobs, which allocguard creates with its own "
-          "account; " +
-          denial);
-    }
-    std::string target_hash;
-    if (canary->spec.target_kind == "Deployment") {
-      if (auto target =
-              deps_.deployments->Get(request.namespace_ + "/" + canary->spec.target_name)) {
-        target_hash = Str(*target, controllers::kCachedTemplateHashField);
-      }
-    }
-    if (std::string refused = controllers::RefuseTemplateRights(*canary, target_hash);
-        !refused.empty()) {
-      return webhook::AdmissionResponse::Deny(refused);
-    }
-    return webhook::AdmissionResponse::Allow();
-  }
-
   ManagerOptions options_;
   WebhookServingDeps deps_;
   std::shared_ptr<certs::CertificateSource> source_;
@@ -544,6 +259,7 @@ class WebhookServingImpl final : public WebhookServing {
   std::unique_ptr<net::HttpServer> server_;
   std::unique_ptr<SelfProbe> probe_;
   std::unique_ptr<webhook::AdmissionServer> admission_;
+  std::unique_ptr<AdmissionHandlers> handlers_;  // referred to by admission_'s routes
   std::thread thread_;
   std::atomic<bool> serving_{false};
   std::string own_username_;

@@ -3,7 +3,7 @@
 // The admission webhooks of one operator replica: the TLS server, its
 // certificate (self-managed or cert-manager's files), the webhook
 // configurations' caBundle, and the handlers that turn admission requests
-// into the pure decisions of operator/admission.
+// into the pure decisions of operator/admission (admission_handlers.h).
 //
 // Paths:
 //   /mutate-v1-pod                       Pod CREATE: allocator injection
@@ -22,16 +22,11 @@
 #include "operator/kube/client.h"
 #include "operator/kube/event_recorder.h"
 #include "operator/kube/informer.h"
+#include "operator/manager/admission_handlers.h"
 #include "operator/manager/manager.h"
 #include "operator/metrics/registry.h"
 
 namespace allocguard::manager {
-
-inline constexpr char kPodMutationPath[] = "/mutate-v1-pod";
-inline constexpr char kDeploymentMutationPath[] = "/mutate-apps-v1-deployment";
-inline constexpr char kDeploymentValidationPath[] = "/validate-apps-v1-deployment";
-inline constexpr char kPolicyValidationPath[] = "/validate-allocguard-io-v1alpha1-allocatorpolicy";
-inline constexpr char kCanaryValidationPath[] = "/validate-allocguard-io-v1alpha1-replaycanary";
 
 struct WebhookServingDeps {
   kube::Client* client = nullptr;

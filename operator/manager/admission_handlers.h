@@ -1,0 +1,82 @@
+#pragma once
+
+// The handlers behind the admission webhooks' paths: each turns one parsed
+// AdmissionRequest into the pure decisions of operator/admission and answers.
+// No TLS and no sockets here: WebhookServing registers them on its server;
+// the fuzz targets (fuzz/) call them directly.
+//
+// Thread-safe: the handlers only read the stores, and the client and the
+// event recorder are thread-safe.
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/admission/validation.h"
+#include "operator/api/types.h"
+#include "operator/kube/client.h"
+#include "operator/kube/event_recorder.h"
+#include "operator/kube/informer.h"
+#include "operator/webhook/admission_server.h"
+
+namespace allocguard::manager {
+
+inline constexpr char kPodMutationPath[] = "/mutate-v1-pod";
+inline constexpr char kDeploymentMutationPath[] = "/mutate-apps-v1-deployment";
+inline constexpr char kDeploymentValidationPath[] = "/validate-apps-v1-deployment";
+inline constexpr char kPolicyValidationPath[] = "/validate-allocguard-io-v1alpha1-allocatorpolicy";
+inline constexpr char kCanaryValidationPath[] = "/validate-allocguard-io-v1alpha1-replaycanary";
+
+struct AdmissionHandlerOptions {
+  std::string operator_namespace;
+  std::string image;  // the allocguard image the Pod injection adds
+  // The operator's own user name ("" when unknown), to tell its own release
+  // of a hold from a user's edit.
+  std::string own_username;
+};
+
+// All must outlive the handlers; none may be null except events.
+struct AdmissionHandlerDeps {
+  kube::Client* client = nullptr;  // SubjectAccessReviews for hold overrides
+  kube::Store* policies = nullptr;
+  kube::Store* canaries = nullptr;
+  kube::Store* deployments = nullptr;  // slim (controllers::SlimDeployment)
+  kube::EventRecorder* events = nullptr;
+};
+
+class AdmissionHandlers {
+ public:
+  AdmissionHandlers(AdmissionHandlerOptions options, AdmissionHandlerDeps deps)
+      : options_(std::move(options)), deps_(deps) {}
+
+  // Serves each handler below on its path. This object must outlive server.
+  void RegisterOn(webhook::AdmissionServer& server) const;
+
+  // kPodMutationPath, Pod CREATE: allocator injection.
+  webhook::AdmissionResponse MutatePod(const webhook::AdmissionRequest& request) const;
+  // kDeploymentMutationPath, Deployment CREATE/UPDATE: the gate.
+  webhook::AdmissionResponse MutateDeployment(const webhook::AdmissionRequest& request) const;
+  // kDeploymentValidationPath, Deployment UPDATE: no manual unpause.
+  webhook::AdmissionResponse ValidateDeployment(const webhook::AdmissionRequest& request) const;
+  // kPolicyValidationPath: overlapping policies, hold-lifting changes.
+  webhook::AdmissionResponse ValidatePolicy(const webhook::AdmissionRequest& request) const;
+  // kCanaryValidationPath: unreadable canaries, creators' rights.
+  webhook::AdmissionResponse ValidateCanary(const webhook::AdmissionRequest& request) const;
+
+ private:
+  std::vector<api::AllocatorPolicy> Policies(const std::string& ns) const;
+  void Event(const nlohmann::json& regarding, bool warning, const std::string& reason,
+             const std::string& note) const;
+  admission::Requester RequesterOf(const webhook::AdmissionRequest& request) const;
+  std::string AccessDenial(const webhook::AdmissionRequest& request, const std::string& verb,
+                           const std::string& group, const std::string& resource) const;
+  std::string OverrideDenial(const webhook::AdmissionRequest& request,
+                             const std::string& needs_override) const;
+  std::vector<std::string> HeldBy(const api::AllocatorPolicy& policy) const;
+
+  AdmissionHandlerOptions options_;
+  AdmissionHandlerDeps deps_;
+};
+
+}  // namespace allocguard::manager
