@@ -36,7 +36,7 @@ int RunAnalyze(const AnalyzeFlags& f) {
   }
   replay::ReplaySummary summary = replay::Summarize(std::move(results));
   if (f.output == "json") {
-    std::printf("%s\n", replay::ToJson(summary).dump(2).c_str());
+    std::printf("%s\n", replay::ToJsonText(summary).c_str());
   } else {
     std::printf("%s", replay::FormatSummary(summary, planned).c_str());
   }

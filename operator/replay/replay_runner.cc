@@ -124,7 +124,7 @@ class VariantRun {
 VariantResult VariantRun::Finish(bool finished) {
   VariantResult r = AnalyzeRun(run_, options_.judge, finished);
   std::ofstream json(options_.out_dir + "/" + name_ + ".json");
-  json << ToJson(r).dump(2) << "\n";
+  json << ToJsonText(r) << "\n";
   return r;
 }
 
@@ -460,7 +460,7 @@ Result<ReplaySummary> RunReplay(const ReplayOptions& options, Clock* clock) {
   }
   ReplaySummary summary = Summarize(std::move(results));
   std::ofstream json(options.out_dir + "/summary.json");
-  json << ToJson(summary).dump(2) << "\n";
+  json << ToJsonText(summary) << "\n";
   return summary;
 }
 

@@ -233,6 +233,14 @@ nlohmann::json ToJson(const ReplaySummary& s) {
           {"variants", variants}};
 }
 
+std::string ToJsonText(const VariantResult& r) {
+  return ToJson(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string ToJsonText(const ReplaySummary& s) {
+  return ToJson(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string FormatVariantTable(const std::vector<VariantResult>& variants) {
   std::string out;
   char line[512];

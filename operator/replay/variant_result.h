@@ -91,6 +91,13 @@ struct ReplaySummary {
 ReplaySummary Summarize(std::vector<VariantResult> variants);
 nlohmann::json ToJson(const ReplaySummary& s);
 
+// ToJson(r) / ToJson(s) as indented text, as the replay writes <variant>.json
+// and summary.json and `allocguard analyze -o json` prints it. Strings that
+// are not valid UTF-8 (a CSV's header holds whatever bytes the file had) are
+// repaired, never thrown on.
+std::string ToJsonText(const VariantResult& r);
+std::string ToJsonText(const ReplaySummary& s);
+
 // A side-by-side table of the variants for the terminal.
 std::string FormatVariantTable(const std::vector<VariantResult>& variants);
 

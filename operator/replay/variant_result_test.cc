@@ -5,6 +5,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "operator/replay/sample_csv.h"
+
 namespace allocguard::replay {
 namespace {
 
@@ -122,6 +124,20 @@ TEST(JudgeSettingsTest, HeaderRoundTrip) {
   EXPECT_EQ(b.warmup_minutes, 2);
   EXPECT_FALSE(b.early_stop);
   EXPECT_EQ(b.verdict.max_late_fraction, 0.05);
+}
+
+// Found by fuzz/sample_csv_fuzzer: `allocguard analyze -o json` on a CSV
+// whose header holds a byte that is not UTF-8 died of an uncaught exception.
+TEST(ToJsonTextTest, CsvHeaderThatIsNotUtf8IsRepairedNotThrownOn) {
+  auto run = ParseSampleCsv("#env: \xff\nt_s,");
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  JudgeSettings settings;
+  settings.FromHeader(*run);
+  ReplaySummary summary = Summarize({AnalyzeRun(*run, settings, /*finished=*/true)});
+  std::string text;
+  ASSERT_NO_THROW(text = ToJsonText(summary));
+  auto parsed = nlohmann::json::parse(text);
+  EXPECT_EQ(parsed["variants"][0]["env"], "\xef\xbf\xbd");  // U+FFFD
 }
 
 TEST(SummarizeTest, ClassifiesAcrossVariantsInOrder) {
