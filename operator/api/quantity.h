@@ -24,8 +24,9 @@ Result<int64_t> ParseQuantityBytes(const std::string& text);
 std::string FormatQuantityBytes(int64_t bytes);
 
 // "15m", "2s", "1500ms", "90m": the largest of h, m, s, ms that divides the
-// duration exactly. Accepted by ParseDuration and by the CRDs'
-// duration pattern. REQUIRES d >= 0.
+// duration exactly. Accepted by ParseDuration (which reads back the same
+// duration) and by the CRDs' duration pattern.
+// REQUIRES 0 <= d <= kMaxDuration (operator/common/duration.h; about 31 700 years).
 std::string FormatDuration(std::chrono::milliseconds d);
 
 }  // namespace allocguard::api

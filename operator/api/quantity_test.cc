@@ -90,7 +90,12 @@ TEST(FormatDurationTest, LargestExactUnitAndParsesBack) {
   EXPECT_EQ(FormatDuration(std::chrono::minutes(90)), "90m");
   EXPECT_EQ(FormatDuration(std::chrono::hours(2)), "2h");
   EXPECT_EQ(FormatDuration(milliseconds(0)), "0s");
-  for (int64_t ms : {1, 999, 1000, 61000, 3600000, 5400000, 86400001}) {
+  EXPECT_FALSE(ParseDuration("1000000000000000ms").ok());  // kMaxDuration + 1 ms
+  // The longest one too (fuzz/duration_fuzzer found that a longer one,
+  // which FormatDuration writes, ParseDuration refuses: the bound is now
+  // stated on both).
+  for (int64_t ms : {int64_t{1}, int64_t{999}, int64_t{1000}, int64_t{61000}, int64_t{3600000},
+                     int64_t{5400000}, int64_t{86400001}, kMaxDuration.count()}) {
     EXPECT_EQ(ParseDuration(FormatDuration(milliseconds(ms))).value(), milliseconds(ms));
   }
 }

@@ -50,7 +50,9 @@ Result<std::chrono::milliseconds> ParseDuration(const std::string& text) {
     }
     ++terms;
   }
-  if (!(ms < 1e15)) return InvalidArgument("duration \"" + text + "\" is too long");
+  if (!(ms < static_cast<double>(kMaxDuration.count()) + 1)) {
+    return InvalidArgument("duration \"" + text + "\" is too long");
+  }
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(ms)));
 }
 

@@ -10,7 +10,11 @@
 namespace allocguard {
 
 // Accepts "250ms", "30s", "2m", "1h", Go-style sums of those ("1h30m",
-// "1m0.5s") and bare seconds ("30"). Never throws.
+// "1m0.5s") and bare seconds ("30"), up to kMaxDuration; longer ones are
+// refused as too long. Never throws.
 Result<std::chrono::milliseconds> ParseDuration(const std::string& text);
+// The longest duration ParseDuration reads: 10^15 ms less one (about 31 700
+// years), where a double still holds every millisecond exactly.
+inline constexpr std::chrono::milliseconds kMaxDuration{999'999'999'999'999};
 
 }  // namespace allocguard
