@@ -19,6 +19,9 @@ packages=(
   musl-tools
   # wrk is the reference load generator for the load driver's benchmark.
   wrk
+  # The fuzz targets (fuzz/): clang and its libFuzzer and sanitizer runtimes
+  # (only recommended by clang, so named here).
+  clang libclang-rt-14-dev
   # The control-plane tier (e2e/cluster): certificates, health checks, free ports.
   openssl curl ca-certificates python3
   # The Argo CD health checks in docs/argocd/ are Lua; their test runs them.

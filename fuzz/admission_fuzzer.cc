@@ -1,0 +1,222 @@
+// The admission webhooks end to end, without TLS: an AdmissionReview body is
+// parsed (webhook::ParseAdmissionReview), answered by the handler of its kind
+// (manager::AdmissionHandlers: Pod injection, the Deployment gate and its
+// unpause check, policy and canary validation), encoded
+// (EncodeAdmissionReview), and the returned JSON patch is applied to the
+// request's object.
+//
+// The input is an AdmissionReview (JSON) with one extra top-level member the
+// API server never sends, "fuzz", removed before parsing: what the
+// operator's caches hold and what the API server answers,
+//   {"policies": [AllocatorPolicy...], "canaries": [ReplayCanary...],
+//    "deployments": [Deployment...], "allowed": bool, "operator": bool}
+// The caches hold what the informers would: any object of any shape under a
+// string namespace and name (the API server guarantees those).
+//
+// Invariants: no exception out of a handler (a worker thread would die);
+// a malformed review is refused with a message, never answered; the answer
+// is an admission.k8s.io/v1 AdmissionReview with the request's uid and a
+// boolean allowed; only the mutating webhooks patch; a patch is a base64
+// JSON Patch that applies cleanly to the object; a Pod or Deployment
+// admitted again with its patch applied (reinvocation) is not patched again.
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "controllers/reconcilers.h"
+#include "fuzz/fuzz_check.h"
+#include "operator/kube/client.h"
+#include "operator/kube/config.h"
+#include "operator/kube/credentials.h"
+#include "operator/kube/event_recorder.h"
+#include "operator/kube/informer.h"
+#include "operator/kube/transport.h"
+#include "operator/manager/admission_handlers.h"
+#include "operator/webhook/admission_review.h"
+
+namespace {
+
+using allocguard::fuzz::NoThrow;
+using allocguard::fuzz::Show;
+using nlohmann::json;
+namespace kube = allocguard::kube;
+namespace manager = allocguard::manager;
+namespace webhook = allocguard::webhook;
+
+constexpr char kOperatorUser[] = "system:serviceaccount:allocguard-system:allocguard";
+
+// The API server as the handlers see it: SubjectAccessReviews answered as
+// the input says; Events accepted.
+class FakeApiServer final : public kube::Transport {
+ public:
+  bool allowed = true;
+
+  allocguard::Result<allocguard::net::HttpResponse> Send(
+      const allocguard::net::HttpRequest& request) override {
+    allocguard::net::HttpResponse r;
+    r.status = 201;
+    r.headers.emplace("Content-Type", "application/json");
+    json body = json::parse(request.body, nullptr, false);
+    if (body.is_discarded()) body = json::object();
+    if (request.path.find("subjectaccessreviews") != std::string::npos) {
+      body["status"] = {{"allowed", allowed}, {"reason", allowed ? "" : "fuzz says no"}};
+    }
+    r.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
+    return r;
+  }
+  allocguard::Status Stream(const allocguard::net::HttpRequest&,
+                            const allocguard::net::StreamHandlers&, kube::Canceller*) override {
+    return allocguard::Unavailable("no watches here");
+  }
+};
+
+class NoToken final : public kube::TokenSource {
+ public:
+  allocguard::Result<std::string> Token(bool) override { return std::string(); }
+};
+
+// Fills store with the objects of list that have a string namespace and name.
+void Fill(kube::Store& store, const json& list) {
+  if (!list.is_array()) return;
+  for (const json& object : list) {
+    if (!object.is_object()) continue;
+    const json* meta = object.contains("metadata") ? &object["metadata"] : nullptr;
+    if (meta == nullptr || !meta->is_object() || !meta->value("name", json()).is_string() ||
+        !meta->value("namespace", json()).is_string()) {
+      continue;
+    }
+    store.Upsert(object);
+  }
+}
+
+struct Harness {
+  std::shared_ptr<FakeApiServer> api = std::make_shared<FakeApiServer>();
+  kube::Client client{api, std::make_shared<NoToken>()};
+  kube::EventRecorder events{&client, {}};
+  kube::Store policies, canaries, deployments;
+  std::unique_ptr<manager::AdmissionHandlers> handlers;
+
+  explicit Harness(const json& setup) {
+    for (kube::Store* s : {&policies, &canaries, &deployments}) {
+      allocguard::controllers::AddNamespaceIndex(*s);
+    }
+    if (setup.is_object()) {
+      Fill(policies, setup.value("policies", json()));
+      Fill(canaries, setup.value("canaries", json()));
+      Fill(deployments, setup.value("deployments", json()));
+      api->allowed = setup.value("allowed", json(true)) != false;
+    }
+    const bool known_operator = setup.is_object() && setup.value("operator", json()) == true;
+    handlers = std::make_unique<manager::AdmissionHandlers>(
+        manager::AdmissionHandlerOptions{"allocguard-system", "registry.example/allocguard:fuzz",
+                                         known_operator ? kOperatorUser : ""},
+        manager::AdmissionHandlerDeps{&client, &policies, &canaries, &deployments, &events});
+  }
+};
+
+using Handler = webhook::AdmissionResponse (manager::AdmissionHandlers::*)(
+    const webhook::AdmissionRequest&) const;
+
+struct Route {
+  const char* name;
+  Handler handler;
+  bool mutating;
+};
+
+constexpr Route kPod{"MutatePod", &manager::AdmissionHandlers::MutatePod, true};
+constexpr Route kGate{"MutateDeployment", &manager::AdmissionHandlers::MutateDeployment, true};
+constexpr Route kUnpause{"ValidateDeployment", &manager::AdmissionHandlers::ValidateDeployment,
+                         false};
+constexpr Route kPolicy{"ValidatePolicy", &manager::AdmissionHandlers::ValidatePolicy, false};
+constexpr Route kCanary{"ValidateCanary", &manager::AdmissionHandlers::ValidateCanary, false};
+
+std::vector<Route> RoutesFor(const std::string& kind) {
+  if (kind == "Pod") return {kPod};
+  if (kind == "Deployment") return {kGate, kUnpause};
+  if (kind == "AllocatorPolicy") return {kPolicy};
+  if (kind == "ReplayCanary") return {kCanary};
+  return {kPod, kGate, kUnpause, kPolicy, kCanary};  // a kind no webhook is registered for
+}
+
+// The answer as the API server reads it; returns the patch (null: none).
+json CheckAnswer(const Route& route, const webhook::AdmissionRequest& request,
+                 const webhook::AdmissionResponse& response) {
+  const std::string body = NoThrow("EncodeAdmissionReview", [&] {
+    return webhook::EncodeAdmissionReview(request.uid, response);
+  });
+  const json review = json::parse(body, nullptr, false);
+  AG_FUZZ_CHECK(review.is_object(), std::string(route.name) + " answered non-JSON: " + body);
+  AG_FUZZ_CHECK(review.value("apiVersion", json()) == "admission.k8s.io/v1" &&
+                    review.value("kind", json()) == "AdmissionReview",
+                body);
+  const json r = review.value("response", json());
+  AG_FUZZ_CHECK(r.is_object() && r.value("uid", json()) == request.uid, body);
+  AG_FUZZ_CHECK(r.value("allowed", json()).is_boolean(), body);
+  if (!r.contains("patch")) return nullptr;
+  AG_FUZZ_CHECK(route.mutating, std::string(route.name) + " is validating but patched: " + body);
+  AG_FUZZ_CHECK(r.value("patchType", json()) == "JSONPatch", body);
+  AG_FUZZ_CHECK(r["patch"].is_string(), body);
+  auto decoded = kube::DecodeBase64(r["patch"].get<std::string>());
+  AG_FUZZ_CHECK(decoded.ok(), "the patch is not base64: " + body);
+  json patch = json::parse(*decoded, nullptr, false);
+  AG_FUZZ_CHECK(patch.is_array() && !patch.empty(), "the patch is no JSON Patch: " + *decoded);
+  return patch;
+}
+
+json Apply(const Route& route, const json& object, const json& patch) {
+  try {
+    return object.patch(patch);
+  } catch (const std::exception& e) {
+    allocguard::fuzz::Fail("the patch applies to the object",
+                           std::string(route.name) + ": " + e.what() + "\n  patch: " + Show(patch) +
+                               "\n  object: " + Show(object));
+  }
+}
+
+void Review(const Harness& h, const Route& route, const webhook::AdmissionRequest& request) {
+  const webhook::AdmissionResponse response =
+      NoThrow(route.name, [&] { return (*h.handlers.*route.handler)(request); });
+  const json patch = CheckAnswer(route, request, response);
+  if (std::getenv("AG_FUZZ_DEBUG") != nullptr) {  // what a seed reaches
+    std::fprintf(stderr, "%s: %s\n", route.name,
+                 webhook::EncodeAdmissionReview(request.uid, response).c_str());
+  }
+  if (patch.is_null()) return;
+  webhook::AdmissionRequest again = request;
+  again.object = Apply(route, request.object, patch);
+  if (route.handler == kUnpause.handler) return;
+  // Reinvocation (reinvocationPolicy IfNeeded, or a later webhook's change):
+  // the patched object is admitted again; it must not be patched twice.
+  const webhook::AdmissionResponse second =
+      NoThrow(route.name, [&] { return (*h.handlers.*route.handler)(again); });
+  const json second_patch = CheckAnswer(route, again, second);
+  AG_FUZZ_CHECK(second_patch.is_null(), std::string(route.name) +
+                                            " patched its own patch again:\n  " +
+                                            Show(second_patch) + "\n  first: " + Show(patch));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  json input = allocguard::fuzz::ParseInput(data, size);
+  json setup;
+  std::string body(reinterpret_cast<const char*>(data), size);
+  if (input.is_object() && input.contains("fuzz")) {
+    setup = input["fuzz"];
+    input.erase("fuzz");
+    body = input.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  auto request =
+      NoThrow("ParseAdmissionReview", [&] { return webhook::ParseAdmissionReview(body); });
+  if (!request.ok()) {
+    AG_FUZZ_CHECK(!request.status().message().empty(), body);
+    return 0;
+  }
+  AG_FUZZ_CHECK(!request->uid.empty(), "a parsed request without uid: " + body);
+  Harness h(setup);
+  for (const Route& route : RoutesFor(request->kind.kind)) Review(h, route, *request);
+  return 0;
+}
