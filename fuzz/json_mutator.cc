@@ -65,6 +65,12 @@ std::vector<std::string> KeysOf(const json& value) {
   return keys;
 }
 
+// value's JSON text; strings that are not UTF-8 (from byte mutations) are
+// repaired, as nlohmann refuses to write them.
+std::string Text(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 // Runs libFuzzer's byte mutator over text.
 std::string MutateBytes(const std::string& text) {
   std::string buf = text;
@@ -93,7 +99,7 @@ json NumberLike(Rng& rng, const json& old) {
       return 0.5;
     default: {
       // The old value's text (a quantity "512Mi" keeps its digits), mutated.
-      std::string text = old.is_string() ? old.get<std::string>() : old.dump();
+      std::string text = old.is_string() ? old.get<std::string>() : Text(old);
       json parsed = json::parse(MutateBytes(text), nullptr, false);
       return parsed.is_number() ? parsed : json(static_cast<int64_t>(rng()));
     }
@@ -106,7 +112,7 @@ json OtherType(Rng& rng, const json& old) {
     json v;
     switch (Pick(rng, 9)) {
       case 0:
-        v = old.is_string() ? old.get<std::string>() + "x" : old.dump();
+        v = old.is_string() ? old.get<std::string>() + "x" : Text(old);
         break;
       case 1:
         v = NumberLike(rng, old);
@@ -248,7 +254,7 @@ bool MutateOnce(json& root, Rng& rng, const json* other) {
 // Writes doc into data if it fits. Invalid UTF-8 from byte mutations is
 // replaced (nlohmann would refuse to write it).
 size_t Write(const json& doc, uint8_t* data, size_t max_size) {
-  std::string text = doc.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string text = Text(doc);
   if (text.size() > max_size) return 0;
   std::memcpy(data, text.data(), text.size());
   return text.size();
@@ -277,7 +283,11 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
   // Now and then a plain byte mutation: it finds what the parsers do with
   // text that is almost JSON.
   if (seed % 8 == 0) return LLVMFuzzerMutate(data, size, max_size);
-  return Mutate(data, size, max_size, seed, nullptr);
+  try {
+    return Mutate(data, size, max_size, seed, nullptr);
+  } catch (const json::exception&) {  // a mutation nlohmann refuses: mutate bytes instead
+    return LLVMFuzzerMutate(data, size, max_size);
+  }
 }
 
 extern "C" size_t LLVMFuzzerCustomCrossOver(const uint8_t* data1, size_t size1,
