@@ -13,6 +13,14 @@
 namespace allocguard::admission {
 namespace {
 
+// object[key] when it is a string, else "": never throws, whatever the types
+// (a field of the wrong type is no match, not an exception).
+std::string StringAt(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return "";
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 using nlohmann::json;
 
 bool IsOwnContainer(const std::string& name) {
@@ -98,7 +106,7 @@ json* FindEnv(json& container, const std::string& name) {
   auto env = container.find("env");
   if (env == container.end() || !env->is_array()) return nullptr;
   for (json& var : *env) {
-    if (var.is_object() && var.value("name", "") == name) return &var;
+    if (var.is_object() && StringAt(var, "name") == name) return &var;
   }
   return nullptr;
 }
@@ -162,7 +170,7 @@ void SetTunable(json& container, const std::string& container_name, const std::s
   }
   if (!var->contains("valueFrom") && var->contains("value") && (*var)["value"] == value) return;
   std::string theirs =
-      var->contains("valueFrom") ? "a valueFrom reference" : "\"" + var->value("value", "") + "\"";
+      var->contains("valueFrom") ? "a valueFrom reference" : "\"" + StringAt(*var, "value") + "\"";
   AddConflict(conflicts, "container \"" + container_name + "\" sets " + name + " to " + theirs +
                              "; allocguard kept it and did not apply the policy's \"" + value +
                              "\"");
@@ -176,16 +184,16 @@ bool MountLibrary(json& container, const std::string& name, std::vector<std::str
       {"name", api::kLibraryVolumeName}, {"mountPath", api::kLibraryMountPath}, {"readOnly", true}};
   for (json& mount : mounts) {
     if (!mount.is_object()) continue;
-    if (mount.value("mountPath", "") == api::kLibraryMountPath &&
-        mount.value("name", "") != api::kLibraryVolumeName) {
+    if (StringAt(mount, "mountPath") == api::kLibraryMountPath &&
+        StringAt(mount, "name") != api::kLibraryVolumeName) {
       AddConflict(conflicts, "container \"" + name + "\" already mounts volume \"" +
-                                 mount.value("name", "") + "\" at " + api::kLibraryMountPath +
+                                 StringAt(mount, "name") + "\" at " + api::kLibraryMountPath +
                                  "; allocguard did not preload the allocator there");
       return false;
     }
   }
   for (json& mount : mounts) {
-    if (mount.is_object() && mount.value("name", "") == api::kLibraryVolumeName) {
+    if (mount.is_object() && StringAt(mount, "name") == api::kLibraryVolumeName) {
       mount = ours;
       return true;
     }

@@ -11,6 +11,14 @@
 namespace allocguard::admission {
 namespace {
 
+// object[key] when it is a string, else "": never throws, whatever the types
+// (a field of the wrong type is no match, not an exception).
+std::string StringAt(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return "";
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 using nlohmann::json;
 
 constexpr char kGuardBinary[] = "/usr/local/bin/allocguard";
@@ -64,7 +72,7 @@ std::optional<int64_t> CommonSecurityId(const json& spec, const std::vector<std:
   for (const char* list : {"initContainers", "containers"}) {
     for (const json& c : spec.value(list, json::array())) {
       if (!c.is_object() ||
-          std::find(names.begin(), names.end(), c.value("name", "")) == names.end())
+          std::find(names.begin(), names.end(), StringAt(c, "name")) == names.end())
         continue;
       std::optional<int64_t> id = id_of(c);
       if (!id) id = pod_id;
@@ -91,7 +99,7 @@ void FitGuardToWorkload(const json& spec, const api::AllocatorPolicy& policy, js
   if (names.size() != 1) return;
   for (const char* list : {"initContainers", "containers"}) {
     for (const json& c : spec.value(list, json::array())) {
-      if (!c.is_object() || c.value("name", "") != names.front()) continue;
+      if (!c.is_object() || StringAt(c, "name") != names.front()) continue;
       const json* limit = &c;
       for (const char* key : {"resources", "limits", "memory"}) {
         if (!limit->is_object() || !limit->contains(key)) return;
@@ -130,11 +138,11 @@ void AddGuard(json& spec, const api::AllocatorPolicy& policy, const PodInjection
   if (!list.is_array()) list = json::array();
   size_t position = input.native_sidecars ? 0 : list.size();
   for (size_t i = 0; i < list.size(); ++i) {
-    if (list[i].value("name", "") == api::kGuardContainerName) {
+    if (StringAt(list[i], "name") == api::kGuardContainerName) {
       list[i] = guard;
       return;
     }
-    if (input.native_sidecars && list[i].value("name", "") == api::kInitContainerName) {
+    if (input.native_sidecars && StringAt(list[i], "name") == api::kInitContainerName) {
       position = i + 1;
     }
   }
@@ -169,11 +177,11 @@ PodTemplateKey PodTemplateKeyOf(const json& pod) {
   if (!owners.is_array()) return key;
   const std::string suffix = "-" + hash->second;
   for (const json& owner : owners) {
-    if (!owner.is_object() || owner.value("kind", "") != "ReplicaSet" ||
-        owner.value("controller", false) != true) {
+    if (!owner.is_object() || StringAt(owner, "kind") != "ReplicaSet" ||
+        owner.value("controller", json()) != true) {
       continue;
     }
-    const std::string rs = owner.value("name", "");
+    const std::string rs = StringAt(owner, "name");
     // A ReplicaSet of a Deployment is named "<deployment>-<pod-template-hash>".
     if (rs.size() <= suffix.size() ||
         rs.compare(rs.size() - suffix.size(), suffix.size(), suffix) != 0) {
@@ -198,12 +206,12 @@ std::vector<InjectionSuspension> SuspensionsOfPolicy(const json& policy_object) 
     if (!e.is_object()) continue;
     InjectionSuspension s;
     s.policy = name;
-    s.workload = e.value("workload", "");
-    s.pod_template_hash = e.value("podTemplateHash", "");
+    s.workload = StringAt(e, "workload");
+    s.pod_template_hash = StringAt(e, "podTemplateHash");
     auto gen = e.find("policyGeneration");
     if (gen == e.end() || !gen->is_number_integer()) continue;
     s.policy_generation = gen->get<int64_t>();
-    s.message = e.value("message", "");
+    s.message = StringAt(e, "message");
     if (s.workload.empty() || s.pod_template_hash.empty()) continue;
     out.push_back(std::move(s));
   }

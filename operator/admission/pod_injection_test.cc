@@ -126,6 +126,22 @@ INSTANTIATE_TEST_SUITE_P(
                  "not injected", true}),
     [](const auto& test_case) { return test_case.param.label; });
 
+// Found by fuzz/admission_fuzzer: a container whose name is not a string
+// made the guard's fitting throw out of the webhook handler. It is no
+// match for the policy's containers, and the others are injected.
+TEST(PodInjectionTest, ContainerNameOfAnotherTypeIsNoMatchNotAnException) {
+  json pod = WebPod();
+  pod["spec"]["securityContext"] = {{"runAsUser", 1000}};
+  pod["spec"]["containers"].push_back({{"name", {{"not", "a string"}}}, {"image", "x:1"}});
+  PodInjectionInput input = Input(pod);
+  input.policies[0].spec.guard.enabled = true;
+  PodInjectionDecision d;
+  ASSERT_NO_THROW(d = DecidePodInjection(input));
+  EXPECT_EQ(d.action, PodInjectionAction::kInject);
+  json patched = Apply(input, d);
+  EXPECT_THAT(patched["spec"]["containers"][0]["env"].dump(), HasSubstr("LD_PRELOAD"));
+}
+
 TEST(PodInjectionTest, OptOutOtherThanFalseStillInjects) {
   PodInjectionInput input = Input();
   input.pod["metadata"]["annotations"][api::kInjectAnnotation] = "true";
