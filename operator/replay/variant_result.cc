@@ -1,6 +1,7 @@
 #include "operator/replay/variant_result.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -43,12 +44,19 @@ std::vector<std::pair<std::string, std::string>> JudgeSettings::ToHeader() const
 
 void JudgeSettings::FromHeader(const CsvRun& run) {
   double v;
+  // A count outside what its type holds (a damaged header) keeps the
+  // default: converting it would be undefined behaviour.
+  auto fits = [&v](double lo, double hi) { return v >= lo && v <= hi; };
   if (ParseDouble(run.Header("max_slope_gib_per_h"), &v)) max_slope_gib_per_h = v;
   if (ParseDouble(run.Header("sample_interval_s"), &v)) sample_interval_seconds = v;
-  if (ParseDouble(run.Header("warmup_minutes"), &v)) warmup_minutes = static_cast<int>(v);
-  if (ParseDouble(run.Header("max_minutes"), &v)) max_minutes = static_cast<int>(v);
+  if (ParseDouble(run.Header("warmup_minutes"), &v) && fits(INT_MIN, INT_MAX)) {
+    warmup_minutes = static_cast<int>(v);
+  }
+  if (ParseDouble(run.Header("max_minutes"), &v) && fits(INT_MIN, INT_MAX)) {
+    max_minutes = static_cast<int>(v);
+  }
   if (ParseDouble(run.Header("max_late_fraction"), &v)) verdict.max_late_fraction = v;
-  if (ParseDouble(run.Header("max_unexpected_responses"), &v)) {
+  if (ParseDouble(run.Header("max_unexpected_responses"), &v) && fits(-9.2e18, 9.2e18)) {
     verdict.max_unexpected_responses = static_cast<int64_t>(v);
   }
   std::string early = run.Header("early_stop");

@@ -126,6 +126,20 @@ TEST(JudgeSettingsTest, HeaderRoundTrip) {
   EXPECT_EQ(b.verdict.max_late_fraction, 0.05);
 }
 
+// Found by fuzz/sample_csv_fuzzer (UBSan): a count in the header too large
+// for its type was converted anyway; it keeps the default now.
+TEST(JudgeSettingsTest, HeaderCountTooLargeForItsTypeKeepsTheDefault) {
+  CsvRun run;
+  run.header = {{"warmup_minutes", "1.00018e+13"},
+                {"max_minutes", "-1e300"},
+                {"max_unexpected_responses", "1e19"}};
+  JudgeSettings defaults, s;
+  s.FromHeader(run);
+  EXPECT_EQ(s.warmup_minutes, defaults.warmup_minutes);
+  EXPECT_EQ(s.max_minutes, defaults.max_minutes);
+  EXPECT_EQ(s.verdict.max_unexpected_responses, defaults.verdict.max_unexpected_responses);
+}
+
 // Found by fuzz/sample_csv_fuzzer: `allocguard analyze -o json` on a CSV
 // whose header holds a byte that is not UTF-8 died of an uncaught exception.
 TEST(ToJsonTextTest, CsvHeaderThatIsNotUtf8IsRepairedNotThrownOn) {
