@@ -45,14 +45,17 @@ std::vector<std::pair<std::string, std::string>> JudgeSettings::ToHeader() const
 void JudgeSettings::FromHeader(const CsvRun& run) {
   double v;
   // A count outside what its type holds (a damaged header) keeps the
-  // default: converting it would be undefined behaviour.
+  // default: converting it would be undefined behaviour. Minutes beyond a
+  // week keep it too: the sequential judge plans one look per minute, and a
+  // million of them took minutes to plan.
+  constexpr double kMaxPlannedMinutes = 7 * 24 * 60;
   auto fits = [&v](double lo, double hi) { return v >= lo && v <= hi; };
   if (ParseDouble(run.Header("max_slope_gib_per_h"), &v)) max_slope_gib_per_h = v;
   if (ParseDouble(run.Header("sample_interval_s"), &v)) sample_interval_seconds = v;
-  if (ParseDouble(run.Header("warmup_minutes"), &v) && fits(INT_MIN, INT_MAX)) {
+  if (ParseDouble(run.Header("warmup_minutes"), &v) && fits(0, kMaxPlannedMinutes)) {
     warmup_minutes = static_cast<int>(v);
   }
-  if (ParseDouble(run.Header("max_minutes"), &v) && fits(INT_MIN, INT_MAX)) {
+  if (ParseDouble(run.Header("max_minutes"), &v) && fits(1, kMaxPlannedMinutes)) {
     max_minutes = static_cast<int>(v);
   }
   if (ParseDouble(run.Header("max_late_fraction"), &v)) verdict.max_late_fraction = v;

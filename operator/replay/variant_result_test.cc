@@ -138,6 +138,11 @@ TEST(JudgeSettingsTest, HeaderCountTooLargeForItsTypeKeepsTheDefault) {
   EXPECT_EQ(s.warmup_minutes, defaults.warmup_minutes);
   EXPECT_EQ(s.max_minutes, defaults.max_minutes);
   EXPECT_EQ(s.verdict.max_unexpected_responses, defaults.verdict.max_unexpected_responses);
+  // Also fuzz/sample_csv_fuzzer (a timeout): a plan of a million looks.
+  run.header = {{"warmup_minutes", "-1000000"}, {"max_minutes", "1000172"}};
+  s.FromHeader(run);
+  EXPECT_EQ(s.warmup_minutes, defaults.warmup_minutes);
+  EXPECT_EQ(s.max_minutes, defaults.max_minutes);
 }
 
 // Found by fuzz/sample_csv_fuzzer: `allocguard analyze -o json` on a CSV
