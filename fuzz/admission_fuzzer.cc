@@ -28,6 +28,7 @@
 
 #include "controllers/reconcilers.h"
 #include "fuzz/fuzz_check.h"
+#include "operator/common/base64.h"
 #include "operator/kube/client.h"
 #include "operator/kube/config.h"
 #include "operator/kube/credentials.h"
@@ -159,7 +160,7 @@ json CheckAnswer(const Route& route, const webhook::AdmissionRequest& request,
   AG_FUZZ_CHECK(route.mutating, std::string(route.name) + " is validating but patched: " + body);
   AG_FUZZ_CHECK(r.value("patchType", json()) == "JSONPatch", body);
   AG_FUZZ_CHECK(r["patch"].is_string(), body);
-  auto decoded = kube::DecodeBase64(r["patch"].get<std::string>());
+  auto decoded = allocguard::DecodeBase64(r["patch"].get<std::string>());
   AG_FUZZ_CHECK(decoded.ok(), "the patch is not base64: " + body);
   json patch = json::parse(*decoded, nullptr, false);
   AG_FUZZ_CHECK(patch.is_array() && !patch.empty(), "the patch is no JSON Patch: " + *decoded);

@@ -5,6 +5,7 @@
 // is refused; base64 round-trips every byte string.
 
 #include "fuzz/fuzz_check.h"
+#include "operator/common/base64.h"
 #include "operator/kube/config.h"
 
 namespace {
@@ -39,9 +40,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     AG_FUZZ_CHECK(!config.status().message().empty(), text);
   }
-  const std::string encoded = kube::EncodeBase64(text);
-  auto decoded = NoThrow("DecodeBase64", [&] { return kube::DecodeBase64(encoded); });
+  const std::string encoded = allocguard::EncodeBase64(text);
+  auto decoded = NoThrow("DecodeBase64", [&] { return allocguard::DecodeBase64(encoded); });
   AG_FUZZ_CHECK(decoded.ok() && *decoded == text, "base64 round trip of the input");
-  (void)NoThrow("DecodeBase64", [&] { return kube::DecodeBase64(text); });
+  (void)NoThrow("DecodeBase64", [&] { return allocguard::DecodeBase64(text); });
   return 0;
 }
