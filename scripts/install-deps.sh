@@ -11,7 +11,9 @@ packages=(
   build-essential cmake ninja-build pkg-config clang-format ccache
   libcpp-httplib-dev nlohmann-json3-dev libssl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
-  # The ThreadSanitizer build: clang and its sanitizer runtimes.
+  # The sanitizer builds (ASan + UBSan with the fuzz targets of fuzz/, and
+  # ThreadSanitizer): clang and its libFuzzer and sanitizer runtimes (only
+  # recommended by clang, so named here).
   clang libclang-rt-14-dev
   # The allocators the replay engine preloads.
   libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4
@@ -19,9 +21,6 @@ packages=(
   musl-tools
   # wrk is the reference load generator for the load driver's benchmark.
   wrk
-  # The fuzz targets (fuzz/): clang and its libFuzzer and sanitizer runtimes
-  # (only recommended by clang, so named here).
-  clang libclang-rt-14-dev
   # The control-plane tier (e2e/cluster): certificates, health checks, free ports.
   openssl curl ca-certificates python3
   # The Argo CD health checks in docs/argocd/ are Lua; their test runs them.

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every allocguard test on this machine: installs what is missing, builds
-# three times (release; AddressSanitizer + UndefinedBehaviorSanitizer;
-# ThreadSanitizer, whose build runs the unit and integration tests only),
-# runs the whole ctest suite under the first two, the control-plane tier
+# three times (release with GCC; AddressSanitizer + UndefinedBehaviorSanitizer
+# with clang, a build that also makes the libFuzzer targets of fuzz/;
+# ThreadSanitizer with clang, whose build runs the unit and integration tests
+# only), runs the whole ctest suite under the first two, the fuzz targets'
+# regression gate, the control-plane tier
 # against a real etcd + kube-apiserver, and the node tier: the whole product
 # on a real single-node cluster (e2e/run.sh). Tests labelled "integration"
 # start real processes under real memory cgroups with the real Debian
@@ -23,8 +25,9 @@
 #      cache), whether or not the release tests have finished;
 #   3. after the release tests, at a lower priority (nice 10), so the node
 #      tier's pods and canaries keep the CPU they need: the sanitizer build
-#      and its tests, the ThreadSanitizer build and its unit and integration
-#      tests (docs/reliability.md), and the control-plane tier.
+#      and its tests, the fuzz regression gate, the ThreadSanitizer build and
+#      its unit and integration tests (docs/reliability.md), and the
+#      control-plane tier.
 #
 # Each step's time is printed at the end. ALLOCGUARD_SKIP_NODE_TIER=1 leaves
 # the node tier out of a local run.
