@@ -169,6 +169,11 @@ void Informer::Start() {
 
 void Informer::Stop() {
   canceller_.Cancel();
+  // Pass through mu_ before notifying: a WaitForSync that has checked its
+  // predicate (not yet cancelled) holds mu_ until it sleeps, so without this
+  // the notification could fall between its check and its sleep and be lost,
+  // leaving it asleep for good.
+  { std::lock_guard<std::mutex> lock(mu_); }
   synced_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
