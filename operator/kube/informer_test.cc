@@ -4,10 +4,13 @@
 
 #include <thread>
 
+#include "operator/kube/testing/controlplane_support.h"
 #include "operator/kube/testing/fake_transport.h"
 
 namespace allocguard::kube {
 namespace {
+
+using testing::Eventually;  // kube::testing: every wait here has a deadline
 
 using testing::FakeReply;
 using testing::FakeTransport;
@@ -89,11 +92,12 @@ TEST(InformerTest, RelistsAfterGoneAndEmitsTheDeletesItMissed) {
   informer.store().SetHandlers(rec.Handlers());
   informer.Start();
   ASSERT_TRUE(informer.WaitForSync());
-  while (informer.lists() < 2 || informer.last_resource_version() != "20") {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  while (transport->requests().size() < 4)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(Eventually([&] {
+    return informer.lists() >= 2 && informer.last_resource_version() == "20";
+  })) << "lists "
+      << informer.lists() << ", version " << informer.last_resource_version();
+  ASSERT_TRUE(Eventually([&] { return transport->requests().size() >= 4; }))
+      << transport->requests().size() << " requests";
   informer.Stop();
 
   EXPECT_EQ(rec.Take(), (std::vector<std::string>{"add n/a", "add n/b", "update n/a", "delete n/b",
@@ -116,8 +120,8 @@ TEST(InformerTest, ResumesFromTheLastSeenVersionAfterABrokenStream) {
   transport->QueueStream(broken);
   Informer informer(&client, ConfigMaps(), {.namespace_ = "n"});
   informer.Start();
-  while (transport->requests().size() < 3)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(Eventually([&] { return transport->requests().size() >= 3; }))
+      << transport->requests().size() << " requests";
   informer.Stop();
   auto requests = transport->requests();
   // No relist: the watch resumes after the bookmark's version.
@@ -136,8 +140,8 @@ TEST(InformerTest, BacksOffWhenTheServerEndsWatchesAtOnce) {
   auto start = clock.Now();
   Informer informer(&client, ConfigMaps(), {.namespace_ = "n"});
   informer.Start();
-  while (transport->requests().size() < 5)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(Eventually([&] { return transport->requests().size() >= 5; }))
+      << transport->requests().size() << " requests";
   informer.Stop();
   // 0.8 s + 1.6 s + 3.2 s of backoff between the four watches, not a busy loop.
   EXPECT_GE(clock.Now() - start, std::chrono::milliseconds(5600));
