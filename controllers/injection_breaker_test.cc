@@ -179,21 +179,21 @@ INSTANTIATE_TEST_SUITE_P(
         DetectCase{"two_restarts_while_starting_again",
                    [](auto&, json& pod) {
                      AppStatus(pod)["restartCount"] = 2;
-                     AppStatus(pod)["state"] = {{"running", json::object()}};
+                     AppStatus(pod)["state"] = json::object({{"running", json::object()}});
                    },
                    true},
         DetectCase{"message_in_the_current_termination",
                    [](auto&, json& pod) {
                      AppStatus(pod)["restartCount"] = 2;
-                     AppStatus(pod)["state"] = {
-                         {"terminated", {{"exitCode", 127}, {"message", kGlibcMessage}}}};
+                     AppStatus(pod)["state"] = json::object(
+                         {{"terminated", {{"exitCode", 127}, {"message", kGlibcMessage}}}});
                      AppStatus(pod)["lastState"] = json::object();
                    },
                    true},
         DetectCase{"first_failure_only",
                    [](auto&, json& pod) {
                      AppStatus(pod)["restartCount"] = 1;
-                     AppStatus(pod)["state"] = {{"running", json::object()}};
+                     AppStatus(pod)["state"] = json::object({{"running", json::object()}});
                    },
                    false},
         DetectCase{"crash_loop_without_loader_error",
