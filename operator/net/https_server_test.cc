@@ -179,6 +179,19 @@ struct Handshake {
   int version = 0;
 };
 
+// A TCP connection to the server on loopback; its reads give up after 20 s.
+int ConnectTcp(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  timeval tv{20, 0};  // no read in these tests waits longer
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
 Handshake RawHandshake(int port, int min_version, int max_version,
                        const std::string& alpn_wire = "") {
   Handshake out;
@@ -191,12 +204,7 @@ Handshake RawHandshake(int port, int min_version, int max_version,
     SSL_CTX_set_alpn_protos(ctx, reinterpret_cast<const unsigned char*>(alpn_wire.data()),
                             static_cast<unsigned>(alpn_wire.size()));
   }
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  int fd = ConnectTcp(port);
   SSL* ssl = SSL_new(ctx);
   SSL_set_fd(ssl, fd);
   ERR_clear_error();
@@ -221,12 +229,7 @@ Handshake RawHandshake(int port, int min_version, int max_version,
 // read until the server closes or 64 KB arrived.
 std::string RawTlsExchange(int port, const std::string& head, size_t chunked_body_bytes) {
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  int fd = ConnectTcp(port);
   SSL* ssl = SSL_new(ctx);
   SSL_set_fd(ssl, fd);
   std::string out;
@@ -297,18 +300,6 @@ TEST(HttpsServerTest, NegotiatesNoHttp2) {
 }
 
 // --- the event loop's limits ---------------------------------------------
-
-int ConnectTcp(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  timeval tv{20, 0};  // no read in these tests waits longer
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  return fd;
-}
 
 // A raw TLS client connection, handshaken on construction.
 class RawTls {
