@@ -229,10 +229,7 @@ GateAnswer AnswerDeploymentGate(const json& deployment,
   if (Annotation(deployment, api::kInjectAnnotation) == "false") {
     // As the rollout reconciler reads it: an opt-out is not an override, so
     // a template held before it stays held (and nothing releases it).
-    const bool override_rolling_out =
-        !Annotation(deployment, api::kOverrideHoldAnnotation).empty() &&
-        Field(Field(deployment, "spec"), "paused") != json(true);
-    if (!held.empty() && !override_rolling_out) {
+    if (!held.empty() && !RolledOutByOverride(deployment)) {
       a.state = GateState::kHeld;
       a.reason = "OptedOutWhileHeld";
       a.message = "template " + held + " stays held although the Deployment opted out with " +

@@ -177,6 +177,10 @@ bool Paused(const json& deployment) {
 
 }  // namespace
 
+bool RolledOutByOverride(const json& deployment) {
+  return !Annotation(deployment, api::kOverrideHoldAnnotation).empty() && !Paused(deployment);
+}
+
 RolloutActions DecideRollout(const RolloutInput& input) {
   RolloutActions out;
   const std::string held_hash = Annotation(input.deployment, api::kHeldCandidateAnnotation);
@@ -190,8 +194,9 @@ RolloutActions DecideRollout(const RolloutInput& input) {
                        "because " + why + ". The template was not proven by a replay canary.";
       return out;
     }
-    const std::string override_reason = Annotation(input.deployment, api::kOverrideHoldAnnotation);
-    if (!override_reason.empty() && !Paused(input.deployment)) {
+    if (RolledOutByOverride(input.deployment)) {
+      const std::string override_reason =
+          Annotation(input.deployment, api::kOverrideHoldAnnotation);
       // The user rolled the held template out by override: the hold is over.
       out.deployment_patch =
           json{{"metadata",

@@ -93,6 +93,11 @@ RolloutActions DecideRollout(const RolloutInput& input);
 // template (or settings) is thus never taken for the operator's. The
 // validating webhook keeps users from writing status, which only the
 // operator's account may (the chart's RBAC).
+// True when the user rolls the held template out by override: the
+// override annotation is set and the Deployment is unpaused. DecideRollout
+// then clears the hold (even after an opt-out, which alone never lifts it).
+bool RolledOutByOverride(const nlohmann::json& deployment);
+
 std::string CanaryDistrust(const nlohmann::json& canary, const nlohmann::json& deployment,
                            const std::string& template_hash, const api::AllocatorPolicy& policy);
 
