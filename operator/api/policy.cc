@@ -480,8 +480,8 @@ Result<CanarySpec> ParseCanary(const json& spec, const std::string& base) {
   if (v == nullptr) return canary;
   const std::string path = Field(base, "canary");
   milliseconds duration = canary.duration;
-  AG_RETURN_IF_ERROR(ReadDuration(*v, "duration", path, std::chrono::minutes(1),
-                                  std::chrono::hours(24), &duration));
+  AG_RETURN_IF_ERROR(
+      ReadDuration(*v, "duration", path, std::chrono::minutes(1), kMaxCanaryDuration, &duration));
   // CanarySpec keeps whole seconds; a fraction of a second is dropped.
   canary.duration = std::chrono::duration_cast<std::chrono::seconds>(duration);
   AG_RETURN_IF_ERROR(ReadDuration(*v, "sampleInterval", path, milliseconds(100),

@@ -17,4 +17,10 @@ Result<std::chrono::milliseconds> ParseDuration(const std::string& text);
 // years), where a double still holds every millisecond exactly.
 inline constexpr std::chrono::milliseconds kMaxDuration{999'999'999'999'999};
 
+// The longest a canary variant runs. A policy asking for longer is refused
+// (spec.canary.duration, in the CRD and in the parser), and a replay CSV whose
+// header plans longer keeps the default judge settings: the judge plans one
+// look per minute of it, and a plan of a week of looks took minutes.
+inline constexpr std::chrono::hours kMaxCanaryDuration{24};
+
 }  // namespace allocguard

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "operator/common/duration.h"
+
 namespace allocguard::replay {
 
 using memory::kBytesPerMiB;
@@ -45,10 +47,11 @@ std::vector<std::pair<std::string, std::string>> JudgeSettings::ToHeader() const
 void JudgeSettings::FromHeader(const CsvRun& run) {
   double v;
   // A count outside what its type holds (a damaged header) keeps the
-  // default: converting it would be undefined behaviour. Minutes beyond a
-  // week keep it too: the sequential judge plans one look per minute, and a
-  // million of them took minutes to plan.
-  constexpr double kMaxPlannedMinutes = 7 * 24 * 60;
+  // default: converting it would be undefined behaviour. Minutes beyond the
+  // longest canary keep it too: the sequential judge plans one look per
+  // minute, and a million of them took minutes to plan.
+  constexpr double kMaxPlannedMinutes =
+      std::chrono::duration_cast<std::chrono::minutes>(kMaxCanaryDuration).count();
   auto fits = [&v](double lo, double hi) { return v >= lo && v <= hi; };
   if (ParseDouble(run.Header("max_slope_gib_per_h"), &v)) max_slope_gib_per_h = v;
   if (ParseDouble(run.Header("sample_interval_s"), &v)) sample_interval_seconds = v;

@@ -143,6 +143,14 @@ TEST(JudgeSettingsTest, HeaderCountTooLargeForItsTypeKeepsTheDefault) {
   s.FromHeader(run);
   EXPECT_EQ(s.warmup_minutes, defaults.warmup_minutes);
   EXPECT_EQ(s.max_minutes, defaults.max_minutes);
+  // And again (a timeout of 47 s under the fuzzer): a week of looks, 10001.
+  // The longest canary a policy may ask for, 24 h, is still planned.
+  run.header = {{"max_minutes", "10001"}};
+  s.FromHeader(run);
+  EXPECT_EQ(s.max_minutes, defaults.max_minutes);
+  run.header = {{"max_minutes", "1440"}};
+  s.FromHeader(run);
+  EXPECT_EQ(s.max_minutes, 1440);
 }
 
 // Found by fuzz/sample_csv_fuzzer: `allocguard analyze -o json` on a CSV
