@@ -4,6 +4,7 @@
 #
 #   scripts/fuzz.sh [seconds-per-target] [target...]   # default: 60 s, every target
 #   scripts/fuzz.sh 600 quantity_fuzzer policy_fuzzer
+#   scripts/fuzz.sh --runs 10000000 policy_fuzzer      # a number of executions instead
 #
 # Builds build/fuzz first (clang, ALLOCGUARD_FUZZ=ON: libFuzzer, ASan, UBSan;
 # only the fuzz targets and the libraries they link). Each target starts from
@@ -17,11 +18,26 @@
 # beside other work.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=${1:-60}
-shift || true
-if [[ ! $seconds =~ ^[0-9]+$ ]]; then
-  echo "usage: scripts/fuzz.sh [seconds-per-target] [target...]" >&2
-  exit 2
+runs= label=
+if [[ ${1:-} == --runs ]]; then
+  runs=${2:-}
+  shift 2 || true
+  seconds=0
+  if [[ ! $runs =~ ^[0-9]+$ ]]; then
+    echo "usage: scripts/fuzz.sh --runs executions-per-target [target...]" >&2
+    exit 2
+  fi
+  limit=(-runs="$runs")
+  label="$runs executions"
+else
+  seconds=${1:-60}
+  shift || true
+  if [[ ! $seconds =~ ^[0-9]+$ ]]; then
+    echo "usage: scripts/fuzz.sh [seconds-per-target] [target...]" >&2
+    exit 2
+  fi
+  limit=(-max_total_time="$seconds")
+  label="$seconds s"
 fi
 
 dir=build/fuzz
@@ -48,10 +64,11 @@ for t in "${targets[@]}"; do
   work=$dir/work/$t artifacts=$dir/work/artifacts/$t
   mkdir -p "$work" "$artifacts"
   log=$dir/work/$t.log
-  echo "== $t: $seconds s (log: $log)"
+  echo "== $t: $label (log: $log)"
   rc=0
+  started=$SECONDS
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
-    "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    "$bin" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$artifacts/" "$work" "fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   per_s=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
@@ -67,10 +84,10 @@ for t in "${targets[@]}"; do
   fi
   # The corpus libFuzzer ended with (seeds and what it kept), as it last printed it.
   corpus=$(grep -aoE 'corp: [0-9]+/[0-9.]+[a-zA-Z]*' "$log" | tail -1 | sed 's/corp: //' || true)
-  rows+=("$(printf '%-20s %12s %9s %8s %12s' \
-    "$t" "${execs:-?}" "${per_s:-?}" "$crashes" "${corpus:-?}")")
+  rows+=("$(printf '%-20s %12s %9s %8s %12s %9s' \
+    "$t" "${execs:-?}" "${per_s:-?}" "$crashes" "${corpus:-?}" "$((SECONDS - started))")")
 done
-echo "== fuzzing: $seconds s per target"
-printf '%-20s %12s %9s %8s %12s\n' target executions exec/s crashes 'corpus n/size'
+echo "== fuzzing: $label per target"
+printf '%-20s %12s %9s %8s %12s %9s\n' target executions exec/s crashes 'corpus n/size' seconds
 printf '%s\n' "${rows[@]}"
 exit $status
