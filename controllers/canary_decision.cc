@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "controllers/injection_breaker.h"
 #include "controllers/policy_decision.h"
@@ -27,29 +28,19 @@ const auto& Str = kube::StringField;
 constexpr char kCandidate[] = "candidate";
 constexpr double kBytesPerMiB = 1024.0 * 1024.0;
 
-memory::Verdict ParseVerdict(const std::string& name) {
-  static const std::map<std::string, memory::Verdict> kByName = {
-      {"Flat", memory::Verdict::kFlat},           {"Ratchet", memory::Verdict::kRatchet},
-      {"OOMKilled", memory::Verdict::kOOMKilled}, {"Errors", memory::Verdict::kErrors},
-      {"Failed", memory::Verdict::kFailed},       {"Inconclusive", memory::Verdict::kInconclusive},
-  };
-  auto it = kByName.find(name);
-  return it == kByName.end() ? memory::Verdict::kInconclusive : it->second;
-}
-
 const json* FindVariantStatus(const json& status, const std::string& name) {
   if (!status.is_object() || !status.contains("variants") || !status["variants"].is_array()) {
     return nullptr;
   }
   for (const json& v : status["variants"]) {
-    if (v.is_object() && v.value("name", "") == name) return &v;
+    if (Str(v, "name") == name) return &v;
   }
   return nullptr;
 }
 
 bool IsRecorded(const json* variant_status) {
   if (variant_status == nullptr) return false;
-  const std::string phase = variant_status->value("phase", "");
+  const std::string phase = Str(*variant_status, "phase");
   return phase == "Completed" || phase == "Failed";
 }
 
@@ -74,10 +65,10 @@ json RecordedVariant(const std::string& name, const std::string& allocator,
     v["errors"] = r.errors;
     v["late"] = r.late;
   }
-  std::string verdict;
+  Verdict verdict = Verdict::kFailed;
   std::string message;
   if (obs.workload_oom_killed) {
-    verdict = "OOMKilled";
+    verdict = Verdict::kOOMKilled;
     v["oomKilled"] = true;
     if (obs.result.has_value() && obs.result->workload_exited) {
       v["oomMinute"] = obs.result->exit_minute;
@@ -87,21 +78,19 @@ json RecordedVariant(const std::string& name, const std::string& allocator,
     }
   } else if (obs.workload_start_failure.has_value()) {
     // Whatever the driver reported afterwards, nothing was measured.
-    verdict = "Failed";
+    verdict = Verdict::kFailed;
     v["startFailure"] = *obs.workload_start_failure;
     message = "the workload did not start under " + allocator + ": " + *obs.workload_start_failure;
   } else if (obs.result.has_value()) {
     verdict = obs.result->verdict;
     message = obs.result->message;
   } else if (obs.result_error.has_value()) {
-    verdict = "Failed";
     message = "the replay driver's result could not be read: " + *obs.result_error;
   } else {
-    verdict = "Failed";
     message = obs.job_failure.value_or("the canary Job ended without a result");
   }
-  v["verdict"] = verdict;
-  v["phase"] = verdict == "Failed" ? "Failed" : "Completed";
+  v["verdict"] = VerdictName(verdict);
+  v["phase"] = verdict == Verdict::kFailed ? "Failed" : "Completed";
   v["message"] = message;
   return v;
 }
@@ -111,7 +100,7 @@ void SetVariantStatus(json& status, const json& entry) {
     status["variants"] = json::array();
   }
   for (json& v : status["variants"]) {
-    if (v.is_object() && v.value("name", "") == entry["name"].get<std::string>()) {
+    if (Str(v, "name") == Str(entry, "name")) {
       v = entry;
       return;
     }
@@ -123,7 +112,7 @@ void SetVariantStatus(json& status, const json& entry) {
 const EarlierMeasurement* FindEarlier(const CanaryInput& input, const std::string& key) {
   for (const EarlierMeasurement& m : input.earlier) {
     if (m.canary != input.canary.name && ReusableMeasurement(m.variant) &&
-        m.variant.value("measurementKey", "") == key) {
+        Str(m.variant, "measurementKey") == key) {
       return &m;
     }
   }
@@ -138,6 +127,12 @@ const VariantObservation* FindObservation(const CanaryInput& input, const std::s
 }
 
 }  // namespace
+
+std::optional<Verdict> RecordedVerdict(const json& object) {
+  const std::string name = Str(object, "verdict");
+  if (name.empty()) return std::nullopt;
+  return VerdictFromName(name).value_or(Verdict::kFailed);
+}
 
 std::vector<std::string> VariantOrder(const api::ReplayCanary& canary) {
   std::vector<std::string> order = {kCandidate};
@@ -170,10 +165,11 @@ std::string MeasurementKey(const api::ReplayCanary& canary, const std::string& v
 }
 
 bool ReusableMeasurement(const json& variant_status) {
-  if (!variant_status.is_object() || variant_status.value("phase", "") != "Completed") return false;
-  if (variant_status.value("measurementKey", "").empty()) return false;
-  const std::string verdict = variant_status.value("verdict", "");
-  return verdict == "Flat" || verdict == "Ratchet" || verdict == "OOMKilled" || verdict == "Errors";
+  if (Str(variant_status, "phase") != "Completed") return false;
+  if (Str(variant_status, "measurementKey").empty()) return false;
+  const std::optional<Verdict> verdict = RecordedVerdict(variant_status);
+  return verdict == Verdict::kFlat || verdict == Verdict::kRatchet ||
+         verdict == Verdict::kOOMKilled || verdict == Verdict::kErrors;
 }
 
 std::string RefuseTemplateRights(const api::ReplayCanary& canary,
@@ -275,7 +271,7 @@ CanaryActions DecideCanary(const CanaryInput& input) {
   const json before = status;
   const api::ReplayCanary& canary = input.canary;
 
-  if (status.value("phase", "") == "Completed" || status.value("phase", "") == "Failed") {
+  if (Str(status, "phase") == "Completed" || Str(status, "phase") == "Failed") {
     // Finished: only clean up Jobs a crash may have left behind.
     for (const VariantObservation& o : input.observations) {
       if (o.job_exists) out.delete_jobs.push_back(o.job_name);
@@ -311,10 +307,9 @@ CanaryActions DecideCanary(const CanaryInput& input) {
             VariantAllocator(canary, name).name == api::Allocator::kGlibc) {
           status["arenaLimit"] = earlier->arena_limit;
         }
-        out.events.push_back({entry["verdict"] != "Flat", "VariantReused",
-                              "variant " + name + " (" + allocator +
-                                  "): " + entry["verdict"].get<std::string>() +
-                                  ", measured by canary " + entry["reusedFrom"].get<std::string>() +
+        out.events.push_back({Str(entry, "verdict") != VerdictName(Verdict::kFlat), "VariantReused",
+                              "variant " + name + " (" + allocator + "): " + Str(entry, "verdict") +
+                                  ", measured by canary " + Str(entry, "reusedFrom") +
                                   " with identical inputs; not run again"});
         continue;
       }
@@ -328,10 +323,9 @@ CanaryActions DecideCanary(const CanaryInput& input) {
       entry["measurementKey"] = key;
       SetVariantStatus(status, entry);
       out.delete_jobs.push_back(obs->job_name);
-      out.events.push_back({entry["verdict"] != "Flat", "VariantFinished",
-                            "variant " + name + " (" + allocator +
-                                "): " + entry["verdict"].get<std::string>() + " — " +
-                                entry["message"].get<std::string>()});
+      out.events.push_back({Str(entry, "verdict") != VerdictName(Verdict::kFlat), "VariantFinished",
+                            "variant " + name + " (" + allocator + "): " + Str(entry, "verdict") +
+                                " — " + Str(entry, "message")});
       continue;
     }
     if (obs != nullptr && obs->job_exists) {
@@ -353,31 +347,39 @@ CanaryActions DecideCanary(const CanaryInput& input) {
   if (!waiting) {
     // Every variant has a result: classify them together.
     std::vector<memory::NamedVerdict> verdicts;
+    std::string unreadable;
     for (const std::string& name : order) {
       const json* v = FindVariantStatus(status, name);
-      verdicts.push_back({name, v->value("allocator", ""), ParseVerdict(v->value("verdict", ""))});
+      // A recorded verdict allocguard does not write (the status was edited,
+      // or written by another version) counts as Failed, and says so.
+      const std::optional<Verdict> verdict = VerdictFromName(Str(*v, "verdict"));
+      if (!verdict.has_value()) {
+        unreadable += "; variant " + name + " has a recorded verdict \"" + Str(*v, "verdict") +
+                      "\" that allocguard does not write";
+      }
+      verdicts.push_back({name, Str(*v, "allocator"), verdict.value_or(Verdict::kFailed)});
     }
     memory::OverallVerdict overall = memory::ClassifyVariants(verdicts);
+    overall.explanation += unreadable;
     for (const std::string& name : order) {
       const json* v = FindVariantStatus(status, name);
-      if (v->contains("startFailure") && (*v)["startFailure"].is_string()) {
-        overall.explanation += "; variant " + name + " (" + v->value("allocator", "") +
-                               ") did not start: " + (*v)["startFailure"].get<std::string>();
+      if (!Str(*v, "startFailure").empty()) {
+        overall.explanation += "; variant " + name + " (" + Str(*v, "allocator") +
+                               ") did not start: " + Str(*v, "startFailure");
       }
     }
     const json* candidate = FindVariantStatus(status, kCandidate);
     status["phase"] = "Completed";
-    status["verdict"] = overall.verdict;
+    status["verdict"] = VerdictName(overall.verdict);
     status["explanation"] = overall.explanation;
-    if (candidate->contains("floorSlopeGiBPerHour")) {
-      status["floorSlope"] =
-          memory::FormatSlope((*candidate)["floorSlopeGiBPerHour"].get<double>());
+    if (const json& slope = Field(*candidate, "floorSlopeGiBPerHour"); slope.is_number()) {
+      status["floorSlope"] = memory::FormatSlope(slope.get<double>());
     }
     if (!overall.flat_variants.empty()) status["flatVariant"] = overall.flat_variants.front();
     status["completionTime"] = input.now_rfc3339;
     out.finished = true;
-    out.events.push_back({overall.verdict != "Flat", "CanaryFinished",
-                          overall.verdict + ": " + overall.explanation});
+    out.events.push_back({overall.verdict != Verdict::kFlat, "CanaryFinished",
+                          VerdictName(overall.verdict) + (": " + overall.explanation)});
   }
 
   SetCanaryConditions(status, canary.generation, input.now_rfc3339);
@@ -387,11 +389,11 @@ CanaryActions DecideCanary(const CanaryInput& input) {
 }
 
 void SetCanaryConditions(json& status, int64_t generation, const std::string& now_rfc3339) {
-  const std::string phase = status.value("phase", "");
-  const std::string verdict = status.value("verdict", "");
-  const std::string explanation = status.value("explanation", "");
+  const std::string phase = Str(status, "phase");
+  const std::string verdict = Str(status, "verdict");
+  const std::string explanation = Str(status, "explanation");
   json& conditions = status["conditions"];
-  if (phase == "Failed" || (phase == "Completed" && verdict == "Failed")) {
+  if (phase == "Failed" || (phase == "Completed" && VerdictFromName(verdict) == Verdict::kFailed)) {
     SetCondition(conditions, "Ready", "False", "Failed", explanation, generation, now_rfc3339);
     SetCondition(conditions, "Reconciling", "False", "Failed", "finished without a verdict",
                  generation, now_rfc3339);
@@ -408,8 +410,8 @@ void SetCanaryConditions(json& status, int64_t generation, const std::string& no
     std::string running;
     if (status.contains("variants") && status["variants"].is_array()) {
       for (const json& v : status["variants"]) {
-        if (v.value("phase", "") == "Running" || v.value("phase", "") == "Pending") {
-          running = v.value("name", "");
+        if (Str(v, "phase") == "Running" || Str(v, "phase") == "Pending") {
+          running = Str(v, "name");
           break;
         }
       }

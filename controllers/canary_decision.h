@@ -17,9 +17,16 @@
 #include <nlohmann/json.hpp>
 
 #include "operator/api/types.h"
+#include "operator/common/verdict.h"
 #include "operator/replay/canary_result.h"
 
 namespace allocguard::controllers {
+
+// The verdict an object records in its "verdict" field (a ReplayCanary's
+// status, one of its status.variants, a policy's status.verdicts entry):
+// nullopt when it records none; a name allocguard does not write (an edited
+// status) reads as kFailed, which can only hold.
+std::optional<Verdict> RecordedVerdict(const nlohmann::json& object);
 
 // One variant's Job as seen through the API.
 struct VariantObservation {

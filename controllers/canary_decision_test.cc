@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "operator/admission/deployment_gate.h"
+#include "operator/api/names.h"
 
 namespace allocguard::controllers {
 namespace {
@@ -27,7 +28,7 @@ api::ReplayCanary TwoVariantCanary() {
 
 replay::CanaryResult Result(const std::string& verdict, double slope) {
   replay::CanaryResult r;
-  r.verdict = verdict;
+  r.verdict = VerdictFromName(verdict).value();
   r.floors_mib = {300, 310, 320};
   r.slope_gib_per_hour = slope;
   r.slope_low = slope - 0.1;
@@ -546,6 +547,81 @@ TEST(RefuseTemplateRightsTest, HostAccessRunsOnlyForTheTargetsOwnTemplate) {
   default_sa["spec"]["serviceAccountName"] = "default";
   c.spec.pod_template_json = default_sa.dump();
   EXPECT_EQ(RefuseTemplateRights(c, ""), "");
+}
+
+// The status is read back from the API server on every pass; whoever edited
+// it, a field of another type or a verdict allocguard never writes must not
+// throw out of the decision (it runs on a worker thread) nor count as Flat.
+TEST(DecideCanaryTest, AStatusWithFieldsOfOtherTypesIsReadWithoutThrowing) {
+  const json bad_statuses[] = {
+      {{"phase", 7}},
+      {{"phase", "Running"}, {"variants", "candidate"}},
+      {{"phase", "Running"}, {"variants", {{{"name", {{"a", 1}}}, {"phase", true}}}}},
+      {{"phase", "Running"},
+       {"variants",
+        {{{"name", "candidate"},
+          {"phase", "Completed"},
+          {"verdict", 3},
+          {"floorSlopeGiBPerHour", "fast"},
+          {"allocator", {1, 2}},
+          {"startFailure", 5}},
+         {{"name", "jemalloc"}, {"phase", "Completed"}, {"verdict", "Flat"}}}}},
+      {{"phase", {{"x", 1}}}, {"verdict", nullptr}, {"explanation", 1.5}},
+  };
+  for (const json& status : bad_statuses) {
+    CanaryInput in{TwoVariantCanary(), status, {}, "t"};
+    CanaryActions a;
+    ASSERT_NO_THROW(a = DecideCanary(in)) << status.dump();
+    EXPECT_NE(a.status.value("verdict", json()), "Flat") << status.dump();
+  }
+}
+
+TEST(DecideCanaryTest, ARecordedVerdictAllocguardDoesNotWriteEndsFailedAndSaysSo) {
+  const json status = {{"phase", "Running"},
+                       {"variants",
+                        {{{"name", "candidate"},
+                          {"allocator", "glibc"},
+                          {"phase", "Completed"},
+                          {"verdict", "Great"}},
+                         {{"name", "jemalloc"},
+                          {"allocator", "jemalloc"},
+                          {"phase", "Completed"},
+                          {"verdict", "Flat"}}}}};
+  CanaryInput in{TwoVariantCanary(), status, {}, "t"};
+  CanaryActions a = DecideCanary(in);
+  ASSERT_TRUE(a.finished);
+  EXPECT_EQ(a.status["verdict"], "Failed");
+  EXPECT_NE(
+      a.status["explanation"].get<std::string>().find(
+          "variant candidate has a recorded verdict \"Great\" that allocguard does not write"),
+      std::string::npos)
+      << a.status["explanation"];
+}
+
+TEST(RecordedVerdictTest, NoneUnknownAndKnownNames) {
+  EXPECT_EQ(RecordedVerdict(json::object()), std::nullopt);
+  EXPECT_EQ(RecordedVerdict(json{{"verdict", ""}}), std::nullopt);
+  EXPECT_EQ(RecordedVerdict(json{{"verdict", 1}}), std::nullopt);
+  EXPECT_EQ(RecordedVerdict(json("Flat")), std::nullopt);
+  EXPECT_EQ(RecordedVerdict(json{{"verdict", "Flat"}}), Verdict::kFlat);
+  EXPECT_EQ(RecordedVerdict(json{{"verdict", "AllocatorRetention"}}), Verdict::kAllocatorRetention);
+  EXPECT_EQ(RecordedVerdict(json{{"verdict", "flat"}}), Verdict::kFailed);
+}
+
+TEST(ObserveVariantTest, ATerminationMessageWithAnUnknownVerdictIsAResultError) {
+  const json pod = {
+      {"status",
+       {{"containerStatuses",
+         {{{"name", api::kDriverContainerName},
+           {"state",
+            {{"terminated",
+              {{"message", R"({"v":1,"verdict":"Great","variant":"candidate"})"}}}}}}}}}}};
+  VariantObservation o = ObserveVariant("candidate", "job", &pod, {pod});
+  EXPECT_FALSE(o.result.has_value());
+  ASSERT_TRUE(o.result_error.has_value());
+  EXPECT_NE(o.result_error->find("\"Great\", which is not one allocguard writes"),
+            std::string::npos)
+      << *o.result_error;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "controllers/canary_decision.h"
 #include "controllers/rollout_decision.h"
 #include "operator/admission/deployment_gate.h"
 #include "operator/api/names.h"
@@ -55,22 +56,32 @@ void ReadCanary(const json& canary, GateAnswer& a) {
   const json& status = Field(canary, "status");
   a.canary = Str(Field(canary, "metadata"), "name");
   a.canary_phase = Str(status, "phase");
-  a.verdict = Str(status, "verdict");
   a.floor_slope = Str(status, "floorSlope");
   a.flat_variant = Str(status, "flatVariant");
   a.explanation = Str(status, "explanation");
+  // A verdict allocguard does not write (an edited status) is Failed: it
+  // can only hold, and the explanation says why.
+  const std::string verdict = Str(status, "verdict");
+  a.verdict = RecordedVerdict(status);
+  if (!verdict.empty()) {
+    if (!VerdictFromName(verdict).has_value()) {
+      a.explanation = "the canary's status has verdict \"" + verdict +
+                      "\", which allocguard does not write" +
+                      (a.explanation.empty() ? "" : "; " + a.explanation);
+    }
+  }
 }
 
 // "found Ratchet (floor slope +0.40 GiB/h): <explanation>"
 std::string Found(const GateAnswer& a) {
-  std::string s = "found " + (a.verdict.empty() ? std::string("no verdict") : a.verdict);
+  std::string s = "found " + std::string(a.verdict ? VerdictName(*a.verdict) : "no verdict");
   if (!a.floor_slope.empty()) s += " (floor slope " + a.floor_slope + ")";
   if (!a.explanation.empty()) s += ": " + a.explanation;
   return s;
 }
 
 bool CanaryFailed(const GateAnswer& a) {
-  return a.canary_phase == "Failed" || a.verdict == "Failed";
+  return a.canary_phase == "Failed" || a.verdict == Verdict::kFailed;
 }
 
 std::string WaitingForCanary(const GateAnswer& a) {
@@ -155,13 +166,13 @@ json GateAnswer::ToJson() const {
       {"templateHash", &template_hash},
       {"canary", &canary},
       {"canaryPhase", &canary_phase},
-      {"verdict", &verdict},
       {"floorSlope", &floor_slope},
       {"flatVariant", &flat_variant},
       {"explanation", &explanation}};
   for (const auto& [key, value] : optional_fields) {
     if (!value->empty()) j[key] = *value;
   }
+  if (verdict.has_value()) j["verdict"] = VerdictName(*verdict);
   return j;
 }
 
@@ -180,7 +191,7 @@ GateAnswer AnswerCanaryGate(const json& canary) {
     a.state = GateState::kFailed;
     a.reason = "CanaryFailed";
     a.message = "canary " + a.canary + " could not judge the template: " + a.explanation;
-  } else if (a.verdict == "Flat") {
+  } else if (a.verdict == Verdict::kFlat) {
     a.state = GateState::kProceed;
     a.reason = "CanaryFlat";
     a.message = "canary " + a.canary + " " + Found(a);
@@ -278,7 +289,7 @@ GateAnswer AnswerDeploymentGate(const json& deployment,
       a.reason = "Released";
       a.message = "template " + hash + " is released (adopted as the baseline, or canaried " +
                   "under an earlier version of the policy)";
-    } else if (a.verdict == "Flat") {
+    } else if (a.verdict == Verdict::kFlat) {
       a.reason = "Released";
       a.message = "template " + hash + " was released: canary " + a.canary + " " + Found(a);
     } else {
@@ -330,7 +341,7 @@ GateAnswer AnswerDeploymentGate(const json& deployment,
                 " could not judge it: " + a.explanation;
     return a;
   }
-  if (a.verdict == "Flat") {
+  if (a.verdict == Verdict::kFlat) {
     // The operator releases only on a canary that proves the held template
     // (CanaryDistrust); a Flat one it does not trust holds the rollout, so
     // the gate says so at once instead of waiting for a release that will

@@ -22,6 +22,7 @@
 
 #include "operator/api/types.h"
 #include "operator/common/status.h"
+#include "operator/common/verdict.h"
 
 namespace allocguard::controllers {
 
@@ -64,7 +65,7 @@ struct GateAnswer {
   std::string template_hash;
   std::string canary;
   std::string canary_phase;
-  std::string verdict;
+  std::optional<Verdict> verdict;  // status.verdict; one allocguard does not write is kFailed
   std::string floor_slope;
   std::string flat_variant;
   std::string explanation;

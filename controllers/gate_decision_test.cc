@@ -219,6 +219,9 @@ TEST(DecideCanaryGateTest, Table) {
       {"inconclusive", Canary("Completed", "Inconclusive"), GateState::kHeld, "CanaryNotFlat"},
       {"variant failed", Canary("Completed", "Failed"), GateState::kFailed, "CanaryFailed"},
       {"invalid canary", Canary("Failed", "Failed"), GateState::kFailed, "CanaryFailed"},
+      // An edited status: a verdict allocguard does not write is Failed.
+      {"unknown verdict", Canary("Completed", "Great"), GateState::kFailed, "CanaryFailed"},
+      {"verdict in lower case", Canary("Completed", "flat"), GateState::kFailed, "CanaryFailed"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -244,6 +247,14 @@ TEST(GateAnswerTest, LineAndJson) {
   EXPECT_EQ(j["floorSlope"], "+2.40 GiB/h");
   EXPECT_EQ(j["policy"], "web-policy");
   EXPECT_FALSE(j.contains("flatVariant"));  // empty fields are left out
+}
+
+TEST(GateAnswerTest, AnUnknownVerdictIsNamedInTheExplanation) {
+  GateAnswer a = AnswerCanaryGate(Canary("Completed", "Great"));
+  EXPECT_EQ(a.verdict, Verdict::kFailed);
+  EXPECT_NE(a.explanation.find("verdict \"Great\", which allocguard does not write"),
+            std::string::npos)
+      << a.explanation;
 }
 
 }  // namespace

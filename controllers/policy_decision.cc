@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "controllers/canary_decision.h"
 #include "controllers/rollout_decision.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
@@ -212,7 +213,7 @@ PolicyActions DecidePolicyStatus(const PolicyInput& input) {
                  input.now_rfc3339);
   } else {
     const json& last = verdicts.front();
-    const bool flat = Str(last, "verdict") == "Flat";
+    const bool flat = RecordedVerdict(last) == Verdict::kFlat;
     SetCondition(conditions, "CanaryPassed", flat ? "True" : "False",
                  Str(last, "verdict").empty() ? "NoVerdict" : Str(last, "verdict"),
                  "canary " + Str(last, "canary") + " of " + Str(last, "workload") + ": " +

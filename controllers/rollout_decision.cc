@@ -278,7 +278,7 @@ RolloutActions DecideRollout(const RolloutInput& input) {
   const std::string explanation = CanaryStatusString(canary, "explanation");
   const std::string flat_variant = CanaryStatusString(canary, "flatVariant");
   const std::string slope = CanaryStatusString(canary, "floorSlope");
-  const bool flat = verdict == "Flat";
+  const bool flat = RecordedVerdict(kube::FieldOrNull(canary, "status")) == Verdict::kFlat;
 
   // Whatever releases a hold or records a template as judged must come from
   // a canary that proves this very template (a held template that is not

@@ -40,7 +40,7 @@ int RunAnalyze(const AnalyzeFlags& f) {
   } else {
     std::printf("%s", replay::FormatSummary(summary, planned).c_str());
   }
-  return memory::ExitCodeForVerdict(summary.overall.verdict);
+  return ExitCodeForVerdict(summary.overall.verdict);
 }
 
 }  // namespace

@@ -103,7 +103,7 @@ int RunInPodCommand(const ReplayFlags& f) {
   auto result = replay::RunInPod(options, RealClock::Get());
   if (!result.ok()) return Fail(result.status());
   std::printf("%s: %s — %s\nresult written to %s\n", result->variant.c_str(),
-              result->verdict.c_str(), result->message.c_str(), f.termination_log.c_str());
+              VerdictName(result->verdict), result->message.c_str(), f.termination_log.c_str());
   return 0;
 }
 
@@ -158,7 +158,7 @@ int RunReplayCommand(const ReplayFlags& f) {
     if (!written.ok()) return Fail(written);
     std::printf("report: %s\n", f.report.c_str());
   }
-  return memory::ExitCodeForVerdict(summary->overall.verdict);
+  return ExitCodeForVerdict(summary->overall.verdict);
 }
 
 }  // namespace

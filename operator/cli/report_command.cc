@@ -30,7 +30,7 @@ int RunReport(const ReportFlags& f) {
   replay::ReplaySummary summary = replay::Summarize(std::move(results));
   Status s = replay::WriteHtmlReport(summary, runs, f.output);
   if (!s.ok()) return Fail(s);
-  std::printf("%s: %s — %s\n", f.output.c_str(), summary.overall.verdict.c_str(),
+  std::printf("%s: %s — %s\n", f.output.c_str(), VerdictName(summary.overall.verdict),
               summary.overall.explanation.c_str());
   return 0;
 }

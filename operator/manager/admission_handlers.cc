@@ -120,7 +120,8 @@ webhook::AdmissionResponse AdmissionHandlers::MutateDeployment(
                          &policy](const std::string& hash) {
     if (!policy.has_value()) return false;
     auto canary = deps_.canaries->Get(ns + "/" + controllers::CanaryName(name, hash, policy_key));
-    return canary.has_value() && Str(Field(*canary, "status"), "verdict") == "Flat" &&
+    return canary.has_value() &&
+           controllers::RecordedVerdict(Field(*canary, "status")) == Verdict::kFlat &&
            controllers::CanaryDistrust(*canary, deployment, hash, *policy).empty();
   };
   admission::GateDecision d = admission::DecideDeploymentGate(in);

@@ -1,8 +1,7 @@
 #include "operator/manager/canary_metrics.h"
 
-#include <array>
-
 #include "operator/common/rfc3339.h"
+#include "operator/common/verdict.h"
 #include "operator/kube/credentials.h"
 #include "operator/kube/object.h"
 
@@ -11,15 +10,9 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<const char*, 8> kVerdicts = {"Flat",   "Ratchet",     "AllocatorRetention",
-                                                  "Leak",   "OOMKilled",   "Errors",
-                                                  "Failed", "Inconclusive"};
-
+// The verdict label: one of the names allocguard writes, or "Other".
 std::string VerdictLabel(const std::string& verdict) {
-  for (const char* v : kVerdicts) {
-    if (verdict == v) return verdict;
-  }
-  return "Other";
+  return VerdictFromName(verdict).has_value() ? verdict : "Other";
 }
 
 std::optional<std::chrono::system_clock::time_point> Time(const std::string& text) {
@@ -58,7 +51,7 @@ CanaryMetrics::CanaryMetrics(metrics::Registry& registry)
           "Time from a canary's start to its verdict, by verdict.", {"verdict"},
           // 1 minute to about 4.5 hours: canaries run for minutes to hours.
           metrics::ExponentialBuckets(60, 2, 9))) {
-  for (const char* v : kVerdicts) verdicts_.With({v});
+  for (Verdict v : kAllVerdicts) verdicts_.With({VerdictName(v)});
 }
 
 void CanaryMetrics::OnUpdate(const json& before, const json& after) {

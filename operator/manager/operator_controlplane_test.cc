@@ -355,7 +355,7 @@ class OperatorTest : public ::testing::Test {
                                      double slope) {
     replay::CanaryResult r;
     r.variant = variant;
-    r.verdict = verdict;
+    r.verdict = VerdictFromName(verdict).value();
     r.floors_mib = {300, 300 + slope * 17, 300 + slope * 34, 300 + slope * 51};
     r.slope_gib_per_hour = slope;
     r.slope_low = slope - 0.2;

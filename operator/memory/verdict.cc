@@ -5,24 +5,6 @@
 
 namespace allocguard::memory {
 
-const char* VerdictName(Verdict v) {
-  switch (v) {
-    case Verdict::kFlat:
-      return "Flat";
-    case Verdict::kRatchet:
-      return "Ratchet";
-    case Verdict::kOOMKilled:
-      return "OOMKilled";
-    case Verdict::kErrors:
-      return "Errors";
-    case Verdict::kFailed:
-      return "Failed";
-    case Verdict::kInconclusive:
-      return "Inconclusive";
-  }
-  return "Unknown";
-}
-
 const char* ClassificationName(Classification c) {
   switch (c) {
     case Classification::kNone:
@@ -76,9 +58,9 @@ VariantVerdict DecideVariantVerdict(const RunFacts& facts, const FloorJudgement&
 OverallVerdict ClassifyVariants(const std::vector<NamedVerdict>& variants) {
   OverallVerdict out;
   const NamedVerdict& candidate = variants.front();
-  out.verdict = VerdictName(candidate.verdict);
+  out.verdict = candidate.verdict;
   if (variants.size() == 1) {
-    out.explanation = candidate.variant + ": " + out.verdict;
+    out.explanation = candidate.variant + ": " + VerdictName(out.verdict);
     return out;
   }
   bool all_ratchet = true;
@@ -87,18 +69,18 @@ OverallVerdict ClassifyVariants(const std::vector<NamedVerdict>& variants) {
     if (&v != &candidate && v.verdict == Verdict::kFlat) out.flat_variants.push_back(v.variant);
   }
   if (candidate.verdict != Verdict::kRatchet) {
-    out.explanation = candidate.variant + ": " + out.verdict;
+    out.explanation = candidate.variant + ": " + VerdictName(out.verdict);
     return out;
   }
   if (all_ratchet) {
     out.classification = Classification::kLeak;
-    out.verdict = "Leak";
+    out.verdict = Verdict::kLeak;
     out.explanation =
         "every variant ratchets on the identical load: the workload leaks, whatever "
         "the allocator";
   } else if (!out.flat_variants.empty()) {
     out.classification = Classification::kAllocatorRetention;
-    out.verdict = "AllocatorRetention";
+    out.verdict = Verdict::kAllocatorRetention;
     std::string names;
     for (const std::string& n : out.flat_variants) names += (names.empty() ? "" : ", ") + n;
     out.explanation = candidate.variant + " ratchets while " + names +
@@ -111,18 +93,6 @@ OverallVerdict ClassifyVariants(const std::vector<NamedVerdict>& variants) {
                       "classified";
   }
   return out;
-}
-
-int ExitCodeForVerdict(const std::string& v) {
-  if (v == "Flat") return 0;
-  if (v == "Ratchet") return 2;
-  if (v == "AllocatorRetention") return 3;
-  if (v == "Leak") return 4;
-  if (v == "OOMKilled") return 5;
-  if (v == "Errors") return 6;
-  if (v == "Failed") return 7;
-  if (v == "Inconclusive") return 8;
-  return 1;
 }
 
 double RecommendedLimitBytes(double peak_bytes) {

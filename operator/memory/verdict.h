@@ -7,20 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "operator/common/verdict.h"
 #include "operator/memory/floor_judge.h"
 
 namespace allocguard::memory {
 
-enum class Verdict {
-  kFlat,          // the floor stays within ±max slope
-  kRatchet,       // the floor climbs faster than max slope
-  kOOMKilled,     // the kernel's OOM killer fired in the workload's cgroup
-  kErrors,        // responses outside the expected set
-  kFailed,        // the workload did not start, or died
-  kInconclusive,  // too few minutes, too noisy, or the workload fell behind
-};
-
-const char* VerdictName(Verdict v);
+// The verdict enum and its names are shared with the status and the gate
+// (operator/common/verdict.h). A variant's run ends in Flat, Ratchet,
+// OOMKilled, Errors, Failed or Inconclusive; AllocatorRetention and Leak
+// come only from comparing variants (ClassifyVariants).
+using allocguard::Verdict;
+using allocguard::VerdictName;
 
 // What a variant's run observed besides its floors.
 struct RunFacts {
@@ -67,7 +64,7 @@ struct NamedVerdict {
 
 struct OverallVerdict {
   // The candidate's verdict, or AllocatorRetention / Leak when classified.
-  std::string verdict;
+  Verdict verdict = Verdict::kInconclusive;
   Classification classification = Classification::kNone;
   std::vector<std::string> flat_variants;  // the fix, for AllocatorRetention
   std::string explanation;
@@ -82,7 +79,7 @@ OverallVerdict ClassifyVariants(const std::vector<NamedVerdict>& variants);
 double RecommendedLimitBytes(double peak_bytes);
 
 // Process exit codes of `allocguard replay` and `allocguard analyze`, one per
-// overall verdict, so scripts can branch on them (documented in docs/replay.md).
-int ExitCodeForVerdict(const std::string& overall_verdict);
+// overall verdict (documented in docs/replay.md): common/verdict.h.
+using allocguard::ExitCodeForVerdict;
 
 }  // namespace allocguard::memory

@@ -77,7 +77,7 @@ TEST(ClassifyVariantsTest, CandidateRatchetsAnotherFlatIsAllocatorRetention) {
   auto o = ClassifyVariants({{"glibc512", "glibc", Verdict::kRatchet},
                              {"arena2", "glibc", Verdict::kRatchet},
                              {"jemalloc", "jemalloc", Verdict::kFlat}});
-  EXPECT_EQ(o.verdict, "AllocatorRetention");
+  EXPECT_EQ(o.verdict, Verdict::kAllocatorRetention);
   EXPECT_EQ(o.classification, Classification::kAllocatorRetention);
   EXPECT_EQ(o.flat_variants, std::vector<std::string>{"jemalloc"});
   EXPECT_NE(o.explanation.find("switch to jemalloc"), std::string::npos);
@@ -87,32 +87,29 @@ TEST(ClassifyVariantsTest, CandidateRatchetsAnotherFlatIsAllocatorRetention) {
 TEST(ClassifyVariantsTest, EveryVariantRatchetsIsLeak) {
   auto o = ClassifyVariants(
       {{"glibc", "glibc", Verdict::kRatchet}, {"jemalloc", "jemalloc", Verdict::kRatchet}});
-  EXPECT_EQ(o.verdict, "Leak");
+  EXPECT_EQ(o.verdict, Verdict::kLeak);
   EXPECT_EQ(ExitCodeForVerdict(o.verdict), 4);
 }
 
 TEST(ClassifyVariantsTest, UnclassifiedWhenOthersUndecided) {
   auto o = ClassifyVariants(
       {{"glibc", "glibc", Verdict::kRatchet}, {"mimalloc", "mimalloc", Verdict::kInconclusive}});
-  EXPECT_EQ(o.verdict, "Ratchet");
+  EXPECT_EQ(o.verdict, Verdict::kRatchet);
   EXPECT_EQ(o.classification, Classification::kNone);
 }
 
 TEST(ClassifyVariantsTest, CandidateVerdictStandsWhenItIsNotARatchet) {
   EXPECT_EQ(ClassifyVariants({{"c", "glibc", Verdict::kFlat}, {"j", "jemalloc", Verdict::kRatchet}})
                 .verdict,
-            "Flat");
-  EXPECT_EQ(ClassifyVariants({{"c", "glibc", Verdict::kOOMKilled}}).verdict, "OOMKilled");
+            Verdict::kFlat);
+  EXPECT_EQ(ClassifyVariants({{"c", "glibc", Verdict::kOOMKilled}}).verdict, Verdict::kOOMKilled);
 }
 
 TEST(ExitCodeTest, DistinctPerVerdict) {
   std::set<int> codes;
-  for (const char* v : {"Flat", "Ratchet", "AllocatorRetention", "Leak", "OOMKilled", "Errors",
-                        "Failed", "Inconclusive"}) {
-    codes.insert(ExitCodeForVerdict(v));
-  }
+  for (Verdict v : kAllVerdicts) codes.insert(ExitCodeForVerdict(v));
   EXPECT_EQ(codes.size(), 8u);
-  EXPECT_EQ(ExitCodeForVerdict("Flat"), 0);
+  EXPECT_EQ(ExitCodeForVerdict(Verdict::kFlat), 0);
   EXPECT_FALSE(codes.contains(1));  // 1 is reserved for usage and internal errors
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 namespace allocguard::replay {
 
@@ -40,7 +41,7 @@ std::string Dump(const CanaryResult& r, const std::vector<double>& floors, int s
       {"v", r.version},
       {"variant", r.variant},
       {"allocator", r.allocator},
-      {"verdict", r.verdict},
+      {"verdict", VerdictName(r.verdict)},
       {"floors", std::move(f)},
       {"slope", Number(r.slope_gib_per_hour, 1000)},
       {"slope_low", Number(r.slope_low, 1000)},
@@ -100,7 +101,6 @@ std::string EncodeCanaryResult(const CanaryResult& result) {
   CanaryResult r = result;
   r.variant = Shortened(r.variant, 253);
   r.allocator = Shortened(r.allocator, 63);
-  r.verdict = Shortened(r.verdict, 63);
   std::string message = Shortened(r.message, kMessageBudget);
   int stride = std::max(1, r.floor_stride);
   std::string out = Dump(r, r.floors_mib, stride, message);
@@ -137,7 +137,14 @@ Result<CanaryResult> DecodeCanaryResult(const std::string& text) {
   }
   r.version = version;
   if (!j.contains("verdict")) return InvalidArgument("canary result has no verdict");
-  AG_RETURN_IF_ERROR(Read(j, "verdict", &r.verdict));
+  std::string verdict;
+  AG_RETURN_IF_ERROR(Read(j, "verdict", &verdict));
+  std::optional<Verdict> known = VerdictFromName(verdict);
+  if (!known.has_value()) {
+    return InvalidArgument("canary result has verdict \"" + Shortened(verdict, 63) +
+                           "\", which is not one allocguard writes");
+  }
+  r.verdict = *known;
   AG_RETURN_IF_ERROR(Read(j, "variant", &r.variant));
   AG_RETURN_IF_ERROR(Read(j, "allocator", &r.allocator));
   if (auto it = j.find("floors"); it != j.end()) {

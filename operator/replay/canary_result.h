@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "operator/common/status.h"
+#include "operator/common/verdict.h"
 
 namespace allocguard::replay {
 
@@ -21,9 +22,9 @@ inline constexpr size_t kMaxTerminationMessageBytes = 4096;
 
 struct CanaryResult {
   int version = 1;
-  std::string variant;    // the variant's name ("candidate", "glibc", ...)
-  std::string allocator;  // "glibc" | "jemalloc" | "mimalloc" | "tcmalloc"
-  std::string verdict;    // memory::VerdictName: Flat, Ratchet, Errors, Failed, ...
+  std::string variant;                 // the variant's name ("candidate", "glibc", ...)
+  std::string allocator;               // "glibc" | "jemalloc" | "mimalloc" | "tcmalloc"
+  Verdict verdict = Verdict::kFailed;  // written as its name: Flat, Ratchet, Errors, Failed, ...
   // Per-minute floors after warm-up, in MiB, oldest first. When floor_stride
   // is k > 1, entry i is the floor of the i*k-th judged minute, and the last
   // entry is always the last judged minute.
@@ -57,7 +58,8 @@ std::string EncodeCanaryResult(const CanaryResult& result);
 // Reads what EncodeCanaryResult wrote. Never throws: garbage, a truncated
 // message, a wrong type in a field or an unknown version is InvalidArgument
 // saying what was wrong. Unknown fields are ignored; missing fields keep
-// their defaults, except verdict, which is required.
+// their defaults, except verdict, which is required and must be one of the
+// names VerdictName writes.
 Result<CanaryResult> DecodeCanaryResult(const std::string& text);
 
 }  // namespace allocguard::replay

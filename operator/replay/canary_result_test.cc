@@ -12,7 +12,7 @@ CanaryResult Sample(int minutes) {
   CanaryResult r;
   r.variant = "candidate";
   r.allocator = "glibc";
-  r.verdict = "Ratchet";
+  r.verdict = Verdict::kRatchet;
   for (int m = 0; m < minutes; ++m) r.floors_mib.push_back(1234.5 + m * 17.25);
   r.slope_gib_per_hour = 1.012345;
   r.slope_low = 0.8;
@@ -37,7 +37,7 @@ TEST(CanaryResultTest, RoundTripsEveryField) {
   EXPECT_EQ(back->version, 1);
   EXPECT_EQ(back->variant, "candidate");
   EXPECT_EQ(back->allocator, "glibc");
-  EXPECT_EQ(back->verdict, "Ratchet");
+  EXPECT_EQ(back->verdict, Verdict::kRatchet);
   ASSERT_EQ(back->floors_mib.size(), 14u);
   EXPECT_DOUBLE_EQ(back->floors_mib[0], 1234.5);
   EXPECT_NEAR(back->floors_mib[13], 1234.5 + 13 * 17.25, 0.05);
@@ -58,7 +58,7 @@ TEST(CanaryResultTest, RoundTripsEveryField) {
 
 TEST(CanaryResultTest, SlopeOfTooFewFloorsIsNaNAndStaysNaN) {
   CanaryResult r = Sample(1);
-  r.verdict = "Inconclusive";
+  r.verdict = Verdict::kInconclusive;
   r.slope_gib_per_hour = r.slope_low = r.slope_high = std::nan("");
   std::string text = EncodeCanaryResult(r);
   EXPECT_NE(text.find("\"slope\":null"), std::string::npos) << text;
@@ -94,7 +94,7 @@ TEST(CanaryResultTest, TooManyFloorsAreThinnedDeterministicallyKeepingTheLast) {
   EXPECT_NEAR(back->floors_mib[1], 1234.5 + back->floor_stride * 17.25, 0.05);
   EXPECT_LE(back->message.size(), 256u);
   EXPECT_EQ(back->message.substr(back->message.size() - 3), "...");
-  EXPECT_EQ(back->verdict, "Ratchet");
+  EXPECT_EQ(back->verdict, Verdict::kRatchet);
   EXPECT_EQ(back->requests, 123456789);
 }
 
@@ -130,6 +130,7 @@ TEST(CanaryResultTest, GarbageIsAnErrorNotACrash) {
       "{\"v\":1}",
       "{\"v\":\"1\",\"verdict\":\"Flat\"}",
       "{\"v\":1,\"verdict\":7}",
+      "{\"v\":1,\"verdict\":\"Great\"}",
       "{\"v\":1,\"verdict\":\"Flat\",\"floors\":{\"a\":1}}",
       "{\"v\":1,\"verdict\":\"Flat\",\"floors\":[1,\"x\"]}",
       "{\"v\":1,\"verdict\":\"Flat\",\"requests\":1.5}",
@@ -153,7 +154,7 @@ TEST(CanaryResultTest, GarbageIsAnErrorNotACrash) {
 TEST(CanaryResultTest, MinimalResultDecodesWithDefaults) {
   auto r = DecodeCanaryResult("  {\"v\":1,\"verdict\":\"Failed\",\"future_field\":[1]}\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->verdict, "Failed");
+  EXPECT_EQ(r->verdict, Verdict::kFailed);
   EXPECT_TRUE(r->floors_mib.empty());
   EXPECT_FALSE(r->workload_exited);
   EXPECT_EQ(r->exit_minute, -1);

@@ -29,7 +29,7 @@ Status FailSetup(const InPodOptions& options, const Status& status) {
   CanaryResult r;
   r.variant = options.variant;
   r.allocator = options.allocator;
-  r.verdict = memory::VerdictName(memory::Verdict::kFailed);
+  r.verdict = Verdict::kFailed;
   r.anon_only = true;
   r.message = "driver setup failed: " + status.message();
   Status written = WriteTerminationLog(options.termination_log, r);
@@ -61,7 +61,7 @@ CanaryResult ToCanaryResult(const VariantResult& v, bool anon_only) {
   CanaryResult r;
   r.variant = v.variant;
   r.allocator = v.allocator;
-  r.verdict = memory::VerdictName(v.verdict.verdict);
+  r.verdict = v.verdict.verdict;
   for (const auto& f : v.floors) r.floors_mib.push_back(f.floor_bytes / memory::kBytesPerMiB);
   r.slope_gib_per_hour = v.judgement.slope_gib_per_h;
   r.slope_low = v.judgement.slope_low_gib_per_h;

@@ -128,8 +128,8 @@ TEST_F(InPodIntegrationTest, MeasuresTheSiblingAndWritesTheCompactResult) {
   ASSERT_TRUE(decoded.ok()) << decoded.status().ToString() << "\n" << text;
   EXPECT_EQ(decoded->variant, "candidate");
   EXPECT_EQ(decoded->allocator, "jemalloc");
-  EXPECT_NE(decoded->verdict, "Failed") << decoded->message;
-  EXPECT_NE(decoded->verdict, "Errors") << decoded->message;
+  EXPECT_NE(decoded->verdict, Verdict::kFailed) << decoded->message;
+  EXPECT_NE(decoded->verdict, Verdict::kErrors) << decoded->message;
   ASSERT_FALSE(decoded->floors_mib.empty()) << text;
   EXPECT_GT(decoded->floors_mib.front(), 0);
   EXPECT_GT(decoded->peak_mib, 0);
@@ -164,7 +164,7 @@ TEST_F(InPodIntegrationTest, AWorkloadKilledDuringTheRunIsReportedWithItsMinute)
   ASSERT_TRUE(result.ok()) << result.status().ToString();
   auto decoded = DecodeCanaryResult(TerminationLog());
   ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
-  EXPECT_EQ(decoded->verdict, "Failed");
+  EXPECT_EQ(decoded->verdict, Verdict::kFailed);
   EXPECT_TRUE(decoded->workload_exited);
   EXPECT_EQ(decoded->exit_minute, 0);
   EXPECT_NE(decoded->message.find("gone"), std::string::npos) << decoded->message;
@@ -177,7 +177,7 @@ TEST_F(InPodIntegrationTest, ABadLoadIsWrittenAsAFailedResult) {
   EXPECT_FALSE(result.ok());
   auto decoded = DecodeCanaryResult(TerminationLog());
   ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
-  EXPECT_EQ(decoded->verdict, "Failed");
+  EXPECT_EQ(decoded->verdict, Verdict::kFailed);
   EXPECT_NE(decoded->message.find("load"), std::string::npos) << decoded->message;
 }
 

@@ -54,7 +54,7 @@ TEST(ToCanaryResultTest, CarriesTheAnalysis) {
   v.exit_minute = 2;
   v.duration_seconds = 179;
   CanaryResult r = ToCanaryResult(v, true);
-  EXPECT_EQ(r.verdict, "Failed");
+  EXPECT_EQ(r.verdict, Verdict::kFailed);
   EXPECT_EQ(r.floors_mib, (std::vector<double>{100, 150}));
   EXPECT_DOUBLE_EQ(r.slope_gib_per_hour, 2.9);
   EXPECT_TRUE(std::isnan(r.slope_high));

@@ -76,7 +76,7 @@ TEST_F(ReplayIntegrationTest, WorkloadThatExitsAtOnceIsFailedWithExitCodeAndStde
   EXPECT_NE(v.verdict.explanation.find("exit code 3"), std::string::npos) << v.verdict.explanation;
   EXPECT_NE(v.verdict.explanation.find("configuration missing, giving up"), std::string::npos)
       << v.verdict.explanation;
-  EXPECT_EQ(summary->overall.verdict, "Failed");
+  EXPECT_EQ(summary->overall.verdict, Verdict::kFailed);
   EXPECT_EQ(memory::ExitCodeForVerdict(summary->overall.verdict), 7);
 }
 

@@ -40,9 +40,9 @@ std::string F(double v, int digits = 1) {
   return buf;
 }
 
-const char* VerdictClass(const std::string& v) {
-  if (v == "Flat") return "ok";
-  if (v == "Inconclusive") return "warn";
+const char* VerdictClass(Verdict v) {
+  if (v == Verdict::kFlat) return "ok";
+  if (v == Verdict::kInconclusive) return "warn";
   return "bad";
 }
 
@@ -140,7 +140,7 @@ svg{width:100%;height:auto;background:#fff;border:1px solid #dde1e8;border-radiu
 <p class="expl">Memory judged: anonymous memory of the workload's processes plus the cgroup's dirty and writeback pages. The per-minute floor is the lowest sample of each minute after warm-up; its least-squares slope decides Flat or Ratchet.</p>
 )";
   html += "<div class=\"verdict " + std::string(VerdictClass(summary.overall.verdict)) +
-          "\"><strong>" + Escape(summary.overall.verdict) + "</strong> — " +
+          "\"><strong>" + VerdictName(summary.overall.verdict) + "</strong> — " +
           Escape(summary.overall.explanation) + "</div>\n";
   html +=
       "<table><tr><th>variant</th><th>allocator</th><th>verdict</th><th>slope GiB/h</th>"
@@ -148,10 +148,10 @@ svg{width:100%;height:auto;background:#fff;border:1px solid #dde1e8;border-radiu
       "<th>limit MiB</th><th>CPU s</th><th>p50 ms</th><th>p99 ms</th><th>late</th>"
       "<th>errors</th><th>min</th></tr>\n";
   for (const auto& v : summary.variants) {
-    std::string verdict = memory::VerdictName(v.verdict.verdict);
+    const std::string verdict = VerdictName(v.verdict.verdict);
     html += "<tr><td>" + Escape(v.variant) + "</td><td class=\"l\">" + Escape(v.allocator) +
             (v.env.empty() ? "" : " <small>" + Escape(v.env) + "</small>") + "</td><td class=\"" +
-            VerdictClass(verdict) + "\">" + verdict + "</td><td>" +
+            VerdictClass(v.verdict.verdict) + "\">" + verdict + "</td><td>" +
             F(v.judgement.slope_gib_per_h, 2) + "</td><td>[" +
             F(v.judgement.slope_low_gib_per_h, 2) + ", " + F(v.judgement.slope_high_gib_per_h, 2) +
             "]</td><td>" + F(v.floor_level_bytes / kBytesPerMiB, 0) + "</td><td>" +

@@ -46,7 +46,7 @@ TEST(RenderHtmlReportTest, OneChartPerVariantWithSamplesFloorsAndFit) {
   size_t end = html.find('"', start + 24);
   EXPECT_EQ(Count(html.substr(start, end - start), ","), 181u);
   // The overall verdict and names are on the page, escaped.
-  EXPECT_NE(html.find(summary.overall.verdict), std::string::npos);
+  EXPECT_NE(html.find(VerdictName(summary.overall.verdict)), std::string::npos);
   EXPECT_NE(html.find("glibc&lt;512&gt;"), std::string::npos);
   EXPECT_EQ(html.find("glibc<512>"), std::string::npos);
   // Self-contained: nothing is fetched and nothing runs.

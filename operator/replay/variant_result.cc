@@ -239,7 +239,7 @@ ReplaySummary Summarize(std::vector<VariantResult> variants) {
 nlohmann::json ToJson(const ReplaySummary& s) {
   nlohmann::json variants = nlohmann::json::array();
   for (const auto& v : s.variants) variants.push_back(ToJson(v));
-  return {{"verdict", s.overall.verdict},
+  return {{"verdict", VerdictName(s.overall.verdict)},
           {"classification", memory::ClassificationName(s.overall.classification)},
           {"flat_variants", s.overall.flat_variants},
           {"explanation", s.overall.explanation},
@@ -297,7 +297,8 @@ std::string FormatSummary(const ReplaySummary& s, std::chrono::seconds planned) 
   if (saved_total > 0) {
     out += "early verdicts saved " + Fixed(saved_total / 60, 1) + " min in all\n";
   }
-  out += "\nverdict: " + s.overall.verdict + " — " + s.overall.explanation + "\n";
+  out += "\nverdict: " + std::string(VerdictName(s.overall.verdict)) + " — " +
+         s.overall.explanation + "\n";
   return out;
 }
 

@@ -175,7 +175,7 @@ TEST(SummarizeTest, ClassifiesAcrossVariantsInOrder) {
   je.header = {{"variant", "jemalloc"}, {"allocator", "jemalloc"}};
   VariantResult jemalloc = AnalyzeRun(je, settings, true);
   ReplaySummary s = Summarize({glibc, jemalloc});
-  EXPECT_EQ(s.overall.verdict, "AllocatorRetention");
+  EXPECT_EQ(s.overall.verdict, Verdict::kAllocatorRetention);
   EXPECT_EQ(s.overall.flat_variants, std::vector<std::string>{"jemalloc"});
   auto json = ToJson(s);
   EXPECT_EQ(json["exit_code"], 3);
