@@ -31,6 +31,8 @@ Status FailSetup(const InPodOptions& options, const Status& status) {
   r.allocator = options.allocator;
   r.verdict = Verdict::kFailed;
   r.anon_only = true;
+  // Nothing was measured: no slope (a 0 would read as "+0.00 GiB/h").
+  r.slope_gib_per_hour = r.slope_low = r.slope_high = std::nan("");
   r.message = "driver setup failed: " + status.message();
   Status written = WriteTerminationLog(options.termination_log, r);
   if (!written.ok()) return written.WithContext(status.message());
