@@ -40,8 +40,7 @@ const json* FindVariantStatus(const json& status, const std::string& name) {
 
 bool IsRecorded(const json* variant_status) {
   if (variant_status == nullptr) return false;
-  const std::string phase = Str(*variant_status, "phase");
-  return phase == "Completed" || phase == "Failed";
+  return Ended(RecordedPhase(*variant_status));
 }
 
 // The status entry for a variant whose run ended.
@@ -90,7 +89,8 @@ json RecordedVariant(const std::string& name, const std::string& allocator,
     message = obs.job_failure.value_or("the canary Job ended without a result");
   }
   v["verdict"] = VerdictName(verdict);
-  v["phase"] = verdict == Verdict::kFailed ? "Failed" : "Completed";
+  v["phase"] = api::CanaryPhaseName(verdict == Verdict::kFailed ? api::CanaryPhase::kFailed
+                                                                : api::CanaryPhase::kCompleted);
   v["message"] = message;
   return v;
 }
@@ -127,6 +127,14 @@ const VariantObservation* FindObservation(const CanaryInput& input, const std::s
 }
 
 }  // namespace
+
+std::optional<api::CanaryPhase> RecordedPhase(const json& object) {
+  return api::CanaryPhaseFromName(Str(object, "phase"));
+}
+
+bool Ended(std::optional<api::CanaryPhase> phase) {
+  return phase == api::CanaryPhase::kCompleted || phase == api::CanaryPhase::kFailed;
+}
 
 std::optional<Verdict> RecordedVerdict(const json& object) {
   const std::string name = Str(object, "verdict");
@@ -165,7 +173,7 @@ std::string MeasurementKey(const api::ReplayCanary& canary, const std::string& v
 }
 
 bool ReusableMeasurement(const json& variant_status) {
-  if (Str(variant_status, "phase") != "Completed") return false;
+  if (RecordedPhase(variant_status) != api::CanaryPhase::kCompleted) return false;
   if (Str(variant_status, "measurementKey").empty()) return false;
   const std::optional<Verdict> verdict = RecordedVerdict(variant_status);
   return verdict == Verdict::kFlat || verdict == Verdict::kRatchet ||
@@ -271,7 +279,7 @@ CanaryActions DecideCanary(const CanaryInput& input) {
   const json before = status;
   const api::ReplayCanary& canary = input.canary;
 
-  if (Str(status, "phase") == "Completed" || Str(status, "phase") == "Failed") {
+  if (Ended(RecordedPhase(status))) {
     // Finished: only clean up Jobs a crash may have left behind.
     for (const VariantObservation& o : input.observations) {
       if (o.job_exists) out.delete_jobs.push_back(o.job_name);
@@ -329,18 +337,22 @@ CanaryActions DecideCanary(const CanaryInput& input) {
       continue;
     }
     if (obs != nullptr && obs->job_exists) {
-      json entry = {
-          {"name", name}, {"allocator", allocator}, {"job", obs->job_name}, {"phase", "Running"}};
+      json entry = {{"name", name},
+                    {"allocator", allocator},
+                    {"job", obs->job_name},
+                    {"phase", api::CanaryPhaseName(api::CanaryPhase::kRunning)}};
       if (obs->pod_problem.has_value()) entry["message"] = *obs->pod_problem;
       SetVariantStatus(status, entry);
     } else {
-      SetVariantStatus(status, {{"name", name}, {"allocator", allocator}, {"phase", "Pending"}});
+      SetVariantStatus(status, {{"name", name},
+                                {"allocator", allocator},
+                                {"phase", api::CanaryPhaseName(api::CanaryPhase::kPending)}});
       out.create_job_for_variant = name;
       out.events.push_back({false, "VariantStarted",
                             "running variant " + name + " (" + allocator + ") for " +
                                 std::to_string(canary.spec.canary.duration.count()) + "s"});
     }
-    status["phase"] = "Running";
+    status["phase"] = api::CanaryPhaseName(api::CanaryPhase::kRunning);
     waiting = true;
   }
 
@@ -369,7 +381,7 @@ CanaryActions DecideCanary(const CanaryInput& input) {
       }
     }
     const json* candidate = FindVariantStatus(status, kCandidate);
-    status["phase"] = "Completed";
+    status["phase"] = api::CanaryPhaseName(api::CanaryPhase::kCompleted);
     status["verdict"] = VerdictName(overall.verdict);
     status["explanation"] = overall.explanation;
     if (const json& slope = Field(*candidate, "floorSlopeGiBPerHour"); slope.is_number()) {
@@ -389,16 +401,17 @@ CanaryActions DecideCanary(const CanaryInput& input) {
 }
 
 void SetCanaryConditions(json& status, int64_t generation, const std::string& now_rfc3339) {
-  const std::string phase = Str(status, "phase");
+  const std::optional<api::CanaryPhase> phase = RecordedPhase(status);
   const std::string verdict = Str(status, "verdict");
   const std::string explanation = Str(status, "explanation");
   json& conditions = status["conditions"];
-  if (phase == "Failed" || (phase == "Completed" && VerdictFromName(verdict) == Verdict::kFailed)) {
+  if (phase == api::CanaryPhase::kFailed ||
+      (phase == api::CanaryPhase::kCompleted && VerdictFromName(verdict) == Verdict::kFailed)) {
     SetCondition(conditions, "Ready", "False", "Failed", explanation, generation, now_rfc3339);
     SetCondition(conditions, "Reconciling", "False", "Failed", "finished without a verdict",
                  generation, now_rfc3339);
     SetCondition(conditions, "Stalled", "True", "Failed", explanation, generation, now_rfc3339);
-  } else if (phase == "Completed") {
+  } else if (phase == api::CanaryPhase::kCompleted) {
     SetCondition(conditions, "Ready", "True", verdict.empty() ? "Completed" : verdict, explanation,
                  generation, now_rfc3339);
     SetCondition(conditions, "Reconciling", "False", "Completed", "the verdict is in", generation,
@@ -406,18 +419,19 @@ void SetCanaryConditions(json& status, int64_t generation, const std::string& no
     SetCondition(conditions, "Stalled", "False", "Completed", "the verdict is in", generation,
                  now_rfc3339);
   } else {
-    const std::string reason = phase.empty() ? "Pending" : phase;
+    const std::string reason = api::CanaryPhaseName(phase.value_or(api::CanaryPhase::kPending));
     std::string running;
     if (status.contains("variants") && status["variants"].is_array()) {
       for (const json& v : status["variants"]) {
-        if (Str(v, "phase") == "Running" || Str(v, "phase") == "Pending") {
+        if (RecordedPhase(v) == api::CanaryPhase::kRunning ||
+            RecordedPhase(v) == api::CanaryPhase::kPending) {
           running = Str(v, "name");
           break;
         }
       }
     }
     const std::string message =
-        phase == "Pending" && !explanation.empty()
+        phase == api::CanaryPhase::kPending && !explanation.empty()
             ? explanation
             : (running.empty() ? "no verdict yet" : "running variant " + running);
     SetCondition(conditions, "Ready", "False", reason, message, generation, now_rfc3339);

@@ -28,6 +28,14 @@ namespace allocguard::controllers {
 // status) reads as kFailed, which can only hold.
 std::optional<Verdict> RecordedVerdict(const nlohmann::json& object);
 
+// The phase an object records in its "phase" field (a ReplayCanary's status,
+// one of its status.variants): nullopt when it records none, or a name
+// allocguard does not write (then the canary is driven as not yet started).
+std::optional<api::CanaryPhase> RecordedPhase(const nlohmann::json& object);
+
+// Completed or Failed: a canary or variant that has ended.
+bool Ended(std::optional<api::CanaryPhase> phase);
+
 // One variant's Job as seen through the API.
 struct VariantObservation {
   std::string variant;

@@ -49,13 +49,11 @@ std::string Lower(std::string s) {
   return s;
 }
 
-bool Finished(const std::string& phase) { return phase == "Completed" || phase == "Failed"; }
-
 // Copies what a canary's status says into the answer.
 void ReadCanary(const json& canary, GateAnswer& a) {
   const json& status = Field(canary, "status");
   a.canary = Str(Field(canary, "metadata"), "name");
-  a.canary_phase = Str(status, "phase");
+  a.canary_phase = RecordedPhase(status);
   a.floor_slope = Str(status, "floorSlope");
   a.flat_variant = Str(status, "flatVariant");
   a.explanation = Str(status, "explanation");
@@ -81,12 +79,12 @@ std::string Found(const GateAnswer& a) {
 }
 
 bool CanaryFailed(const GateAnswer& a) {
-  return a.canary_phase == "Failed" || a.verdict == Verdict::kFailed;
+  return a.canary_phase == api::CanaryPhase::kFailed || a.verdict == Verdict::kFailed;
 }
 
 std::string WaitingForCanary(const GateAnswer& a) {
-  if (a.canary_phase.empty()) return "canary " + a.canary + " has not started";
-  return "canary " + a.canary + " is " + a.canary_phase;
+  if (!a.canary_phase.has_value()) return "canary " + a.canary + " has not started";
+  return "canary " + a.canary + " is " + api::CanaryPhaseName(*a.canary_phase);
 }
 
 }  // namespace
@@ -165,13 +163,13 @@ json GateAnswer::ToJson() const {
       {"rolloutMode", &rollout_mode},
       {"templateHash", &template_hash},
       {"canary", &canary},
-      {"canaryPhase", &canary_phase},
       {"floorSlope", &floor_slope},
       {"flatVariant", &flat_variant},
       {"explanation", &explanation}};
   for (const auto& [key, value] : optional_fields) {
     if (!value->empty()) j[key] = *value;
   }
+  if (canary_phase.has_value()) j["canaryPhase"] = api::CanaryPhaseName(*canary_phase);
   if (verdict.has_value()) j["verdict"] = VerdictName(*verdict);
   return j;
 }
@@ -181,9 +179,10 @@ GateAnswer AnswerCanaryGate(const json& canary) {
   ReadCanary(canary, a);
   a.policy = Str(Field(Field(canary, "spec"), "policyRef"), "name");
   a.template_hash = Str(Field(canary, "spec"), "templateHash");
-  if (!Finished(a.canary_phase)) {
+  if (!Ended(a.canary_phase)) {
     a.state = GateState::kWaiting;
-    a.reason = a.canary_phase.empty() ? "CanaryPending" : "Canary" + a.canary_phase;
+    a.reason = std::string("Canary") +
+               api::CanaryPhaseName(a.canary_phase.value_or(api::CanaryPhase::kPending));
     a.message = WaitingForCanary(a);
     return a;
   }
@@ -264,7 +263,7 @@ GateAnswer AnswerDeploymentGate(const json& deployment,
   a.canary = CanaryName(name, hash, CanaryPolicyKey(policy));
   std::optional<json> canary = canaries ? canaries(a.canary) : std::nullopt;
   if (canary.has_value()) ReadCanary(*canary, a);
-  const bool finished = canary.has_value() && Finished(a.canary_phase);
+  const bool finished = canary.has_value() && Ended(a.canary_phase);
 
   if (!held.empty() && held == hash && !paused &&
       HasAnnotation(deployment, api::kOverrideHoldAnnotation)) {

@@ -64,7 +64,7 @@ struct GateAnswer {
   std::string rollout_mode;
   std::string template_hash;
   std::string canary;
-  std::string canary_phase;
+  std::optional<api::CanaryPhase> canary_phase;  // status.phase; none when unknown
   std::optional<Verdict> verdict;  // status.verdict; one allocguard does not write is kFailed
   std::string floor_slope;
   std::string flat_variant;

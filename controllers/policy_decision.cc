@@ -145,9 +145,7 @@ PolicyActions DecidePolicyStatus(const PolicyInput& input) {
     const std::string held = Str(Field(meta, "annotations"), api::kHeldCandidateAnnotation);
     if (held.empty()) continue;
     auto it = canary_by_name.find(CanaryName(name, held, policy_key));
-    const std::string phase =
-        it == canary_by_name.end() ? "" : Str(Field(*it->second, "status"), "phase");
-    if (phase == "Completed" || phase == "Failed") {
+    if (it != canary_by_name.end() && Ended(RecordedPhase(Field(*it->second, "status")))) {
       const json& cs = Field(*it->second, "status");
       std::string why = name + " (template " + held + "): " + Str(cs, "verdict");
       if (!Str(cs, "floorSlope").empty()) why += " at " + Str(cs, "floorSlope");
@@ -165,8 +163,7 @@ PolicyActions DecidePolicyStatus(const PolicyInput& input) {
   // Verdicts of finished canaries, newest first.
   std::vector<json> verdicts;
   for (const json& c : input.canaries) {
-    const std::string phase = Str(Field(c, "status"), "phase");
-    if (phase == "Completed" || phase == "Failed") verdicts.push_back(VerdictEntry(c));
+    if (Ended(RecordedPhase(Field(c, "status")))) verdicts.push_back(VerdictEntry(c));
   }
   std::sort(verdicts.begin(), verdicts.end(), [](const json& a, const json& b) {
     return Str(a, "time") > Str(b, "time") ||

@@ -88,12 +88,13 @@ CanarySlots::Decision CanarySlots::TryAcquire(const std::string& key, const kube
   auto namespace_of = [](const std::string& k) { return SplitKey(k).first; };
   auto finished = [&](const std::string& k) {
     std::optional<json> c = canaries.Get(k);
-    const std::string phase = c.has_value() ? Str(Field(*c, "status"), "phase") : "";
-    return !c.has_value() || phase == "Completed" || phase == "Failed";
+    return !c.has_value() || Ended(RecordedPhase(Field(*c, "status")));
   };
   std::set<std::string> busy;
   for (const json& c : canaries.List()) {
-    if (Str(Field(c, "status"), "phase") == "Running") busy.insert(kube::ObjectKey(c));
+    if (RecordedPhase(Field(c, "status")) == api::CanaryPhase::kRunning) {
+      busy.insert(kube::ObjectKey(c));
+    }
   }
   for (auto it = started_.begin(); it != started_.end();) {
     if (finished(*it)) {
@@ -307,9 +308,9 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
   auto parsed = api::ParseReplayCanary(*object);
   if (!parsed.ok()) {
     json status = Field(*object, "status").is_object() ? (*object)["status"] : json::object();
-    if (status.value("phase", "") == "Failed") return ReconcileResult{};
-    status["phase"] = "Failed";
-    status["verdict"] = "Failed";
+    if (RecordedPhase(status) == api::CanaryPhase::kFailed) return ReconcileResult{};
+    status["phase"] = api::CanaryPhaseName(api::CanaryPhase::kFailed);
+    status["verdict"] = VerdictName(Verdict::kFailed);
     status["explanation"] = "invalid ReplayCanary: " + parsed.status().message();
     status["completionTime"] = now;
     const int64_t generation = kube::IntField(Field(*object, "metadata"), "generation");
@@ -364,7 +365,7 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
 
   // A canary that has no Job running yet waits while the cluster-wide limit
   // of running canaries is reached.
-  const bool starting = Str(Field(*object, "status"), "phase") != "Running";
+  const bool starting = RecordedPhase(Field(*object, "status")) != api::CanaryPhase::kRunning;
   CanarySlots::Decision slot;
   if (actions.create_job_for_variant.has_value() && starting) {
     slot = ctx_.canary_slots->TryAcquire(key, *ctx_.canaries, ctx_.max_concurrent_canaries,
@@ -381,9 +382,9 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
              ", whose limit is " + std::to_string(ctx_.max_concurrent_canaries_per_namespace) +
              " (--max-concurrent-canaries-per-namespace)";
     }
-    if (Str(status, "phase") != "Pending" || Str(status, "explanation") != why ||
+    if (RecordedPhase(status) != api::CanaryPhase::kPending || Str(status, "explanation") != why ||
         kube::IntField(status, "queuePosition") != slot.position) {
-      status["phase"] = "Pending";
+      status["phase"] = api::CanaryPhaseName(api::CanaryPhase::kPending);
       status["explanation"] = why;
       status["queuePosition"] = slot.position;
       SetCanaryConditions(status, canary.generation, now);
@@ -393,12 +394,12 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
   }
 
   json status = actions.status;
-  if (Str(status, "phase") == "Running" && status.contains("explanation") &&
-      !status.contains("verdict")) {
+  const bool running = RecordedPhase(status) == api::CanaryPhase::kRunning;
+  if (running && status.contains("explanation") && !status.contains("verdict")) {
     status.erase("explanation");  // the "queued" note of a canary that now runs
     actions.status_changed = true;
   }
-  if (Str(status, "phase") == "Running" && status.contains("queuePosition")) {
+  if (running && status.contains("queuePosition")) {
     status.erase("queuePosition");
     actions.status_changed = true;
   }
@@ -423,9 +424,9 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
     if (!built.ok()) {
       // A template the operator cannot turn into a Job: the variant fails.
       for (json& v : status["variants"]) {
-        if (v.value("name", "") != variant) continue;
-        v["phase"] = "Failed";
-        v["verdict"] = "Failed";
+        if (Str(v, "name") != variant) continue;
+        v["phase"] = api::CanaryPhaseName(api::CanaryPhase::kFailed);
+        v["verdict"] = VerdictName(Verdict::kFailed);
         v["message"] = "cannot build the canary Job: " + built.status().message();
       }
       actions.status_changed = true;

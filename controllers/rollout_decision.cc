@@ -25,11 +25,6 @@ std::string Annotation(const json& object, const char* key) {
   return (*annotations)[key].get<std::string>();
 }
 
-std::string CanaryPhase(const json& canary) {
-  if (!canary.contains("status") || !canary["status"].is_object()) return "";
-  return canary["status"].value("phase", "");
-}
-
 std::string CanaryStatusString(const json& canary, const char* key) {
   if (!canary.contains("status") || !canary["status"].is_object()) return "";
   const json& s = canary["status"];
@@ -269,8 +264,7 @@ RolloutActions DecideRollout(const RolloutInput& input) {
     return out;
   }
   const json& canary = *input.canary;
-  const std::string phase = CanaryPhase(canary);
-  if (phase != "Completed" && phase != "Failed") {
+  if (!Ended(RecordedPhase(kube::FieldOrNull(canary, "status")))) {
     out.skip_reason = "canary " + canary_name + " is running";
     return out;
   }

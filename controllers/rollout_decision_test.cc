@@ -303,5 +303,33 @@ TEST(DecideRolloutTest, APolicySwitchOfAHeldTemplateStartsANewCanary) {
             CanaryName("web", Hash(), CanaryPolicyKey(glibc)));
 }
 
+// A canary status another writer gave fields of other types: the rollout
+// reconciler neither throws (it runs on a worker thread) nor releases.
+TEST(DecideRolloutTest, ACanaryStatusOfOtherTypesNeitherThrowsNorReleases) {
+  const json held = {{api::kHeldCandidateAnnotation, Hash()}};
+  for (const json& status :
+       {json{{"phase", 5}, {"verdict", "Flat"}}, json{{"phase", {{"a", 1}}}, {"verdict", {1}}},
+        json{{"phase", "Completed"}, {"verdict", 7}}, json("Completed")}) {
+    json canary = Canary("Completed", "Flat");
+    canary["status"] = status;
+    RolloutInput in{Deployment(held, true), Policy(api::RolloutMode::kEnforce), canary, Hash()};
+    RolloutActions a;
+    ASSERT_NO_THROW(a = DecideRollout(in)) << status.dump();
+    EXPECT_NE(a.event_reason, "RolloutReleased") << status.dump();
+  }
+}
+
+TEST(RecordedPhaseTest, NamesAllocguardWritesAndNothingElse) {
+  EXPECT_EQ(RecordedPhase(json{{"phase", "Running"}}), api::CanaryPhase::kRunning);
+  EXPECT_EQ(RecordedPhase(json{{"phase", "Failed"}}), api::CanaryPhase::kFailed);
+  EXPECT_EQ(RecordedPhase(json{{"phase", "running"}}), std::nullopt);
+  EXPECT_EQ(RecordedPhase(json{{"phase", 3}}), std::nullopt);
+  EXPECT_EQ(RecordedPhase(json::object()), std::nullopt);
+  EXPECT_TRUE(Ended(api::CanaryPhase::kCompleted));
+  EXPECT_TRUE(Ended(api::CanaryPhase::kFailed));
+  EXPECT_FALSE(Ended(api::CanaryPhase::kRunning));
+  EXPECT_FALSE(Ended(std::nullopt));
+}
+
 }  // namespace
 }  // namespace allocguard::controllers

@@ -31,6 +31,28 @@ std::string RolloutModeName(RolloutMode mode) {
   return "unknown";
 }
 
+const char* CanaryPhaseName(CanaryPhase phase) {
+  switch (phase) {
+    case CanaryPhase::kPending:
+      return "Pending";
+    case CanaryPhase::kRunning:
+      return "Running";
+    case CanaryPhase::kCompleted:
+      return "Completed";
+    case CanaryPhase::kFailed:
+      return "Failed";
+  }
+  return "Unknown";
+}
+
+std::optional<CanaryPhase> CanaryPhaseFromName(std::string_view name) {
+  for (CanaryPhase p : {CanaryPhase::kPending, CanaryPhase::kRunning, CanaryPhase::kCompleted,
+                        CanaryPhase::kFailed}) {
+    if (name == CanaryPhaseName(p)) return p;
+  }
+  return std::nullopt;
+}
+
 std::string GuardActionName(GuardAction action) {
   switch (action) {
     case GuardAction::kNone:

@@ -191,6 +191,13 @@ struct ReplayCanary {
   bool operator==(const ReplayCanary&) const = default;
 };
 
+// status.phase of a ReplayCanary, and of each entry of its status.variants.
+// Completed and Failed are final: nothing changes a canary afterwards.
+enum class CanaryPhase { kPending, kRunning, kCompleted, kFailed };
+const char* CanaryPhaseName(CanaryPhase phase);  // "Pending", "Running", ...
+// The phase a name written by CanaryPhaseName stands for; nullopt otherwise.
+std::optional<CanaryPhase> CanaryPhaseFromName(std::string_view name);
+
 std::string AllocatorName(Allocator allocator);   // "jemalloc"
 std::string RolloutModeName(RolloutMode mode);    // "Enforce"
 std::string GuardActionName(GuardAction action);  // "Backpressure"
