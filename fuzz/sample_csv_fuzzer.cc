@@ -6,6 +6,7 @@
 // nothing throws (the CLI has no handler for an exception here); every error
 // has a message; the JSON output parses.
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -45,6 +46,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     replay::JudgeSettings settings;
     NoThrow("JudgeSettings::FromHeader", [&] { settings.FromHeader(*run); });
+    // The judge's look plan costs time in proportion to its looks, and a
+    // header may plan up to a day of them (over a second each under ASan);
+    // the same code plans an hour. Bounded here so that the fuzzer spends its
+    // executions on the parser and the analysis: at most 60 planned minutes.
+    settings.max_minutes = std::min(settings.max_minutes, 60);
+    settings.warmup_minutes = std::min(settings.warmup_minutes, settings.max_minutes);
     // As the CLI reads the planned duration.
     try {
       planned = std::max(planned, std::chrono::seconds(std::stoll(run->Header("duration_s", "0"))));
