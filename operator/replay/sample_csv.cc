@@ -166,6 +166,13 @@ Result<CsvRun> ParseSampleCsv(const std::string& text) {
     SampleRow r;
     auto& m = r.memory;
     AG_ASSIGN_OR_RETURN(m.t_seconds, Real(cells[0], line_no, "t_s"));
+    // About three years: beyond any run, and its minutes still fit an int
+    // (the analysis counts minutes in ints; 1.7e26 s was undefined behaviour).
+    constexpr double kMaxSampleSeconds = 1e8;
+    if (!(m.t_seconds >= 0 && m.t_seconds <= kMaxSampleSeconds)) {
+      return InvalidArgument("line " + std::to_string(line_no) + ": column t_s is \"" + cells[0] +
+                             "\", not a time from 0 to 1e8 seconds");
+    }
     AG_ASSIGN_OR_RETURN(m.anon_bytes, Int(cells[1], line_no, "anon_bytes"));
     AG_ASSIGN_OR_RETURN(m.rss_bytes, Int(cells[2], line_no, "rss_bytes"));
     AG_ASSIGN_OR_RETURN(m.cgroup_anon_bytes, OptInt(cells[3], line_no, "cg_anon_bytes"));

@@ -85,6 +85,23 @@ TEST(SampleCsvTest, MalformedRowNamesLineAndColumn) {
   EXPECT_EQ(run.status().message(), "line 3: column anon_bytes is \"lots\", not an integer");
 }
 
+// Found by fuzz/sample_csv_fuzzer (UBSan): a row at t_s 1e28 with a new OOM
+// kill made the analysis convert 1.7e26 minutes to an int. Times outside 0
+// to 1e8 s (about three years), and ones that are not finite, are refused.
+TEST(SampleCsvTest, ATimeOutsideAnyRunIsRefused) {
+  const std::string columns =
+      "t_s,anon_bytes,rss_bytes,cg_anon_bytes,cg_dirty_bytes,cg_writeback_bytes,cg_usage_bytes,"
+      "judged_bytes,cpu_s,processes,threads,released,sent,completed,late,errors,in_flight,"
+      "oom_kills\n0.000,1,1,,,,,1,0.00,1,1,0,0,0,0,0,0,0\n";
+  for (const char* t : {"1e28", "-2.000", "nan", "inf", "100000000.5"}) {
+    auto run = ParseSampleCsv(columns + t + ",1,1,,,,,1,0.00,1,1,0,0,0,0,0,0,1\n");
+    ASSERT_FALSE(run.ok()) << t;
+    EXPECT_EQ(run.status().message(),
+              "line 3: column t_s is \"" + std::string(t) + "\", not a time from 0 to 1e8 seconds");
+  }
+  EXPECT_TRUE(ParseSampleCsv(columns + "100000000,1,1,,,,,1,0.00,1,1,0,0,0,0,0,0,1\n").ok());
+}
+
 TEST(SampleCsvTest, CrlfLineEndingsAreAccepted) {
   std::string text =
       "# variant: x\r\n"
