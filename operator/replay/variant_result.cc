@@ -97,6 +97,19 @@ memory::FloorJudgement JudgeMinuteByMinute(std::span<const memory::MinuteFloor> 
   return j;
 }
 
+namespace {
+
+// The minute an event names ("oom: minute 7"), when it is one: a number from
+// 0 to what an int holds (5.6e77 from a damaged file was undefined behaviour
+// to convert, found by fuzz/sample_csv_fuzzer).
+std::optional<int> EventMinute(const std::string& text) {
+  double m;
+  if (!ParseDouble(text, &m) || !(m >= 0 && m <= INT_MAX)) return std::nullopt;
+  return static_cast<int>(m);
+}
+
+}  // namespace
+
 VariantResult AnalyzeRun(const CsvRun& run, const JudgeSettings& settings, bool finished) {
   VariantResult r;
   r.variant = run.Header("variant", "unnamed");
@@ -126,13 +139,9 @@ VariantResult AnalyzeRun(const CsvRun& run, const JudgeSettings& settings, bool 
   }
   for (const std::string& e : run.events) {
     if (e.rfind("failed: ", 0) == 0 && !r.failure) r.failure = e.substr(8);
-    if (e.rfind("oom: minute ", 0) == 0 && !r.oom_minute) {
-      double m;
-      if (ParseDouble(e.substr(12), &m)) r.oom_minute = static_cast<int>(m);
-    }
+    if (e.rfind("oom: minute ", 0) == 0 && !r.oom_minute) r.oom_minute = EventMinute(e.substr(12));
     if (e.rfind("exited: minute ", 0) == 0 && !r.exit_minute) {
-      double m;
-      if (ParseDouble(e.substr(15), &m)) r.exit_minute = static_cast<int>(m);
+      r.exit_minute = EventMinute(e.substr(15));
     }
     if (e.rfind("latency: ", 0) == 0) {
       std::istringstream in(e.substr(9));

@@ -100,6 +100,22 @@ TEST(AnalyzeRunTest, ExitEventGivesTheMinuteTheWorkloadDisappeared) {
   EXPECT_FALSE(AnalyzeRun(SampledRun(4, 0), JudgeSettings{}, true).exit_minute.has_value());
 }
 
+// Found by fuzz/sample_csv_fuzzer (UBSan): "oom: minute 5.6e77" was
+// converted to an int. A minute outside what an int holds is no minute.
+TEST(AnalyzeRunTest, AnEventMinuteNoIntHoldsIsIgnored) {
+  for (const char* minute : {"5.6e77", "-1", "nan", "3e9"}) {
+    CsvRun run = SampledRun(4, 0);
+    run.events.push_back(std::string("oom: minute ") + minute);
+    run.events.push_back(std::string("exited: minute ") + minute);
+    VariantResult r = AnalyzeRun(run, JudgeSettings{}, true);
+    EXPECT_FALSE(r.oom_minute.has_value()) << minute;
+    EXPECT_FALSE(r.exit_minute.has_value()) << minute;
+  }
+  CsvRun run = SampledRun(4, 0);
+  run.events.push_back("oom: minute 2");
+  EXPECT_EQ(AnalyzeRun(run, JudgeSettings{}, true).oom_minute, 2);
+}
+
 TEST(AnalyzeRunTest, LatencyEventIsRead) {
   CsvRun run = SampledRun(2, 0);
   run.events.push_back("latency: p50_ms=12.5 p99_ms=80.0 max_ms=100.0");
