@@ -59,14 +59,12 @@ void ReadCanary(const json& canary, GateAnswer& a) {
   a.explanation = Str(status, "explanation");
   // A verdict allocguard does not write (an edited status) is Failed: it
   // can only hold, and the explanation says why.
-  const std::string verdict = Str(status, "verdict");
   a.verdict = RecordedVerdict(status);
-  if (!verdict.empty()) {
-    if (!VerdictFromName(verdict).has_value()) {
-      a.explanation = "the canary's status has verdict \"" + verdict +
-                      "\", which allocguard does not write" +
-                      (a.explanation.empty() ? "" : "; " + a.explanation);
-    }
+  const std::string verdict = Str(status, "verdict");
+  if (a.verdict.has_value() && VerdictName(*a.verdict) != verdict) {
+    a.explanation = "the canary's status has verdict \"" + verdict +
+                    "\", which allocguard does not write" +
+                    (a.explanation.empty() ? "" : "; " + a.explanation);
   }
 }
 

@@ -22,7 +22,6 @@ runs= label=
 if [[ ${1:-} == --runs ]]; then
   runs=${2:-}
   shift 2 || true
-  seconds=0
   if [[ ! $runs =~ ^[0-9]+$ ]]; then
     echo "usage: scripts/fuzz.sh --runs executions-per-target [target...]" >&2
     exit 2
