@@ -28,49 +28,41 @@ const auto& Str = kube::StringField;
 constexpr char kCandidate[] = "candidate";
 constexpr double kBytesPerMiB = 1024.0 * 1024.0;
 
-const json* FindVariantStatus(const json& status, const std::string& name) {
-  if (!status.is_object() || !status.contains("variants") || !status["variants"].is_array()) {
-    return nullptr;
-  }
-  for (const json& v : status["variants"]) {
-    if (Str(v, "name") == name) return &v;
-  }
-  return nullptr;
-}
-
-bool IsRecorded(const json* variant_status) {
-  if (variant_status == nullptr) return false;
-  return Ended(RecordedPhase(*variant_status));
+bool IsRecorded(const api::VariantStatus* variant_status) {
+  return variant_status != nullptr && Ended(variant_status->phase);
 }
 
 // The status entry for a variant whose run ended.
-json RecordedVariant(const std::string& name, const std::string& allocator,
-                     const VariantObservation& obs) {
-  json v = {{"name", name}, {"allocator", allocator}, {"job", obs.job_name}};
+api::VariantStatus RecordedVariant(const std::string& name, const std::string& allocator,
+                                   const VariantObservation& obs) {
+  api::VariantStatus v;
+  v.name = name;
+  v.allocator = allocator;
+  v.job = obs.job_name;
   if (obs.result.has_value()) {
     const replay::CanaryResult& r = *obs.result;
-    v["floorsMiB"] = r.floors_mib;
+    v.floors_mib = r.floors_mib;
     // NaN (too few floors to fit) is left out: status numbers must be finite.
-    auto set_finite = [&v](const char* key, double x) {
-      if (std::isfinite(x)) v[key] = x;
+    auto finite = [](double x) {
+      return std::isfinite(x) ? std::optional<double>(x) : std::nullopt;
     };
-    set_finite("floorSlopeGiBPerHour", r.slope_gib_per_hour);
-    set_finite("slopeLowGiBPerHour", r.slope_low);
-    set_finite("slopeHighGiBPerHour", r.slope_high);
-    set_finite("peakMiB", r.peak_mib);
-    v["recommendedLimitMiB"] =
-        memory::RecommendedLimitBytes(r.peak_mib * kBytesPerMiB) / kBytesPerMiB;
-    v["requests"] = r.requests;
-    v["errors"] = r.errors;
-    v["late"] = r.late;
+    v.floor_slope_gib_per_hour = finite(r.slope_gib_per_hour);
+    v.slope_low_gib_per_hour = finite(r.slope_low);
+    v.slope_high_gib_per_hour = finite(r.slope_high);
+    v.peak_mib = finite(r.peak_mib);
+    v.recommended_limit_mib =
+        finite(memory::RecommendedLimitBytes(r.peak_mib * kBytesPerMiB) / kBytesPerMiB);
+    v.requests = r.requests;
+    v.errors = r.errors;
+    v.late = r.late;
   }
   Verdict verdict = Verdict::kFailed;
   std::string message;
   if (obs.workload_oom_killed) {
     verdict = Verdict::kOOMKilled;
-    v["oomKilled"] = true;
+    v.oom_killed = true;
     if (obs.result.has_value() && obs.result->workload_exited) {
-      v["oomMinute"] = obs.result->exit_minute;
+      v.oom_minute = obs.result->exit_minute;
       message = "the workload was OOM-killed in minute " + std::to_string(obs.result->exit_minute);
     } else {
       message = "the workload was OOM-killed";
@@ -78,7 +70,7 @@ json RecordedVariant(const std::string& name, const std::string& allocator,
   } else if (obs.workload_start_failure.has_value()) {
     // Whatever the driver reported afterwards, nothing was measured.
     verdict = Verdict::kFailed;
-    v["startFailure"] = *obs.workload_start_failure;
+    v.start_failure = *obs.workload_start_failure;
     message = "the workload did not start under " + allocator + ": " + *obs.workload_start_failure;
   } else if (obs.result.has_value()) {
     verdict = obs.result->verdict;
@@ -88,31 +80,25 @@ json RecordedVariant(const std::string& name, const std::string& allocator,
   } else {
     message = obs.job_failure.value_or("the canary Job ended without a result");
   }
-  v["verdict"] = VerdictName(verdict);
-  v["phase"] = api::CanaryPhaseName(verdict == Verdict::kFailed ? api::CanaryPhase::kFailed
-                                                                : api::CanaryPhase::kCompleted);
-  v["message"] = message;
+  v.verdict = verdict;
+  v.phase = verdict == Verdict::kFailed ? api::CanaryPhase::kFailed : api::CanaryPhase::kCompleted;
+  v.message = message;
   return v;
 }
 
-void SetVariantStatus(json& status, const json& entry) {
-  if (!status.contains("variants") || !status["variants"].is_array()) {
-    status["variants"] = json::array();
+void SetVariantStatus(api::ReplayCanaryStatus& status, const api::VariantStatus& entry) {
+  if (api::VariantStatus* v = status.FindVariant(entry.name)) {
+    *v = entry;
+  } else {
+    status.variants.push_back(entry);
   }
-  for (json& v : status["variants"]) {
-    if (Str(v, "name") == Str(entry, "name")) {
-      v = entry;
-      return;
-    }
-  }
-  status["variants"].push_back(entry);
 }
 
 // The earliest-listed reusable measurement with this key, if any.
 const EarlierMeasurement* FindEarlier(const CanaryInput& input, const std::string& key) {
   for (const EarlierMeasurement& m : input.earlier) {
     if (m.canary != input.canary.name && ReusableMeasurement(m.variant) &&
-        Str(m.variant, "measurementKey") == key) {
+        m.variant.measurement_key == key) {
       return &m;
     }
   }
@@ -127,10 +113,6 @@ const VariantObservation* FindObservation(const CanaryInput& input, const std::s
 }
 
 }  // namespace
-
-std::optional<api::CanaryPhase> RecordedPhase(const json& object) {
-  return api::CanaryPhaseFromName(Str(object, "phase"));
-}
 
 bool Ended(std::optional<api::CanaryPhase> phase) {
   return phase == api::CanaryPhase::kCompleted || phase == api::CanaryPhase::kFailed;
@@ -172,10 +154,10 @@ std::string MeasurementKey(const api::ReplayCanary& canary, const std::string& v
   return api::ContentHash(key.dump());
 }
 
-bool ReusableMeasurement(const json& variant_status) {
-  if (RecordedPhase(variant_status) != api::CanaryPhase::kCompleted) return false;
-  if (Str(variant_status, "measurementKey").empty()) return false;
-  const std::optional<Verdict> verdict = RecordedVerdict(variant_status);
+bool ReusableMeasurement(const api::VariantStatus& variant_status) {
+  if (variant_status.phase != api::CanaryPhase::kCompleted) return false;
+  if (variant_status.measurement_key.empty()) return false;
+  const std::optional<Verdict> verdict = variant_status.verdict;
   return verdict == Verdict::kFlat || verdict == Verdict::kRatchet ||
          verdict == Verdict::kOOMKilled || verdict == Verdict::kErrors;
 }
@@ -275,11 +257,10 @@ VariantObservation ObserveVariant(const std::string& variant, const std::string&
 
 CanaryActions DecideCanary(const CanaryInput& input) {
   CanaryActions out;
-  json status = input.status.is_object() ? input.status : json::object();
-  const json before = status;
+  api::ReplayCanaryStatus status = input.status;
   const api::ReplayCanary& canary = input.canary;
 
-  if (Ended(RecordedPhase(status))) {
+  if (Ended(status.phase)) {
     // Finished: only clean up Jobs a crash may have left behind.
     for (const VariantObservation& o : input.observations) {
       if (o.job_exists) out.delete_jobs.push_back(o.job_name);
@@ -289,13 +270,13 @@ CanaryActions DecideCanary(const CanaryInput& input) {
     return out;
   }
 
-  if (!status.contains("startTime")) status["startTime"] = input.now_rfc3339;
-  status["observedGeneration"] = canary.generation;
+  if (status.start_time.empty()) status.start_time = input.now_rfc3339;
+  status.observed_generation = canary.generation;
 
   const std::vector<std::string> order = VariantOrder(canary);
   bool waiting = false;  // a variant is running: later ones wait
   for (const std::string& name : order) {
-    const json* recorded = FindVariantStatus(status, name);
+    const api::VariantStatus* recorded = status.FindVariant(name);
     const VariantObservation* obs = FindObservation(input, name);
     if (IsRecorded(recorded)) {
       if (obs != nullptr && obs->job_exists) out.delete_jobs.push_back(obs->job_name);
@@ -306,18 +287,19 @@ CanaryActions DecideCanary(const CanaryInput& input) {
     const std::string key = MeasurementKey(canary, name, input.containers);
     if (obs == nullptr || !obs->job_exists) {
       if (const EarlierMeasurement* earlier = FindEarlier(input, key)) {
-        json entry = earlier->variant;
-        entry["name"] = name;
-        entry.erase("job");
-        if (!entry.contains("reusedFrom")) entry["reusedFrom"] = earlier->canary;
+        api::VariantStatus entry = earlier->variant;
+        entry.name = name;
+        entry.job.clear();
+        if (entry.reused_from.empty()) entry.reused_from = earlier->canary;
         SetVariantStatus(status, entry);
-        if (!status.contains("arenaLimit") && earlier->arena_limit.is_object() &&
+        if (!status.arena_limit.has_value() && earlier->arena_limit.has_value() &&
             VariantAllocator(canary, name).name == api::Allocator::kGlibc) {
-          status["arenaLimit"] = earlier->arena_limit;
+          status.arena_limit = earlier->arena_limit;
         }
-        out.events.push_back({Str(entry, "verdict") != VerdictName(Verdict::kFlat), "VariantReused",
-                              "variant " + name + " (" + allocator + "): " + Str(entry, "verdict") +
-                                  ", measured by canary " + Str(entry, "reusedFrom") +
+        const std::string verdict = api::RecordedVerdictName(entry.verdict, entry.unknown_verdict);
+        out.events.push_back({entry.verdict != Verdict::kFlat, "VariantReused",
+                              "variant " + name + " (" + allocator + "): " + verdict +
+                                  ", measured by canary " + entry.reused_from +
                                   " with identical inputs; not run again"});
         continue;
       }
@@ -327,32 +309,32 @@ CanaryActions DecideCanary(const CanaryInput& input) {
         (obs->result.has_value() || obs->result_error.has_value() || obs->job_failure.has_value() ||
          obs->workload_oom_killed || obs->workload_start_failure.has_value());
     if (ended) {
-      json entry = RecordedVariant(name, allocator, *obs);
-      entry["measurementKey"] = key;
+      api::VariantStatus entry = RecordedVariant(name, allocator, *obs);
+      entry.measurement_key = key;
       SetVariantStatus(status, entry);
       out.delete_jobs.push_back(obs->job_name);
-      out.events.push_back({Str(entry, "verdict") != VerdictName(Verdict::kFlat), "VariantFinished",
-                            "variant " + name + " (" + allocator + "): " + Str(entry, "verdict") +
-                                " — " + Str(entry, "message")});
+      out.events.push_back({entry.verdict != Verdict::kFlat, "VariantFinished",
+                            "variant " + name + " (" + allocator +
+                                "): " + VerdictName(entry.verdict.value_or(Verdict::kFailed)) +
+                                " — " + entry.message});
       continue;
     }
+    api::VariantStatus entry;
+    entry.name = name;
+    entry.allocator = allocator;
     if (obs != nullptr && obs->job_exists) {
-      json entry = {{"name", name},
-                    {"allocator", allocator},
-                    {"job", obs->job_name},
-                    {"phase", api::CanaryPhaseName(api::CanaryPhase::kRunning)}};
-      if (obs->pod_problem.has_value()) entry["message"] = *obs->pod_problem;
-      SetVariantStatus(status, entry);
+      entry.job = obs->job_name;
+      entry.phase = api::CanaryPhase::kRunning;
+      if (obs->pod_problem.has_value()) entry.message = *obs->pod_problem;
     } else {
-      SetVariantStatus(status, {{"name", name},
-                                {"allocator", allocator},
-                                {"phase", api::CanaryPhaseName(api::CanaryPhase::kPending)}});
+      entry.phase = api::CanaryPhase::kPending;
       out.create_job_for_variant = name;
       out.events.push_back({false, "VariantStarted",
                             "running variant " + name + " (" + allocator + ") for " +
                                 std::to_string(canary.spec.canary.duration.count()) + "s"});
     }
-    status["phase"] = api::CanaryPhaseName(api::CanaryPhase::kRunning);
+    SetVariantStatus(status, entry);
+    status.phase = api::CanaryPhase::kRunning;
     waiting = true;
   }
 
@@ -361,82 +343,83 @@ CanaryActions DecideCanary(const CanaryInput& input) {
     std::vector<memory::NamedVerdict> verdicts;
     std::string unreadable;
     for (const std::string& name : order) {
-      const json* v = FindVariantStatus(status, name);
+      const api::VariantStatus& v = *status.FindVariant(name);
       // A recorded verdict allocguard does not write (the status was edited,
       // or written by another version) counts as Failed, and says so.
-      const std::optional<Verdict> verdict = VerdictFromName(Str(*v, "verdict"));
-      if (!verdict.has_value()) {
-        unreadable += "; variant " + name + " has a recorded verdict \"" + Str(*v, "verdict") +
+      if (!v.unknown_verdict.empty() || !v.verdict.has_value()) {
+        unreadable += "; variant " + name + " has a recorded verdict \"" + v.unknown_verdict +
                       "\" that allocguard does not write";
       }
-      verdicts.push_back({name, Str(*v, "allocator"), verdict.value_or(Verdict::kFailed)});
+      const Verdict verdict =
+          v.unknown_verdict.empty() ? v.verdict.value_or(Verdict::kFailed) : Verdict::kFailed;
+      verdicts.push_back({name, v.allocator, verdict});
     }
     memory::OverallVerdict overall = memory::ClassifyVariants(verdicts);
     overall.explanation += unreadable;
     for (const std::string& name : order) {
-      const json* v = FindVariantStatus(status, name);
-      if (!Str(*v, "startFailure").empty()) {
-        overall.explanation += "; variant " + name + " (" + Str(*v, "allocator") +
-                               ") did not start: " + Str(*v, "startFailure");
+      const api::VariantStatus& v = *status.FindVariant(name);
+      if (!v.start_failure.empty()) {
+        overall.explanation +=
+            "; variant " + name + " (" + v.allocator + ") did not start: " + v.start_failure;
       }
     }
-    const json* candidate = FindVariantStatus(status, kCandidate);
-    status["phase"] = api::CanaryPhaseName(api::CanaryPhase::kCompleted);
-    status["verdict"] = VerdictName(overall.verdict);
-    status["explanation"] = overall.explanation;
-    if (const json& slope = Field(*candidate, "floorSlopeGiBPerHour"); slope.is_number()) {
-      status["floorSlope"] = memory::FormatSlope(slope.get<double>());
+    const api::VariantStatus& candidate = *status.FindVariant(kCandidate);
+    status.phase = api::CanaryPhase::kCompleted;
+    status.verdict = overall.verdict;
+    status.unknown_verdict.clear();
+    status.explanation = overall.explanation;
+    if (candidate.floor_slope_gib_per_hour.has_value()) {
+      status.floor_slope = memory::FormatSlope(*candidate.floor_slope_gib_per_hour);
     }
-    if (!overall.flat_variants.empty()) status["flatVariant"] = overall.flat_variants.front();
-    status["completionTime"] = input.now_rfc3339;
+    if (!overall.flat_variants.empty()) status.flat_variant = overall.flat_variants.front();
+    status.completion_time = input.now_rfc3339;
     out.finished = true;
     out.events.push_back({overall.verdict != Verdict::kFlat, "CanaryFinished",
                           VerdictName(overall.verdict) + (": " + overall.explanation)});
   }
 
   SetCanaryConditions(status, canary.generation, input.now_rfc3339);
-  out.status = status;
-  out.status_changed = status != before;
+  out.status_changed = status != input.status;
+  out.status = std::move(status);
   return out;
 }
 
-void SetCanaryConditions(json& status, int64_t generation, const std::string& now_rfc3339) {
-  const std::optional<api::CanaryPhase> phase = RecordedPhase(status);
-  const std::string verdict = Str(status, "verdict");
-  const std::string explanation = Str(status, "explanation");
-  json& conditions = status["conditions"];
+void SetCanaryConditions(api::ReplayCanaryStatus& status, int64_t generation,
+                         const std::string& now_rfc3339) {
+  const std::optional<api::CanaryPhase> phase = status.phase;
+  const std::string verdict = api::RecordedVerdictName(status.verdict, status.unknown_verdict);
+  const std::string& explanation = status.explanation;
+  std::vector<api::Condition>& conditions = status.conditions;
   if (phase == api::CanaryPhase::kFailed ||
       (phase == api::CanaryPhase::kCompleted && VerdictFromName(verdict) == Verdict::kFailed)) {
-    SetCondition(conditions, "Ready", "False", "Failed", explanation, generation, now_rfc3339);
-    SetCondition(conditions, "Reconciling", "False", "Failed", "finished without a verdict",
-                 generation, now_rfc3339);
-    SetCondition(conditions, "Stalled", "True", "Failed", explanation, generation, now_rfc3339);
+    api::SetCondition(conditions, "Ready", "False", "Failed", explanation, generation, now_rfc3339);
+    api::SetCondition(conditions, "Reconciling", "False", "Failed", "finished without a verdict",
+                      generation, now_rfc3339);
+    api::SetCondition(conditions, "Stalled", "True", "Failed", explanation, generation,
+                      now_rfc3339);
   } else if (phase == api::CanaryPhase::kCompleted) {
-    SetCondition(conditions, "Ready", "True", verdict.empty() ? "Completed" : verdict, explanation,
-                 generation, now_rfc3339);
-    SetCondition(conditions, "Reconciling", "False", "Completed", "the verdict is in", generation,
-                 now_rfc3339);
-    SetCondition(conditions, "Stalled", "False", "Completed", "the verdict is in", generation,
-                 now_rfc3339);
+    api::SetCondition(conditions, "Ready", "True", verdict.empty() ? "Completed" : verdict,
+                      explanation, generation, now_rfc3339);
+    api::SetCondition(conditions, "Reconciling", "False", "Completed", "the verdict is in",
+                      generation, now_rfc3339);
+    api::SetCondition(conditions, "Stalled", "False", "Completed", "the verdict is in", generation,
+                      now_rfc3339);
   } else {
     const std::string reason = api::CanaryPhaseName(phase.value_or(api::CanaryPhase::kPending));
     std::string running;
-    if (status.contains("variants") && status["variants"].is_array()) {
-      for (const json& v : status["variants"]) {
-        if (RecordedPhase(v) == api::CanaryPhase::kRunning ||
-            RecordedPhase(v) == api::CanaryPhase::kPending) {
-          running = Str(v, "name");
-          break;
-        }
+    for (const api::VariantStatus& v : status.variants) {
+      if (v.phase == api::CanaryPhase::kRunning || v.phase == api::CanaryPhase::kPending) {
+        running = v.name;
+        break;
       }
     }
     const std::string message =
         phase == api::CanaryPhase::kPending && !explanation.empty()
             ? explanation
             : (running.empty() ? "no verdict yet" : "running variant " + running);
-    SetCondition(conditions, "Ready", "False", reason, message, generation, now_rfc3339);
-    SetCondition(conditions, "Reconciling", "True", reason, message, generation, now_rfc3339);
-    SetCondition(conditions, "Stalled", "False", reason, message, generation, now_rfc3339);
+    api::SetCondition(conditions, "Ready", "False", reason, message, generation, now_rfc3339);
+    api::SetCondition(conditions, "Reconciling", "True", reason, message, generation, now_rfc3339);
+    api::SetCondition(conditions, "Stalled", "False", reason, message, generation, now_rfc3339);
   }
 }
 

@@ -16,22 +16,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "operator/api/canary_status.h"
 #include "operator/api/types.h"
 #include "operator/common/verdict.h"
 #include "operator/replay/canary_result.h"
 
 namespace allocguard::controllers {
 
-// The verdict an object records in its "verdict" field (a ReplayCanary's
-// status, one of its status.variants, a policy's status.verdicts entry):
+// The verdict an object records in its "verdict" field (a policy's
+// status.verdicts entry; a ReplayCanary's status is read by
+// api::ParseReplayCanaryStatus, which reads verdicts the same way):
 // nullopt when it records none; a name allocguard does not write (an edited
 // status) reads as kFailed, which can only hold.
 std::optional<Verdict> RecordedVerdict(const nlohmann::json& object);
-
-// The phase an object records in its "phase" field (a ReplayCanary's status,
-// one of its status.variants): nullopt when it records none, or a name
-// allocguard does not write (then the canary is driven as not yet started).
-std::optional<api::CanaryPhase> RecordedPhase(const nlohmann::json& object);
 
 // Completed or Failed: a canary or variant that has ended.
 bool Ended(std::optional<api::CanaryPhase> phase);
@@ -69,13 +66,15 @@ VariantObservation ObserveVariant(const std::string& variant, const std::string&
 // A variant result recorded in another ReplayCanary's status.
 struct EarlierMeasurement {
   std::string canary;          // the ReplayCanary that ran it
-  nlohmann::json variant;      // its status.variants entry, with "measurementKey"
-  nlohmann::json arena_limit;  // that canary's status.arenaLimit (may be null)
+  api::VariantStatus variant;  // its status.variants entry, with its measurement key
+  std::optional<api::ArenaLimitStatus> arena_limit;  // that canary's status.arenaLimit
 };
 
 struct CanaryInput {
   api::ReplayCanary canary;
-  nlohmann::json status;  // the object's current .status (may be null)
+  // The object's current .status, read by api::ParseReplayCanaryStatus
+  // (empty for a new canary).
+  api::ReplayCanaryStatus status;
   std::vector<VariantObservation> observations;
   std::string now_rfc3339;
   // The policy's containers (which ones get the allocator and are measured).
@@ -96,7 +95,7 @@ struct CanaryActions {
   // Jobs whose results are recorded (or that failed): delete them after the
   // status write succeeded.
   std::vector<std::string> delete_jobs;
-  nlohmann::json status;  // the status to write
+  api::ReplayCanaryStatus status;  // the status to write
   bool status_changed = false;
   std::vector<CanaryEvent> events;
   bool finished = false;  // a verdict is in status
@@ -121,7 +120,7 @@ std::string MeasurementKey(const api::ReplayCanary& canary, const std::string& v
 // measurement key and a verdict the judge reached (Flat, Ratchet, OOMKilled,
 // Errors). Failed and Inconclusive runs are never reused: a new run may well
 // settle them.
-bool ReusableMeasurement(const nlohmann::json& variant_status);
+bool ReusableMeasurement(const api::VariantStatus& variant_status);
 
 // A variant whose workload could not start under its allocator is recorded
 // Failed with the loader's message in its `message` and `startFailure`, and
@@ -136,7 +135,7 @@ CanaryActions DecideCanary(const CanaryInput& input);
 // not judge (phase Failed, or verdict Failed), Ready=False and Stalled=True.
 // `kubectl wait --for=condition=Ready replaycanary/NAME` thus waits for a
 // verdict. DecideCanary calls it on every status it writes.
-void SetCanaryConditions(nlohmann::json& status, int64_t generation,
+void SetCanaryConditions(api::ReplayCanaryStatus& status, int64_t generation,
                          const std::string& now_rfc3339);
 
 // Why the operator may not run `canary`'s template in a Job of its own, or ""

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "operator/admission/deployment_gate.h"
+#include "operator/api/canary_status.h"
 #include "operator/api/names.h"
 
 namespace allocguard::controllers {
@@ -54,27 +55,35 @@ VariantObservation Finished(const std::string& variant, const std::string& verdi
   return o;
 }
 
-const json* Variant(const json& status, const std::string& name) {
-  for (const json& v : status["variants"]) {
-    if (v["name"] == name) return &v;
+// The status a decision wrote, as the API server stores it.
+json S(const api::ReplayCanaryStatus& status) { return api::ReplayCanaryStatusToJson(status); }
+
+// A status as the reconciler reads it back from the API server.
+api::ReplayCanaryStatus P(const json& status) { return api::ParseReplayCanaryStatus(status); }
+
+// The status.variants entry called `name`, as written.
+std::optional<json> Variant(const api::ReplayCanaryStatus& status, const std::string& name) {
+  const json written = S(status);
+  for (const json& v : written.value("variants", json::array())) {
+    if (v["name"] == name) return v;
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 TEST(DecideCanaryTest, NewCanaryStartsOnlyTheCandidate) {
-  CanaryInput in{TwoVariantCanary(), nullptr, {}, "2026-11-29T10:00:00Z"};
+  CanaryInput in{TwoVariantCanary(), {}, {}, "2026-11-29T10:00:00Z"};
   CanaryActions a = DecideCanary(in);
   ASSERT_TRUE(a.create_job_for_variant.has_value());
   EXPECT_EQ(*a.create_job_for_variant, "candidate");
-  EXPECT_EQ(a.status["phase"], "Running");
-  EXPECT_EQ(a.status["startTime"], "2026-11-29T10:00:00Z");
+  EXPECT_EQ(S(a.status)["phase"], "Running");
+  EXPECT_EQ(S(a.status)["startTime"], "2026-11-29T10:00:00Z");
   EXPECT_TRUE(a.status_changed);
   EXPECT_FALSE(a.finished);
-  EXPECT_EQ(Variant(a.status, "jemalloc"), nullptr) << "the second variant waits its turn";
+  EXPECT_FALSE(Variant(a.status, "jemalloc").has_value()) << "the second variant waits its turn";
 }
 
 TEST(DecideCanaryTest, RunningJobIsNotCreatedAgain) {
-  CanaryInput in{TwoVariantCanary(), nullptr, {Running("candidate")}, "t"};
+  CanaryInput in{TwoVariantCanary(), {}, {Running("candidate")}, "t"};
   CanaryActions a = DecideCanary(in);
   EXPECT_FALSE(a.create_job_for_variant.has_value());
   EXPECT_TRUE(a.delete_jobs.empty());
@@ -82,10 +91,10 @@ TEST(DecideCanaryTest, RunningJobIsNotCreatedAgain) {
 }
 
 TEST(DecideCanaryTest, FinishedCandidateIsRecordedDeletedAndNextVariantStarts) {
-  CanaryInput in{TwoVariantCanary(), nullptr, {Finished("candidate", "Ratchet", 2.4)}, "t"};
+  CanaryInput in{TwoVariantCanary(), {}, {Finished("candidate", "Ratchet", 2.4)}, "t"};
   CanaryActions a = DecideCanary(in);
-  const json* c = Variant(a.status, "candidate");
-  ASSERT_NE(c, nullptr);
+  std::optional<json> c = Variant(a.status, "candidate");
+  ASSERT_TRUE(c.has_value());
   EXPECT_EQ((*c)["verdict"], "Ratchet");
   EXPECT_EQ((*c)["phase"], "Completed");
   EXPECT_DOUBLE_EQ((*c)["floorSlopeGiBPerHour"].get<double>(), 2.4);
@@ -101,7 +110,7 @@ TEST(DecideCanaryTest, RecordedResultSurvivesTheJobsDeletionAndARestart) {
   // First pass records the candidate; the Job is gone afterwards. A second
   // pass (e.g. after an operator restart) sees no Job for the candidate and
   // must neither re-run it nor lose its result.
-  CanaryInput first{TwoVariantCanary(), nullptr, {Finished("candidate", "Ratchet", 2.4)}, "t"};
+  CanaryInput first{TwoVariantCanary(), {}, {Finished("candidate", "Ratchet", 2.4)}, "t"};
   CanaryActions a = DecideCanary(first);
   CanaryInput second{TwoVariantCanary(), a.status, {Running("jemalloc")}, "t2"};
   CanaryActions b = DecideCanary(second);
@@ -113,28 +122,28 @@ TEST(DecideCanaryTest, RecordedResultSurvivesTheJobsDeletionAndARestart) {
 }
 
 TEST(DecideCanaryTest, RatchetingCandidateWithFlatJemallocIsAllocatorRetention) {
-  CanaryInput first{TwoVariantCanary(), nullptr, {Finished("candidate", "Ratchet", 2.4)}, "t"};
+  CanaryInput first{TwoVariantCanary(), {}, {Finished("candidate", "Ratchet", 2.4)}, "t"};
   CanaryActions a = DecideCanary(first);
   CanaryInput second{
       TwoVariantCanary(), a.status, {Finished("jemalloc", "Flat", 0.05)}, "2026-11-29T10:30:00Z"};
   CanaryActions b = DecideCanary(second);
   EXPECT_TRUE(b.finished);
-  EXPECT_EQ(b.status["phase"], "Completed");
-  EXPECT_EQ(b.status["verdict"], "AllocatorRetention");
-  EXPECT_EQ(b.status["flatVariant"], "jemalloc");
-  EXPECT_EQ(b.status["floorSlope"], "+2.40 GiB/h");
-  EXPECT_EQ(b.status["completionTime"], "2026-11-29T10:30:00Z");
+  EXPECT_EQ(S(b.status)["phase"], "Completed");
+  EXPECT_EQ(S(b.status)["verdict"], "AllocatorRetention");
+  EXPECT_EQ(S(b.status)["flatVariant"], "jemalloc");
+  EXPECT_EQ(S(b.status)["floorSlope"], "+2.40 GiB/h");
+  EXPECT_EQ(S(b.status)["completionTime"], "2026-11-29T10:30:00Z");
   EXPECT_EQ(b.delete_jobs, std::vector<std::string>{"web-abc-jemalloc"});
   ASSERT_FALSE(b.events.empty());
   EXPECT_TRUE(b.events.back().warning);
 }
 
 TEST(DecideCanaryTest, FlatEverywhereIsFlat) {
-  CanaryInput first{TwoVariantCanary(), nullptr, {Finished("candidate", "Flat", 0.1)}, "t"};
+  CanaryInput first{TwoVariantCanary(), {}, {Finished("candidate", "Flat", 0.1)}, "t"};
   CanaryActions a = DecideCanary(first);
   CanaryInput second{TwoVariantCanary(), a.status, {Finished("jemalloc", "Flat", 0.0)}, "t"};
   CanaryActions b = DecideCanary(second);
-  EXPECT_EQ(b.status["verdict"], "Flat");
+  EXPECT_EQ(S(b.status)["verdict"], "Flat");
   EXPECT_FALSE(b.events.back().warning);
 }
 
@@ -159,10 +168,10 @@ TEST(DecideCanaryTest, OutcomesWithoutAResultAreNamed) {
       {"unreadable result", garbage, "Failed", "not JSON"},
   };
   for (const Case& c : cases) {
-    CanaryInput in{TwoVariantCanary(), nullptr, {c.obs}, "t"};
+    CanaryInput in{TwoVariantCanary(), {}, {c.obs}, "t"};
     CanaryActions a = DecideCanary(in);
-    const json* v = Variant(a.status, "candidate");
-    ASSERT_NE(v, nullptr) << c.name;
+    std::optional<json> v = Variant(a.status, "candidate");
+    ASSERT_TRUE(v.has_value()) << c.name;
     EXPECT_EQ((*v)["verdict"], c.verdict) << c.name;
     EXPECT_NE((*v)["message"].get<std::string>().find(c.message_part), std::string::npos)
         << c.name << ": " << (*v)["message"];
@@ -184,9 +193,9 @@ TEST(DecideCanaryTest, AWorkloadThatCannotStartIsFailedWithTheLoadersMessage) {
   // The driver gave up waiting for the workload and reported too: the loader
   // failure is what the person needs, not the driver's timeout.
   failed.result = Result("Failed", 0);
-  CanaryActions a = DecideCanary({canary, nullptr, {failed}, "t"});
-  const json* v = Variant(a.status, "candidate");
-  ASSERT_NE(v, nullptr);
+  CanaryActions a = DecideCanary({canary, {}, {failed}, "t"});
+  std::optional<json> v = Variant(a.status, "candidate");
+  ASSERT_TRUE(v.has_value());
   EXPECT_EQ((*v)["verdict"], "Failed");
   EXPECT_EQ((*v)["phase"], "Failed");
   EXPECT_EQ((*v)["startFailure"], kLoaderLine);
@@ -206,8 +215,8 @@ TEST(DecideCanaryTest, AWorkloadThatCannotStartIsFailedWithTheLoadersMessage) {
   // held Deployment's RolloutHeld event quotes it) carries the loader's words.
   CanaryActions b = DecideCanary({canary, a.status, {Finished("glibc", "Flat", 0.0)}, "t2"});
   EXPECT_TRUE(b.finished);
-  EXPECT_EQ(b.status["verdict"], "Failed");
-  const std::string explanation = b.status["explanation"];
+  EXPECT_EQ(S(b.status)["verdict"], "Failed");
+  const std::string explanation = S(b.status)["explanation"];
   EXPECT_NE(explanation.find("variant candidate (jemalloc) did not start"), std::string::npos)
       << explanation;
   EXPECT_NE(explanation.find("version `GLIBC_2.34' not found"), std::string::npos) << explanation;
@@ -219,12 +228,13 @@ TEST(DecideCanaryTest, AComparisonVariantThatCannotStartIsNamedInTheExplanation)
       "app: Error relocating /opt/allocguard/inject/libjemalloc.so.2: "
       "__memcpy_chk: symbol not found";
   CanaryActions a =
-      DecideCanary({TwoVariantCanary(), nullptr, {Finished("candidate", "Ratchet", 2.4)}, "t"});
+      DecideCanary({TwoVariantCanary(), {}, {Finished("candidate", "Ratchet", 2.4)}, "t"});
   CanaryActions b = DecideCanary({TwoVariantCanary(), a.status, {failed}, "t2"});
-  EXPECT_EQ(b.status["verdict"], "Ratchet");
+  EXPECT_EQ(S(b.status)["verdict"], "Ratchet");
   EXPECT_EQ((*Variant(b.status, "jemalloc"))["verdict"], "Failed");
-  EXPECT_NE(b.status["explanation"].get<std::string>().find("Error relocating"), std::string::npos)
-      << b.status["explanation"];
+  EXPECT_NE(S(b.status)["explanation"].get<std::string>().find("Error relocating"),
+            std::string::npos)
+      << S(b.status)["explanation"];
 }
 
 // A canary pod with the workload container "app" and the driver.
@@ -281,14 +291,14 @@ TEST(ObserveVariantTest, NoJobNoObservation) {
 TEST(DecideCanaryTest, NaNSlopeIsLeftOutOfStatus) {
   VariantObservation o = Finished("candidate", "Inconclusive", 0);
   o.result->slope_gib_per_hour = std::nan("");
-  CanaryInput in{TwoVariantCanary(), nullptr, {o}, "t"};
+  CanaryInput in{TwoVariantCanary(), {}, {o}, "t"};
   CanaryActions a = DecideCanary(in);
   EXPECT_FALSE(Variant(a.status, "candidate")->contains("floorSlopeGiBPerHour"));
 }
 
 TEST(DecideCanaryTest, FinishedCanaryOnlyCleansUpLeftoverJobs) {
   json status = {{"phase", "Completed"}, {"verdict", "Flat"}};
-  CanaryInput in{TwoVariantCanary(), status, {Running("jemalloc")}, "t"};
+  CanaryInput in{TwoVariantCanary(), P(status), {Running("jemalloc")}, "t"};
   CanaryActions a = DecideCanary(in);
   EXPECT_TRUE(a.finished);
   EXPECT_FALSE(a.create_job_for_variant.has_value());
@@ -296,11 +306,14 @@ TEST(DecideCanaryTest, FinishedCanaryOnlyCleansUpLeftoverJobs) {
   EXPECT_FALSE(a.status_changed);
 }
 
-const json* CanaryCondition(const json& status, const std::string& type) {
-  for (const json& c : status["conditions"]) {
-    if (c["type"] == type) return &c;
+// The condition of `type`, as written.
+std::optional<json> CanaryCondition(const api::ReplayCanaryStatus& status,
+                                    const std::string& type) {
+  const json written = S(status);
+  for (const json& c : written.value("conditions", json::array())) {
+    if (c["type"] == type) return c;
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 // kstatus: Ready=True only once a verdict is in, Reconciling while running,
@@ -340,10 +353,10 @@ TEST(SetCanaryConditionsTest, FollowKstatus) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    json status = c.status;
+    api::ReplayCanaryStatus status = P(c.status);
     SetCanaryConditions(status, 4, "t");
-    const json* ready = CanaryCondition(status, "Ready");
-    ASSERT_NE(ready, nullptr);
+    std::optional<json> ready = CanaryCondition(status, "Ready");
+    ASSERT_TRUE(ready.has_value());
     EXPECT_EQ((*ready)["status"], c.ready);
     EXPECT_EQ((*ready)["reason"], c.ready_reason);
     EXPECT_EQ((*ready)["observedGeneration"], 4);
@@ -353,10 +366,10 @@ TEST(SetCanaryConditionsTest, FollowKstatus) {
 }
 
 TEST(DecideCanaryTest, WritesConditionsAndKeepsTransitionTimes) {
-  CanaryInput in{TwoVariantCanary(), nullptr, {Running("candidate")}, "t1"};
+  CanaryInput in{TwoVariantCanary(), {}, {Running("candidate")}, "t1"};
   CanaryActions a = DecideCanary(in);
-  const json* ready = CanaryCondition(a.status, "Ready");
-  ASSERT_NE(ready, nullptr);
+  std::optional<json> ready = CanaryCondition(a.status, "Ready");
+  ASSERT_TRUE(ready.has_value());
   EXPECT_EQ((*ready)["status"], "False");
   EXPECT_EQ((*ready)["message"], "running variant candidate");
   CanaryInput again{TwoVariantCanary(), a.status, {Running("candidate")}, "t2"};
@@ -384,8 +397,8 @@ api::ReplayCanary SwitchedToJemalloc() {
 }
 
 // The status of TwoVariantCanary after both variants ran.
-json MeasuredStatus(const std::string& jemalloc_verdict) {
-  CanaryInput first{TwoVariantCanary(), nullptr, {Finished("candidate", "Ratchet", 2.4)}, "t"};
+api::ReplayCanaryStatus MeasuredStatus(const std::string& jemalloc_verdict) {
+  CanaryInput first{TwoVariantCanary(), {}, {Finished("candidate", "Ratchet", 2.4)}, "t"};
   CanaryInput second{TwoVariantCanary(),
                      DecideCanary(first).status,
                      {Finished("jemalloc", jemalloc_verdict, 0.01)},
@@ -393,14 +406,15 @@ json MeasuredStatus(const std::string& jemalloc_verdict) {
   return DecideCanary(second).status;
 }
 
-std::vector<EarlierMeasurement> Earlier(const std::string& canary, const json& status) {
+std::vector<EarlierMeasurement> Earlier(const std::string& canary,
+                                        const api::ReplayCanaryStatus& status) {
   std::vector<EarlierMeasurement> out;
-  for (const json& v : status["variants"]) out.push_back({canary, v, nullptr});
+  for (const api::VariantStatus& v : status.variants) out.push_back({canary, v, std::nullopt});
   return out;
 }
 
 TEST(MeasurementKeyTest, RecordedWithEachFinishedVariant) {
-  json status = MeasuredStatus("Flat");
+  api::ReplayCanaryStatus status = MeasuredStatus("Flat");
   const api::ReplayCanary c = TwoVariantCanary();
   EXPECT_EQ((*Variant(status, "candidate"))["measurementKey"], MeasurementKey(c, "candidate", {}));
   EXPECT_EQ((*Variant(status, "jemalloc"))["measurementKey"], MeasurementKey(c, "jemalloc", {}));
@@ -448,14 +462,14 @@ TEST(MeasurementKeyTest, EveryInputOfTheRunChangesIt) {
 }
 
 TEST(DecideCanaryTest, AVariantMeasuredWithIdenticalInputsIsCopiedNotRun) {
-  CanaryInput in{SwitchedToJemalloc(), nullptr, {}, "t3"};
+  CanaryInput in{SwitchedToJemalloc(), {}, {}, "t3"};
   in.earlier = Earlier("web-abc", MeasuredStatus("Flat"));
   CanaryActions a = DecideCanary(in);
   EXPECT_FALSE(a.create_job_for_variant.has_value()) << "no second run of jemalloc";
   ASSERT_TRUE(a.finished);
-  EXPECT_EQ(a.status["verdict"], "Flat");
-  const json* c = Variant(a.status, "candidate");
-  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(S(a.status)["verdict"], "Flat");
+  std::optional<json> c = Variant(a.status, "candidate");
+  ASSERT_TRUE(c.has_value());
   EXPECT_EQ((*c)["reusedFrom"], "web-abc");
   EXPECT_EQ((*c)["allocator"], "jemalloc");
   EXPECT_FALSE(c->contains("job")) << "no Job of this canary ran it";
@@ -470,8 +484,8 @@ TEST(DecideCanaryTest, AVariantMeasuredWithIdenticalInputsIsCopiedNotRun) {
 
 TEST(DecideCanaryTest, AFailedOrDifferentMeasurementIsRunAgain) {
   {
-    json status = MeasuredStatus("Failed");
-    CanaryInput in{SwitchedToJemalloc(), nullptr, {}, "t3"};
+    api::ReplayCanaryStatus status = MeasuredStatus("Failed");
+    CanaryInput in{SwitchedToJemalloc(), {}, {}, "t3"};
     in.earlier = Earlier("web-abc", status);
     CanaryActions a = DecideCanary(in);
     ASSERT_TRUE(a.create_job_for_variant.has_value()) << "a Failed run settles nothing";
@@ -480,13 +494,13 @@ TEST(DecideCanaryTest, AFailedOrDifferentMeasurementIsRunAgain) {
   {
     api::ReplayCanary longer = SwitchedToJemalloc();
     longer.spec.canary.duration = std::chrono::seconds(1800);
-    CanaryInput in{longer, nullptr, {}, "t3"};
+    CanaryInput in{longer, {}, {}, "t3"};
     in.earlier = Earlier("web-abc", MeasuredStatus("Flat"));
     EXPECT_TRUE(DecideCanary(in).create_job_for_variant.has_value())
         << "a longer run is a different measurement";
   }
   {
-    CanaryInput in{SwitchedToJemalloc(), nullptr, {}, "t3"};
+    CanaryInput in{SwitchedToJemalloc(), {}, {}, "t3"};
     in.earlier = Earlier("web-def", MeasuredStatus("Flat"));  // its own name
     EXPECT_TRUE(DecideCanary(in).create_job_for_variant.has_value())
         << "a canary never copies from itself";
@@ -496,7 +510,7 @@ TEST(DecideCanaryTest, AFailedOrDifferentMeasurementIsRunAgain) {
 TEST(DecideCanaryTest, AVariantWithARunningJobIsNotReplacedByACopy) {
   // A Job already started (e.g. before the earlier canary finished) is
   // followed to its own result.
-  CanaryInput in{SwitchedToJemalloc(), nullptr, {Running("candidate")}, "t3"};
+  CanaryInput in{SwitchedToJemalloc(), {}, {Running("candidate")}, "t3"};
   in.earlier = Earlier("web-abc", MeasuredStatus("Flat"));
   CanaryActions a = DecideCanary(in);
   EXPECT_FALSE(a.finished);
@@ -569,10 +583,11 @@ TEST(DecideCanaryTest, AStatusWithFieldsOfOtherTypesIsReadWithoutThrowing) {
       {{"phase", {{"x", 1}}}, {"verdict", nullptr}, {"explanation", 1.5}},
   };
   for (const json& status : bad_statuses) {
-    CanaryInput in{TwoVariantCanary(), status, {}, "t"};
     CanaryActions a;
-    ASSERT_NO_THROW(a = DecideCanary(in)) << status.dump();
-    EXPECT_NE(a.status.value("verdict", json()), "Flat") << status.dump();
+    // Read as the reconciler reads it, then decided: neither step throws.
+    ASSERT_NO_THROW((a = DecideCanary(CanaryInput{TwoVariantCanary(), P(status), {}, "t"})))
+        << status.dump();
+    EXPECT_NE(S(a.status).value("verdict", json()), "Flat") << status.dump();
   }
 }
 
@@ -587,15 +602,15 @@ TEST(DecideCanaryTest, ARecordedVerdictAllocguardDoesNotWriteEndsFailedAndSaysSo
                           {"allocator", "jemalloc"},
                           {"phase", "Completed"},
                           {"verdict", "Flat"}}}}};
-  CanaryInput in{TwoVariantCanary(), status, {}, "t"};
+  CanaryInput in{TwoVariantCanary(), P(status), {}, "t"};
   CanaryActions a = DecideCanary(in);
   ASSERT_TRUE(a.finished);
-  EXPECT_EQ(a.status["verdict"], "Failed");
+  EXPECT_EQ(S(a.status)["verdict"], "Failed");
   EXPECT_NE(
-      a.status["explanation"].get<std::string>().find(
+      S(a.status)["explanation"].get<std::string>().find(
           "variant candidate has a recorded verdict \"Great\" that allocguard does not write"),
       std::string::npos)
-      << a.status["explanation"];
+      << S(a.status)["explanation"];
 }
 
 TEST(RecordedVerdictTest, NoneUnknownAndKnownNames) {

@@ -5,6 +5,7 @@
 #include "controllers/canary_decision.h"
 #include "controllers/rollout_decision.h"
 #include "operator/admission/deployment_gate.h"
+#include "operator/api/canary_status.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 
@@ -51,18 +52,17 @@ std::string Lower(std::string s) {
 
 // Copies what a canary's status says into the answer.
 void ReadCanary(const json& canary, GateAnswer& a) {
-  const json& status = Field(canary, "status");
+  const api::ReplayCanaryStatus status = api::CanaryStatusOf(canary);
   a.canary = Str(Field(canary, "metadata"), "name");
-  a.canary_phase = RecordedPhase(status);
-  a.floor_slope = Str(status, "floorSlope");
-  a.flat_variant = Str(status, "flatVariant");
-  a.explanation = Str(status, "explanation");
+  a.canary_phase = status.phase;
+  a.floor_slope = status.floor_slope;
+  a.flat_variant = status.flat_variant;
+  a.explanation = status.explanation;
   // A verdict allocguard does not write (an edited status) is Failed: it
   // can only hold, and the explanation says why.
-  a.verdict = RecordedVerdict(status);
-  const std::string verdict = Str(status, "verdict");
-  if (a.verdict.has_value() && VerdictName(*a.verdict) != verdict) {
-    a.explanation = "the canary's status has verdict \"" + verdict +
+  a.verdict = status.verdict;
+  if (!status.unknown_verdict.empty()) {
+    a.explanation = "the canary's status has verdict \"" + status.unknown_verdict +
                     "\", which allocguard does not write" +
                     (a.explanation.empty() ? "" : "; " + a.explanation);
   }

@@ -5,6 +5,7 @@
 
 #include "controllers/canary_decision.h"
 #include "controllers/rollout_decision.h"
+#include "operator/api/canary_status.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 #include "operator/common/rfc3339.h"
@@ -48,16 +49,16 @@ std::string CanonicalTime(const std::string& text) {
 // refuse the whole status write with it.
 json VerdictEntry(const json& canary) {
   const json& spec = Field(canary, "spec");
-  const json& status = Field(canary, "status");
+  const api::ReplayCanaryStatus status = api::CanaryStatusOf(canary);
   const json& meta = Field(canary, "metadata");
   json entry = {{"workload", Str(Field(spec, "target"), "name")},
                 {"templateHash", Str(spec, "templateHash")},
                 {"canary", Str(meta, "name")},
-                {"verdict", Str(status, "verdict")},
-                {"floorSlope", Str(status, "floorSlope")},
-                {"flatVariant", Str(status, "flatVariant")},
-                {"explanation", Str(status, "explanation")}};
-  std::string time = CanonicalTime(Str(status, "completionTime"));
+                {"verdict", api::RecordedVerdictName(status.verdict, status.unknown_verdict)},
+                {"floorSlope", status.floor_slope},
+                {"flatVariant", status.flat_variant},
+                {"explanation", status.explanation}};
+  std::string time = CanonicalTime(status.completion_time);
   if (time.empty()) time = CanonicalTime(Str(meta, "creationTimestamp"));
   if (!time.empty()) entry["time"] = time;
   return entry;
@@ -68,22 +69,9 @@ json VerdictEntry(const json& canary) {
 void SetCondition(json& conditions, const std::string& type, const std::string& status,
                   const std::string& reason, const std::string& message, int64_t generation,
                   const std::string& now_rfc3339) {
-  if (!conditions.is_array()) conditions = json::array();
-  json updated = {{"type", type},
-                  {"status", status},
-                  {"reason", reason},
-                  {"message", message},
-                  {"observedGeneration", generation},
-                  {"lastTransitionTime", now_rfc3339}};
-  for (json& c : conditions) {
-    if (Str(c, "type") != type) continue;
-    if (Str(c, "status") == status && c.contains("lastTransitionTime")) {
-      updated["lastTransitionTime"] = c["lastTransitionTime"];
-    }
-    c = updated;
-    return;
-  }
-  conditions.push_back(updated);
+  std::vector<api::Condition> typed = api::ParseConditions(conditions, "conditions");
+  api::SetCondition(typed, type, status, reason, message, generation, now_rfc3339);
+  conditions = api::ConditionsToJson(typed);
 }
 
 std::vector<DriftedPod> FindInjectionDrift(const api::AllocatorPolicy& policy,
@@ -145,13 +133,13 @@ PolicyActions DecidePolicyStatus(const PolicyInput& input) {
     const std::string held = Str(Field(meta, "annotations"), api::kHeldCandidateAnnotation);
     if (held.empty()) continue;
     auto it = canary_by_name.find(CanaryName(name, held, policy_key));
-    if (it != canary_by_name.end() && Ended(RecordedPhase(Field(*it->second, "status")))) {
-      const json& cs = Field(*it->second, "status");
-      std::string why = name + " (template " + held + "): " + Str(cs, "verdict");
-      if (!Str(cs, "floorSlope").empty()) why += " at " + Str(cs, "floorSlope");
-      if (!Str(cs, "flatVariant").empty()) {
-        why += "; variant " + Str(cs, "flatVariant") + " was flat instead";
-      }
+    const api::ReplayCanaryStatus cs =
+        it != canary_by_name.end() ? api::CanaryStatusOf(*it->second) : api::ReplayCanaryStatus{};
+    if (Ended(cs.phase)) {
+      std::string why = name + " (template " + held +
+                        "): " + api::RecordedVerdictName(cs.verdict, cs.unknown_verdict);
+      if (!cs.floor_slope.empty()) why += " at " + cs.floor_slope;
+      if (!cs.flat_variant.empty()) why += "; variant " + cs.flat_variant + " was flat instead";
       held_blocked.push_back(why);
     } else {
       held_waiting.push_back(name);
@@ -163,7 +151,7 @@ PolicyActions DecidePolicyStatus(const PolicyInput& input) {
   // Verdicts of finished canaries, newest first.
   std::vector<json> verdicts;
   for (const json& c : input.canaries) {
-    if (Ended(RecordedPhase(Field(c, "status")))) verdicts.push_back(VerdictEntry(c));
+    if (Ended(api::CanaryPhaseOf(c))) verdicts.push_back(VerdictEntry(c));
   }
   std::sort(verdicts.begin(), verdicts.end(), [](const json& a, const json& b) {
     return Str(a, "time") > Str(b, "time") ||

@@ -64,18 +64,20 @@ VariantObservation Observe(const ControllerContext& ctx, const std::string& ns,
                         ctx.pods->ByIndex(kCanaryIndex, ns + "/" + job_name));
 }
 
-json ArenaStatus(const canary::ArenaLimit& limit, std::optional<int> production_cpus) {
-  json out = {{"source", canary::ArenaLimitSourceName(limit.source)}};
-  if (production_cpus.has_value()) out["productionCPUs"] = *production_cpus;
+api::ArenaLimitStatus ArenaStatus(const canary::ArenaLimit& limit,
+                                  std::optional<int> production_cpus) {
+  api::ArenaLimitStatus out;
+  out.source = canary::ArenaLimitSourceName(limit.source);
+  out.production_cpus = production_cpus;
   if (limit.source == canary::ArenaLimitSource::kArenaMaxEnv) {
     try {
-      out["value"] = std::stoi(limit.value);
+      out.value = std::stoi(limit.value);
     } catch (const std::exception&) {
       // Not a number: leave the value out rather than guess.
     }
   } else if (limit.source == canary::ArenaLimitSource::kNodeSelector &&
              production_cpus.has_value()) {
-    out["value"] = 8 * *production_cpus;  // glibc's default on such a node
+    out.value = 8 * *production_cpus;  // glibc's default on such a node
   }
   return out;
 }
@@ -88,11 +90,11 @@ CanarySlots::Decision CanarySlots::TryAcquire(const std::string& key, const kube
   auto namespace_of = [](const std::string& k) { return SplitKey(k).first; };
   auto finished = [&](const std::string& k) {
     std::optional<json> c = canaries.Get(k);
-    return !c.has_value() || Ended(RecordedPhase(Field(*c, "status")));
+    return !c.has_value() || Ended(api::CanaryPhaseOf(*c));
   };
   std::set<std::string> busy;
   for (const json& c : canaries.List()) {
-    if (RecordedPhase(Field(c, "status")) == api::CanaryPhase::kRunning) {
+    if (api::CanaryPhaseOf(c) == api::CanaryPhase::kRunning) {
       busy.insert(kube::ObjectKey(c));
     }
   }
@@ -305,23 +307,33 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
   std::optional<json> object = ctx_.canaries->Get(key);
   if (!object.has_value()) return ReconcileResult{};
   const std::string now = FormatRfc3339(ctx_.clock->WallNow(), /*micros=*/false);
+  // The status, read once here; everything below works on typed values.
+  std::vector<std::string> unreadable;
+  api::ReplayCanaryStatus current = api::CanaryStatusOf(*object, &unreadable);
+  for (const std::string& problem : unreadable) {
+    // Another writer's (or another version's) status: what is unreadable is
+    // driven as absent, and a verdict allocguard does not write as Failed.
+    spdlog::warn("{}: {}", key, problem);
+  }
   auto parsed = api::ParseReplayCanary(*object);
   if (!parsed.ok()) {
-    json status = Field(*object, "status").is_object() ? (*object)["status"] : json::object();
-    if (RecordedPhase(status) == api::CanaryPhase::kFailed) return ReconcileResult{};
-    status["phase"] = api::CanaryPhaseName(api::CanaryPhase::kFailed);
-    status["verdict"] = VerdictName(Verdict::kFailed);
-    status["explanation"] = "invalid ReplayCanary: " + parsed.status().message();
-    status["completionTime"] = now;
+    if (current.phase == api::CanaryPhase::kFailed) return ReconcileResult{};
+    api::ReplayCanaryStatus status = current;
+    status.phase = api::CanaryPhase::kFailed;
+    status.verdict = Verdict::kFailed;
+    status.unknown_verdict.clear();
+    status.explanation = "invalid ReplayCanary: " + parsed.status().message();
+    status.completion_time = now;
     const int64_t generation = kube::IntField(Field(*object, "metadata"), "generation");
     SetCanaryConditions(status, generation, now);
     // Stalled with reason InvalidSpec: nothing runs until the spec is fixed,
     // and the message names the field (the parser's error).
-    SetCondition(status["conditions"], "Ready", "False", "InvalidSpec", parsed.status().message(),
-                 generation, now);
-    SetCondition(status["conditions"], "Stalled", "True", "InvalidSpec", parsed.status().message(),
-                 generation, now);
-    AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::ReplayCanaries(), *object, status));
+    api::SetCondition(status.conditions, "Ready", "False", "InvalidSpec", parsed.status().message(),
+                      generation, now);
+    api::SetCondition(status.conditions, "Stalled", "True", "InvalidSpec",
+                      parsed.status().message(), generation, now);
+    AG_RETURN_IF_ERROR(
+        WriteStatus(ctx_, kube::ReplayCanaries(), *object, api::ReplayCanaryStatusToJson(status)));
     RecordEvent(ctx_, *object, true, "InvalidSpec", parsed.status().message());
     return ReconcileResult{};
   }
@@ -339,7 +351,7 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
 
   CanaryInput input;
   input.canary = canary;
-  input.status = Field(*object, "status");
+  input.status = current;
   input.now_rfc3339 = now;
   input.containers = containers;
   // What other canaries of this template recorded: a variant measured with
@@ -348,11 +360,9 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
     const json& meta = Field(other, "metadata");
     if (Str(meta, "name") == canary.name) continue;
     if (Str(Field(other, "spec"), "templateHash") != canary.spec.template_hash) continue;
-    const json& other_status = Field(other, "status");
-    const json& variants = Field(other_status, "variants");
-    if (!variants.is_array()) continue;
-    for (const json& v : variants) {
-      input.earlier.push_back({Str(meta, "name"), v, Field(other_status, "arenaLimit")});
+    const api::ReplayCanaryStatus other_status = api::CanaryStatusOf(other);
+    for (const api::VariantStatus& v : other_status.variants) {
+      input.earlier.push_back({Str(meta, "name"), v, other_status.arena_limit});
     }
   }
   std::map<std::string, std::string> job_names;
@@ -365,14 +375,14 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
 
   // A canary that has no Job running yet waits while the cluster-wide limit
   // of running canaries is reached.
-  const bool starting = RecordedPhase(Field(*object, "status")) != api::CanaryPhase::kRunning;
+  const bool starting = current.phase != api::CanaryPhase::kRunning;
   CanarySlots::Decision slot;
   if (actions.create_job_for_variant.has_value() && starting) {
     slot = ctx_.canary_slots->TryAcquire(key, *ctx_.canaries, ctx_.max_concurrent_canaries,
                                          ctx_.max_concurrent_canaries_per_namespace);
   }
   if (actions.create_job_for_variant.has_value() && starting && !slot.start) {
-    json status = Field(*object, "status").is_object() ? (*object)["status"] : json::object();
+    api::ReplayCanaryStatus status = current;
     std::string why = "queued: position " + std::to_string(slot.position) + " of " +
                       std::to_string(slot.waiting) + " waiting; " + std::to_string(slot.running) +
                       " canaries are running, the limit is " +
@@ -382,25 +392,26 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
              ", whose limit is " + std::to_string(ctx_.max_concurrent_canaries_per_namespace) +
              " (--max-concurrent-canaries-per-namespace)";
     }
-    if (RecordedPhase(status) != api::CanaryPhase::kPending || Str(status, "explanation") != why ||
-        kube::IntField(status, "queuePosition") != slot.position) {
-      status["phase"] = api::CanaryPhaseName(api::CanaryPhase::kPending);
-      status["explanation"] = why;
-      status["queuePosition"] = slot.position;
+    if (status.phase != api::CanaryPhase::kPending || status.explanation != why ||
+        status.queue_position != slot.position) {
+      status.phase = api::CanaryPhase::kPending;
+      status.explanation = why;
+      status.queue_position = slot.position;
       SetCanaryConditions(status, canary.generation, now);
-      AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::ReplayCanaries(), *object, status));
+      AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::ReplayCanaries(), *object,
+                                     api::ReplayCanaryStatusToJson(status)));
     }
     return ReconcileResult{std::chrono::seconds(15)};
   }
 
-  json status = actions.status;
-  const bool running = RecordedPhase(status) == api::CanaryPhase::kRunning;
-  if (running && status.contains("explanation") && !status.contains("verdict")) {
-    status.erase("explanation");  // the "queued" note of a canary that now runs
+  api::ReplayCanaryStatus& status = actions.status;
+  const bool running = status.phase == api::CanaryPhase::kRunning;
+  if (running && !status.explanation.empty() && !status.verdict.has_value()) {
+    status.explanation.clear();  // the "queued" note of a canary that now runs
     actions.status_changed = true;
   }
-  if (running && status.contains("queuePosition")) {
-    status.erase("queuePosition");
+  if (running && status.queue_position.has_value()) {
+    status.queue_position.reset();
     actions.status_changed = true;
   }
   std::optional<json> job_to_create;
@@ -423,11 +434,11 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
                                  : Result<json>(PermissionDenied(refused));
     if (!built.ok()) {
       // A template the operator cannot turn into a Job: the variant fails.
-      for (json& v : status["variants"]) {
-        if (Str(v, "name") != variant) continue;
-        v["phase"] = api::CanaryPhaseName(api::CanaryPhase::kFailed);
-        v["verdict"] = VerdictName(Verdict::kFailed);
-        v["message"] = "cannot build the canary Job: " + built.status().message();
+      if (api::VariantStatus* v = status.FindVariant(variant)) {
+        v->phase = api::CanaryPhase::kFailed;
+        v->verdict = Verdict::kFailed;
+        v->unknown_verdict.clear();
+        v->message = "cannot build the canary Job: " + built.status().message();
       }
       actions.status_changed = true;
       RecordEvent(ctx_, *object, true, "CanaryJobInvalid", built.status().message());
@@ -439,18 +450,19 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
       // How production's glibc arena limit was reproduced; a variant that
       // reproduced it (node selector or MALLOC_ARENA_MAX) wins over one that
       // ran on whatever node it got.
-      json arena = ArenaStatus(info.arena_limit, canary.spec.canary.production_cpus);
-      const json& current = Field(status, "arenaLimit");
-      if (current.is_null() || (Str(current, "source") == "CanaryNode" &&
-                                info.arena_limit.source != canary::ArenaLimitSource::kCanaryNode)) {
-        status["arenaLimit"] = arena;
+      const std::optional<api::ArenaLimitStatus>& recorded = status.arena_limit;
+      if (!recorded.has_value() ||
+          (recorded->source == "CanaryNode" &&
+           info.arena_limit.source != canary::ArenaLimitSource::kCanaryNode)) {
+        status.arena_limit = ArenaStatus(info.arena_limit, canary.spec.canary.production_cpus);
         actions.status_changed = true;
       }
     }
   }
   // Results first: a variant's result is in status before its Job goes.
   if (actions.status_changed) {
-    AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::ReplayCanaries(), *object, status));
+    AG_RETURN_IF_ERROR(
+        WriteStatus(ctx_, kube::ReplayCanaries(), *object, api::ReplayCanaryStatusToJson(status)));
   }
   for (const CanaryEvent& e : actions.events)
     RecordEvent(ctx_, *object, e.warning, e.reason, e.note);

@@ -4,6 +4,7 @@
 
 #include "controllers/canary_decision.h"
 #include "operator/admission/deployment_gate.h"
+#include "operator/api/canary_status.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 #include "operator/kube/object.h"
@@ -23,12 +24,6 @@ std::string Annotation(const json& object, const char* key) {
     return "";
   }
   return (*annotations)[key].get<std::string>();
-}
-
-std::string CanaryStatusString(const json& canary, const char* key) {
-  if (!canary.contains("status") || !canary["status"].is_object()) return "";
-  const json& s = canary["status"];
-  return s.contains(key) && s[key].is_string() ? s[key].get<std::string>() : "";
 }
 
 std::string ObjectName(const json& object) {
@@ -93,18 +88,13 @@ std::string CanaryDistrust(const json& canary, const json& deployment,
       CanaryPolicyKey(policy)) {
     return "its allocator, canary or limits are not those policy " + policy.name + " asks for";
   }
-  const json& variants = kube::FieldOrNull(kube::FieldOrNull(canary, "status"), "variants");
   bool candidate_measured = false;
-  if (variants.is_array()) {
-    for (const json& v : variants) {
-      const std::string variant = kube::StringField(v, "name");
-      const std::string recorded = kube::StringField(v, "measurementKey");
-      if (recorded.empty()) continue;
-      if (recorded != MeasurementKey(*parsed, variant, policy.spec.containers)) {
-        return "variant " + variant + " was measured on another spec (the canary was edited)";
-      }
-      if (variant == "candidate") candidate_measured = true;
+  for (const api::VariantStatus& v : api::CanaryStatusOf(canary).variants) {
+    if (v.measurement_key.empty()) continue;
+    if (v.measurement_key != MeasurementKey(*parsed, v.name, policy.spec.containers)) {
+      return "variant " + v.name + " was measured on another spec (the canary was edited)";
     }
+    if (v.name == "candidate") candidate_measured = true;
   }
   if (!candidate_measured) return "it has no measurement of the candidate";
   return "";
@@ -264,15 +254,16 @@ RolloutActions DecideRollout(const RolloutInput& input) {
     return out;
   }
   const json& canary = *input.canary;
-  if (!Ended(RecordedPhase(kube::FieldOrNull(canary, "status")))) {
+  const api::ReplayCanaryStatus status = api::CanaryStatusOf(canary);
+  if (!Ended(status.phase)) {
     out.skip_reason = "canary " + canary_name + " is running";
     return out;
   }
-  const std::string verdict = CanaryStatusString(canary, "verdict");
-  const std::string explanation = CanaryStatusString(canary, "explanation");
-  const std::string flat_variant = CanaryStatusString(canary, "flatVariant");
-  const std::string slope = CanaryStatusString(canary, "floorSlope");
-  const bool flat = RecordedVerdict(kube::FieldOrNull(canary, "status")) == Verdict::kFlat;
+  const std::string verdict = api::RecordedVerdictName(status.verdict, status.unknown_verdict);
+  const std::string& explanation = status.explanation;
+  const std::string& flat_variant = status.flat_variant;
+  const std::string& slope = status.floor_slope;
+  const bool flat = status.verdict == Verdict::kFlat;
 
   // Whatever releases a hold or records a template as judged must come from
   // a canary that proves this very template (a held template that is not

@@ -7,6 +7,7 @@
 #include "controllers/canary_decision.h"
 #include "controllers/canary_fixture_for_test.h"
 #include "operator/admission/deployment_gate.h"
+#include "operator/api/canary_status.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 
@@ -320,6 +321,10 @@ TEST(DecideRolloutTest, ACanaryStatusOfOtherTypesNeitherThrowsNorReleases) {
 }
 
 TEST(RecordedPhaseTest, NamesAllocguardWritesAndNothingElse) {
+  // The phase a status records, as the typed status reads it.
+  auto RecordedPhase = [](const json& status) {
+    return api::ParseReplayCanaryStatus(status).phase;
+  };
   EXPECT_EQ(RecordedPhase(json{{"phase", "Running"}}), api::CanaryPhase::kRunning);
   EXPECT_EQ(RecordedPhase(json{{"phase", "Failed"}}), api::CanaryPhase::kFailed);
   EXPECT_EQ(RecordedPhase(json{{"phase", "running"}}), std::nullopt);

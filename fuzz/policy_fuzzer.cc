@@ -1,9 +1,12 @@
 // The allocguard.io custom resources: api::ParseAllocatorPolicy,
-// ParseReplayCanary, ReplayCanarySpecToJson, the pod template checks, and
-// the canary Job of every variant (canary::BuildCanaryJob), as the canary
-// controller builds them. The input is one object (JSON).
+// ParseReplayCanary, ReplayCanarySpecToJson, the ReplayCanary status reader
+// and writer (canary_status.h), the pod template checks, and the canary Job
+// of every variant (canary::BuildCanaryJob), as the canary controller builds
+// them. The input is one object (JSON).
 //
-// Invariants: nothing throws, whatever the JSON (policy.h promises it); a
+// Invariants: nothing throws, whatever the JSON (policy.h and canary_status.h
+// promise it); a status read and written back reads the same, and what is
+// written parses as JSON again (no NaN, no invalid UTF-8 kept); a
 // parsed canary's spec round-trips through ReplayCanarySpecToJson; for each
 // variant, the candidate included, the Job builds or is refused with a
 // message; a built Job is a batch/v1 Job named CanaryJobName(...) (at most
@@ -14,6 +17,7 @@
 #include <algorithm>
 
 #include "fuzz/fuzz_check.h"
+#include "operator/api/canary_status.h"
 #include "operator/api/names.h"
 #include "operator/api/pod_template.h"
 #include "operator/api/policy.h"
@@ -61,6 +65,27 @@ void CheckRoundTrip(const json& object, const api::ReplayCanary& parsed) {
   AG_FUZZ_CHECK(a == b, "the spec changed in the round trip: " + Show(again_object["spec"]));
 }
 
+void CheckStatus(const json& object) {
+  std::vector<std::string> problems;
+  const api::ReplayCanaryStatus status =
+      NoThrow("CanaryStatusOf", [&] { return api::CanaryStatusOf(object, &problems); });
+  for (const std::string& p : problems) AG_FUZZ_CHECK(p.rfind("status", 0) == 0, p);
+  const json written =
+      NoThrow("ReplayCanaryStatusToJson", [&] { return api::ReplayCanaryStatusToJson(status); });
+  std::vector<std::string> again_problems;
+  const api::ReplayCanaryStatus again = NoThrow("ParseReplayCanaryStatus", [&] {
+    return api::ParseReplayCanaryStatus(written, &again_problems);
+  });
+  // An unknown verdict is reported again (it is kept); nothing else is.
+  for (const std::string& p : again_problems) {
+    AG_FUZZ_CHECK(p.find("is not a verdict allocguard writes") != std::string::npos,
+                  p + "\n  " + Show(written));
+  }
+  AG_FUZZ_CHECK(again == status, "the status changed in the round trip: " + Show(written));
+  const std::string text = written.dump(-1, ' ', false, json::error_handler_t::replace);
+  AG_FUZZ_CHECK(!json::parse(text, nullptr, false).is_discarded(), text);
+}
+
 void CheckJob(const api::ReplayCanary& c, const api::VariantSpec& variant) {
   canary::CanaryJobOptions options;
   options.image = "registry.example/allocguard:fuzz";
@@ -103,6 +128,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const json object = allocguard::fuzz::ParseInput(data, size);
   if (object.is_discarded()) return 0;
   (void)NoThrow("ParseAllocatorPolicy", [&] { return api::ParseAllocatorPolicy(object); });
+  CheckStatus(object);
   auto parsed = NoThrow("ParseReplayCanary", [&] { return api::ParseReplayCanary(object); });
   if (!parsed.ok()) {
     AG_FUZZ_CHECK(!parsed.status().message().empty(), Show(object));

@@ -6,6 +6,7 @@
 #include <limits>
 #include <set>
 
+#include "operator/api/json_fields.h"
 #include "operator/api/pod_template.h"
 #include "operator/api/quantity.h"
 #include "operator/common/duration.h"
@@ -19,42 +20,16 @@ using std::chrono::milliseconds;
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
-std::string Field(const std::string& base, const std::string& key) {
-  return base.empty() ? key : base + "." + key;
-}
-std::string Item(const std::string& base, size_t i) { return base + "[" + std::to_string(i) + "]"; }
+// Paths, messages and member reads shared with the status parser
+// (json_fields.h).
+const auto& Field = json_fields::Path;
+using json_fields::AsInt;
+using json_fields::Dump;
+using json_fields::Item;
+using json_fields::Member;
+
 Status Err(const std::string& path, const std::string& what) {
   return InvalidArgument(path + ": " + what);
-}
-
-// JSON text of a value for messages and files; never throws (invalid UTF-8 is
-// replaced).
-std::string Dump(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-// The member, or nullptr when it is absent or null. Non-objects have none.
-const json* Member(const json& obj, const char* key) {
-  if (!obj.is_object()) return nullptr;
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-// --- scalars ------------------------------------------------------------------
-
-Result<int64_t> AsInt(const json& v, const std::string& path) {
-  if (v.is_number_unsigned()) {
-    uint64_t u = v.get<uint64_t>();
-    if (u > static_cast<uint64_t>(kInt64Max)) return Err(path, "is too large");
-    return static_cast<int64_t>(u);
-  }
-  if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_number_float()) {
-    double d = v.get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e18) {
-      return static_cast<int64_t>(d);
-    }
-  }
-  return Err(path, "must be an integer, got " + Dump(v));
 }
 
 // Reads an optional integer member within [min, max] into *out.

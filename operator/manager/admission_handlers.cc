@@ -8,6 +8,7 @@
 #include "operator/admission/deployment_gate.h"
 #include "operator/admission/pod_injection.h"
 #include "operator/admission/validation.h"
+#include "operator/api/canary_status.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 #include "operator/kube/object.h"
@@ -120,8 +121,7 @@ webhook::AdmissionResponse AdmissionHandlers::MutateDeployment(
                          &policy](const std::string& hash) {
     if (!policy.has_value()) return false;
     auto canary = deps_.canaries->Get(ns + "/" + controllers::CanaryName(name, hash, policy_key));
-    return canary.has_value() &&
-           controllers::RecordedVerdict(Field(*canary, "status")) == Verdict::kFlat &&
+    return canary.has_value() && api::CanaryStatusOf(*canary).verdict == Verdict::kFlat &&
            controllers::CanaryDistrust(*canary, deployment, hash, *policy).empty();
   };
   admission::GateDecision d = admission::DecideDeploymentGate(in);

@@ -1,5 +1,6 @@
 #include "operator/manager/canary_metrics.h"
 
+#include "operator/api/canary_status.h"
 #include "operator/common/rfc3339.h"
 #include "operator/common/verdict.h"
 #include "operator/kube/credentials.h"
@@ -25,17 +26,17 @@ std::optional<std::chrono::system_clock::time_point> Time(const std::string& tex
 }  // namespace
 
 std::optional<CanaryVerdictReached> VerdictReached(const json& before, const json& after) {
-  const auto& Field = kube::FieldOrNull;
-  const auto& Str = kube::StringField;
   if (!before.is_object()) return std::nullopt;
-  if (!Str(Field(before, "status"), "verdict").empty()) return std::nullopt;
-  const json& status = Field(after, "status");
-  const std::string verdict = Str(status, "verdict");
+  if (api::CanaryStatusOf(before).verdict.has_value()) return std::nullopt;
+  const api::ReplayCanaryStatus status = api::CanaryStatusOf(after);
+  const std::string verdict = api::RecordedVerdictName(status.verdict, status.unknown_verdict);
   if (verdict.empty()) return std::nullopt;
   CanaryVerdictReached out{VerdictLabel(verdict), std::nullopt};
-  auto start = Time(Str(status, "startTime"));
-  if (!start.has_value()) start = Time(Str(Field(after, "metadata"), "creationTimestamp"));
-  auto end = Time(Str(status, "completionTime"));
+  auto start = Time(status.start_time);
+  if (!start.has_value()) {
+    start = Time(kube::StringField(kube::FieldOrNull(after, "metadata"), "creationTimestamp"));
+  }
+  auto end = Time(status.completion_time);
   if (start.has_value() && end.has_value() && *end >= *start) {
     out.duration_seconds = std::chrono::duration<double>(*end - *start).count();
   }

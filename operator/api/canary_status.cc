@@ -1,0 +1,368 @@
+#include "operator/api/canary_status.h"
+
+#include <cmath>
+
+#include "operator/api/json_fields.h"
+
+namespace allocguard::api {
+namespace {
+
+using json_fields::Dump;
+using json_fields::Item;
+using json_fields::Member;
+using json_fields::Path;
+using nlohmann::json;
+
+// Reads the members of one JSON object into typed fields. A member of the
+// wrong type is left unread and reported, with its path, in `problems`.
+class Reader {
+ public:
+  Reader(const json& object, std::string path, std::vector<std::string>* problems)
+      : object_(object), path_(std::move(path)), problems_(problems) {}
+
+  void String(const char* key, std::string* out) {
+    const json* v = Member(object_, key);
+    if (v == nullptr) return;
+    if (v->is_string()) {
+      *out = v->get<std::string>();
+    } else {
+      Problem(key, "must be a string, got " + Dump(*v));
+    }
+  }
+
+  void Int(const char* key, std::optional<int64_t>* out) {
+    const json* v = Member(object_, key);
+    if (v == nullptr) return;
+    auto n = json_fields::AsInt(*v, Path(path_, key));
+    if (n.ok()) {
+      *out = n.value();
+    } else {
+      Report(n.status().message());
+    }
+  }
+
+  void Number(const char* key, std::optional<double>* out) {
+    const json* v = Member(object_, key);
+    if (v == nullptr) return;
+    if (v->is_number() && std::isfinite(v->get<double>())) {
+      *out = v->get<double>();
+    } else {
+      Problem(key, "must be a finite number, got " + Dump(*v));
+    }
+  }
+
+  void Bool(const char* key, bool* out) {
+    const json* v = Member(object_, key);
+    if (v == nullptr) return;
+    if (v->is_boolean()) {
+      *out = v->get<bool>();
+    } else {
+      Problem(key, "must be a boolean, got " + Dump(*v));
+    }
+  }
+
+  void Numbers(const char* key, std::vector<double>* out) {
+    const json* v = Member(object_, key);
+    if (v == nullptr) return;
+    if (!v->is_array()) {
+      Problem(key, "must be a list of numbers, got " + Dump(*v));
+      return;
+    }
+    for (size_t i = 0; i < v->size(); ++i) {
+      const json& x = (*v)[i];
+      if (x.is_number() && std::isfinite(x.get<double>())) {
+        out->push_back(x.get<double>());
+      } else {
+        Report(Item(Path(path_, key), i) + ": must be a finite number, got " + Dump(x));
+      }
+    }
+  }
+
+  void Phase(std::optional<CanaryPhase>* out) {
+    std::string name;
+    String("phase", &name);
+    if (name.empty()) return;
+    *out = CanaryPhaseFromName(name);
+    if (!out->has_value()) Problem("phase", "\"" + name + "\" is not a phase allocguard writes");
+  }
+
+  void VerdictField(std::optional<Verdict>* out, std::string* unknown) {
+    std::string name;
+    String("verdict", &name);
+    if (name.empty()) return;
+    *out = VerdictFromName(name);
+    if (out->has_value()) return;
+    // Whoever wrote it, it is not a verdict the judge reached: it can only hold.
+    *out = Verdict::kFailed;
+    *unknown = name;
+    Problem("verdict", "\"" + name + "\" is not a verdict allocguard writes; read as Failed");
+  }
+
+  // The member as an array, or nullptr (reported when it is something else).
+  const json* Array(const char* key) {
+    const json* v = Member(object_, key);
+    if (v == nullptr) return nullptr;
+    if (v->is_array()) return v;
+    Problem(key, "must be a list, got " + Dump(*v));
+    return nullptr;
+  }
+
+  // The member as an object, or nullptr (reported when it is something else).
+  const json* Object(const char* key) {
+    const json* v = Member(object_, key);
+    if (v == nullptr) return nullptr;
+    if (v->is_object()) return v;
+    Problem(key, "must be an object, got " + Dump(*v));
+    return nullptr;
+  }
+
+  std::string PathOf(const char* key) const { return Path(path_, key); }
+  void Report(const std::string& problem) {
+    if (problems_ != nullptr) problems_->push_back(problem);
+  }
+
+ private:
+  void Problem(const char* key, const std::string& what) { Report(Path(path_, key) + ": " + what); }
+
+  const json& object_;
+  std::string path_;
+  std::vector<std::string>* problems_;
+};
+
+// Each member written only when it holds something (see the header).
+void PutString(json& out, const char* key, const std::string& value) {
+  if (!value.empty()) out[key] = value;
+}
+template <typename T>
+void PutOptional(json& out, const char* key, const std::optional<T>& value) {
+  if (!value.has_value()) return;
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!std::isfinite(*value)) return;
+  }
+  out[key] = *value;
+}
+
+VariantStatus ParseVariant(const json& v, const std::string& path,
+                           std::vector<std::string>* problems) {
+  VariantStatus out;
+  Reader r(v, path, problems);
+  r.String("name", &out.name);
+  r.String("allocator", &out.allocator);
+  r.String("job", &out.job);
+  r.Phase(&out.phase);
+  r.VerdictField(&out.verdict, &out.unknown_verdict);
+  r.Numbers("floorsMiB", &out.floors_mib);
+  r.Number("floorSlopeGiBPerHour", &out.floor_slope_gib_per_hour);
+  r.Number("slopeLowGiBPerHour", &out.slope_low_gib_per_hour);
+  r.Number("slopeHighGiBPerHour", &out.slope_high_gib_per_hour);
+  r.Number("peakMiB", &out.peak_mib);
+  r.Number("recommendedLimitMiB", &out.recommended_limit_mib);
+  r.Int("requests", &out.requests);
+  r.Int("errors", &out.errors);
+  r.Int("late", &out.late);
+  r.Bool("oomKilled", &out.oom_killed);
+  r.Int("oomMinute", &out.oom_minute);
+  r.String("message", &out.message);
+  r.String("startFailure", &out.start_failure);
+  r.String("measurementKey", &out.measurement_key);
+  r.String("reusedFrom", &out.reused_from);
+  return out;
+}
+
+}  // namespace
+
+void SetCondition(std::vector<Condition>& conditions, const std::string& type,
+                  const std::string& status, const std::string& reason, const std::string& message,
+                  int64_t generation, const std::string& now_rfc3339) {
+  Condition updated{type, status, reason, message, generation, now_rfc3339};
+  for (Condition& c : conditions) {
+    if (c.type != type) continue;
+    if (c.status == status && !c.last_transition_time.empty()) {
+      updated.last_transition_time = c.last_transition_time;
+    }
+    c = updated;
+    return;
+  }
+  conditions.push_back(updated);
+}
+
+const Condition* FindCondition(const std::vector<Condition>& conditions, const std::string& type) {
+  for (const Condition& c : conditions) {
+    if (c.type == type) return &c;
+  }
+  return nullptr;
+}
+
+std::vector<Condition> ParseConditions(const json& conditions, const std::string& path,
+                                       std::vector<std::string>* problems) {
+  std::vector<Condition> out;
+  if (!conditions.is_array()) return out;
+  for (size_t i = 0; i < conditions.size(); ++i) {
+    const json& c = conditions[i];
+    const std::string item = Item(path, i);
+    if (!c.is_object()) {
+      if (problems != nullptr) problems->push_back(item + ": must be an object, got " + Dump(c));
+      continue;
+    }
+    Condition condition;
+    Reader r(c, item, problems);
+    r.String("type", &condition.type);
+    r.String("status", &condition.status);
+    r.String("reason", &condition.reason);
+    r.String("message", &condition.message);
+    r.Int("observedGeneration", &condition.observed_generation);
+    r.String("lastTransitionTime", &condition.last_transition_time);
+    out.push_back(condition);
+  }
+  return out;
+}
+
+json ConditionsToJson(const std::vector<Condition>& conditions) {
+  json out = json::array();
+  for (const Condition& c : conditions) {
+    // type, status, reason and message are required by metav1.Condition:
+    // always written, even when empty.
+    json entry = {
+        {"type", c.type}, {"status", c.status}, {"reason", c.reason}, {"message", c.message}};
+    PutOptional(entry, "observedGeneration", c.observed_generation);
+    PutString(entry, "lastTransitionTime", c.last_transition_time);
+    out.push_back(entry);
+  }
+  return out;
+}
+
+const VariantStatus* ReplayCanaryStatus::FindVariant(const std::string& name) const {
+  for (const VariantStatus& v : variants) {
+    if (v.name == name) return &v;
+  }
+  return nullptr;
+}
+
+VariantStatus* ReplayCanaryStatus::FindVariant(const std::string& name) {
+  for (VariantStatus& v : variants) {
+    if (v.name == name) return &v;
+  }
+  return nullptr;
+}
+
+std::string RecordedVerdictName(const std::optional<Verdict>& verdict,
+                                const std::string& unknown_verdict) {
+  if (!unknown_verdict.empty()) return unknown_verdict;
+  return verdict.has_value() ? VerdictName(*verdict) : "";
+}
+
+ReplayCanaryStatus ParseReplayCanaryStatus(const json& status, std::vector<std::string>* problems) {
+  ReplayCanaryStatus out;
+  if (!status.is_object()) {
+    if (!status.is_null() && problems != nullptr) {
+      problems->push_back("status: must be an object, got " + Dump(status));
+    }
+    return out;
+  }
+  Reader r(status, "status", problems);
+  r.Int("observedGeneration", &out.observed_generation);
+  r.Phase(&out.phase);
+  r.VerdictField(&out.verdict, &out.unknown_verdict);
+  r.String("explanation", &out.explanation);
+  r.String("floorSlope", &out.floor_slope);
+  r.String("flatVariant", &out.flat_variant);
+  r.Int("queuePosition", &out.queue_position);
+  r.String("startTime", &out.start_time);
+  r.String("completionTime", &out.completion_time);
+  if (const json* arena = r.Object("arenaLimit")) {
+    ArenaLimitStatus limit;
+    Reader a(*arena, r.PathOf("arenaLimit"), problems);
+    a.String("source", &limit.source);
+    a.Int("value", &limit.value);
+    a.Int("productionCPUs", &limit.production_cpus);
+    out.arena_limit = limit;
+  }
+  if (const json* conditions = r.Array("conditions")) {
+    out.conditions = ParseConditions(*conditions, r.PathOf("conditions"), problems);
+  }
+  if (const json* variants = r.Array("variants")) {
+    for (size_t i = 0; i < variants->size(); ++i) {
+      const json& v = (*variants)[i];
+      const std::string path = Item(r.PathOf("variants"), i);
+      if (!v.is_object()) {
+        r.Report(path + ": must be an object, got " + Dump(v));
+        continue;
+      }
+      out.variants.push_back(ParseVariant(v, path, problems));
+    }
+  }
+  return out;
+}
+
+ReplayCanaryStatus CanaryStatusOf(const json& canary, std::vector<std::string>* problems) {
+  const json* status = Member(canary, "status");
+  return ParseReplayCanaryStatus(status != nullptr ? *status : json(), problems);
+}
+
+std::optional<CanaryPhase> CanaryPhaseOf(const json& canary) {
+  std::optional<CanaryPhase> phase;
+  const json* status = Member(canary, "status");
+  if (status == nullptr) return phase;
+  Reader(*status, "status", nullptr).Phase(&phase);
+  return phase;
+}
+
+json VariantStatusToJson(const VariantStatus& v) {
+  json out = json::object();
+  PutString(out, "name", v.name);
+  PutString(out, "allocator", v.allocator);
+  PutString(out, "job", v.job);
+  if (v.phase.has_value()) out["phase"] = CanaryPhaseName(*v.phase);
+  PutString(out, "verdict", RecordedVerdictName(v.verdict, v.unknown_verdict));
+  if (!v.floors_mib.empty()) {
+    json floors = json::array();
+    for (double f : v.floors_mib) {
+      if (std::isfinite(f)) floors.push_back(f);
+    }
+    out["floorsMiB"] = floors;
+  }
+  PutOptional(out, "floorSlopeGiBPerHour", v.floor_slope_gib_per_hour);
+  PutOptional(out, "slopeLowGiBPerHour", v.slope_low_gib_per_hour);
+  PutOptional(out, "slopeHighGiBPerHour", v.slope_high_gib_per_hour);
+  PutOptional(out, "peakMiB", v.peak_mib);
+  PutOptional(out, "recommendedLimitMiB", v.recommended_limit_mib);
+  PutOptional(out, "requests", v.requests);
+  PutOptional(out, "errors", v.errors);
+  PutOptional(out, "late", v.late);
+  if (v.oom_killed) out["oomKilled"] = true;
+  PutOptional(out, "oomMinute", v.oom_minute);
+  PutString(out, "message", v.message);
+  PutString(out, "startFailure", v.start_failure);
+  PutString(out, "measurementKey", v.measurement_key);
+  PutString(out, "reusedFrom", v.reused_from);
+  return out;
+}
+
+json ReplayCanaryStatusToJson(const ReplayCanaryStatus& s) {
+  json out = json::object();
+  PutOptional(out, "observedGeneration", s.observed_generation);
+  if (s.phase.has_value()) out["phase"] = CanaryPhaseName(*s.phase);
+  PutString(out, "verdict", RecordedVerdictName(s.verdict, s.unknown_verdict));
+  PutString(out, "explanation", s.explanation);
+  PutString(out, "floorSlope", s.floor_slope);
+  PutString(out, "flatVariant", s.flat_variant);
+  PutOptional(out, "queuePosition", s.queue_position);
+  PutString(out, "startTime", s.start_time);
+  PutString(out, "completionTime", s.completion_time);
+  if (s.arena_limit.has_value()) {
+    json arena = json::object();
+    PutString(arena, "source", s.arena_limit->source);
+    PutOptional(arena, "value", s.arena_limit->value);
+    PutOptional(arena, "productionCPUs", s.arena_limit->production_cpus);
+    out["arenaLimit"] = arena;
+  }
+  if (!s.conditions.empty()) out["conditions"] = ConditionsToJson(s.conditions);
+  if (!s.variants.empty()) {
+    json variants = json::array();
+    for (const VariantStatus& v : s.variants) variants.push_back(VariantStatusToJson(v));
+    out["variants"] = variants;
+  }
+  return out;
+}
+
+}  // namespace allocguard::api

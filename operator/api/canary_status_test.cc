@@ -1,0 +1,191 @@
+#include "operator/api/canary_status.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace allocguard::api {
+namespace {
+
+using nlohmann::json;
+
+// A status as the operator writes it once both variants ran.
+json FullStatus() {
+  return json::parse(R"({
+    "observedGeneration": 3,
+    "phase": "Completed",
+    "verdict": "AllocatorRetention",
+    "explanation": "candidate ratchets; jemalloc is flat",
+    "floorSlope": "+2.40 GiB/h",
+    "flatVariant": "jemalloc",
+    "startTime": "2026-11-29T10:00:00Z",
+    "completionTime": "2026-11-29T10:30:00Z",
+    "arenaLimit": {"source": "ArenaMaxEnv", "value": 512, "productionCPUs": 64},
+    "conditions": [
+      {"type": "Ready", "status": "True", "reason": "AllocatorRetention", "message": "m",
+       "observedGeneration": 3, "lastTransitionTime": "2026-11-29T10:30:00Z"}
+    ],
+    "variants": [
+      {"name": "candidate", "allocator": "glibc", "job": "web-abc-candidate",
+       "phase": "Completed", "verdict": "Ratchet", "floorsMiB": [300, 310.5, 320],
+       "floorSlopeGiBPerHour": 2.4, "slopeLowGiBPerHour": 2.3, "slopeHighGiBPerHour": 2.5,
+       "peakMiB": 1000, "recommendedLimitMiB": 1250, "requests": 1234, "errors": 0, "late": 2,
+       "message": "Ratchet", "measurementKey": "k1"},
+      {"name": "jemalloc", "allocator": "jemalloc", "phase": "Completed", "verdict": "Flat",
+       "oomKilled": true, "oomMinute": 7, "startFailure": "app: loader", "reusedFrom": "web-def",
+       "measurementKey": "k2"}
+    ]
+  })");
+}
+
+TEST(ReplayCanaryStatusTest, ReadsEveryFieldAndWritesItBackUnchanged) {
+  std::vector<std::string> problems;
+  const ReplayCanaryStatus s = ParseReplayCanaryStatus(FullStatus(), &problems);
+  EXPECT_TRUE(problems.empty()) << problems.front();
+  EXPECT_EQ(s.observed_generation, 3);
+  EXPECT_EQ(s.phase, CanaryPhase::kCompleted);
+  EXPECT_EQ(s.verdict, Verdict::kAllocatorRetention);
+  EXPECT_EQ(s.flat_variant, "jemalloc");
+  ASSERT_TRUE(s.arena_limit.has_value());
+  EXPECT_EQ(s.arena_limit->value, 512);
+  ASSERT_EQ(s.conditions.size(), 1u);
+  EXPECT_EQ(s.conditions[0].observed_generation, 3);
+  ASSERT_EQ(s.variants.size(), 2u);
+  EXPECT_EQ(s.variants[0].floors_mib, (std::vector<double>{300, 310.5, 320}));
+  EXPECT_EQ(s.variants[0].requests, 1234);
+  EXPECT_EQ(s.variants[1].verdict, Verdict::kFlat);
+  EXPECT_TRUE(s.variants[1].oom_killed);
+  EXPECT_EQ(s.FindVariant("jemalloc")->reused_from, "web-def");
+  EXPECT_EQ(s.FindVariant("tcmalloc"), nullptr);
+  EXPECT_EQ(ReplayCanaryStatusToJson(s), FullStatus());
+  EXPECT_EQ(ParseReplayCanaryStatus(ReplayCanaryStatusToJson(s)), s);
+}
+
+TEST(ReplayCanaryStatusTest, NullAndEmptyAreANewCanary) {
+  EXPECT_EQ(ParseReplayCanaryStatus(nullptr), ReplayCanaryStatus{});
+  EXPECT_EQ(ParseReplayCanaryStatus(json::object()), ReplayCanaryStatus{});
+  EXPECT_EQ(ReplayCanaryStatusToJson(ReplayCanaryStatus{}), json::object());
+  EXPECT_EQ(CanaryStatusOf(json{{"metadata", {{"name", "c"}}}}), ReplayCanaryStatus{});
+}
+
+// Whoever wrote the status, a field of another type never throws and is
+// named with its path; the rest of the status is still read.
+TEST(ReplayCanaryStatusTest, FieldsOfOtherTypesAreNamedAndReadAsAbsent) {
+  const json bad = json::parse(R"({
+    "phase": 7, "verdict": {"a": 1}, "explanation": "kept", "queuePosition": "2",
+    "arenaLimit": "ArenaMaxEnv", "conditions": [5, {"type": "Ready", "status": true}],
+    "variants": [
+      "candidate",
+      {"name": "candidate", "phase": "Completed", "verdict": "Flat",
+       "floorsMiB": [1, "two", 3], "requests": 1.5, "oomKilled": "yes"}
+    ]
+  })");
+  std::vector<std::string> problems;
+  ReplayCanaryStatus s;
+  ASSERT_NO_THROW(s = ParseReplayCanaryStatus(bad, &problems));
+  EXPECT_EQ(s.phase, std::nullopt);
+  EXPECT_EQ(s.verdict, std::nullopt);
+  EXPECT_EQ(s.explanation, "kept");
+  EXPECT_EQ(s.queue_position, std::nullopt);
+  EXPECT_FALSE(s.arena_limit.has_value());
+  ASSERT_EQ(s.conditions.size(), 1u);
+  EXPECT_EQ(s.conditions[0].status, "");
+  ASSERT_EQ(s.variants.size(), 1u);
+  EXPECT_EQ(s.variants[0].verdict, Verdict::kFlat);
+  EXPECT_EQ(s.variants[0].floors_mib, (std::vector<double>{1, 3}));
+  EXPECT_EQ(s.variants[0].requests, std::nullopt);
+  EXPECT_FALSE(s.variants[0].oom_killed);
+  const std::vector<std::string> expected = {
+      "status.phase: must be a string, got 7",
+      "status.verdict: must be a string, got {\"a\":1}",
+      "status.queuePosition: must be an integer, got \"2\"",
+      "status.arenaLimit: must be an object, got \"ArenaMaxEnv\"",
+      "status.conditions[0]: must be an object, got 5",
+      "status.conditions[1].status: must be a string, got true",
+      "status.variants[0]: must be an object, got \"candidate\"",
+      "status.variants[1].floorsMiB[1]: must be a finite number, got \"two\"",
+      "status.variants[1].requests: must be an integer, got 1.5",
+      "status.variants[1].oomKilled: must be a boolean, got \"yes\"",
+  };
+  EXPECT_EQ(problems, expected);
+}
+
+TEST(ReplayCanaryStatusTest, AVerdictAllocguardDoesNotWriteReadsAsFailedAndIsKept) {
+  std::vector<std::string> problems;
+  const ReplayCanaryStatus s =
+      ParseReplayCanaryStatus(json{{"phase", "Completed"},
+                                   {"verdict", "Great"},
+                                   {"variants", {{{"name", "candidate"}, {"verdict", "flat"}}}}},
+                              &problems);
+  EXPECT_EQ(s.verdict, Verdict::kFailed) << "it can only hold";
+  EXPECT_EQ(s.unknown_verdict, "Great");
+  EXPECT_EQ(s.variants[0].verdict, Verdict::kFailed);
+  EXPECT_EQ(s.variants[0].unknown_verdict, "flat");
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_EQ(problems[0],
+            "status.verdict: \"Great\" is not a verdict allocguard writes; read as Failed");
+  EXPECT_EQ(ReplayCanaryStatusToJson(s)["verdict"], "Great") << "written back as it was";
+  EXPECT_EQ(RecordedVerdictName(s.verdict, s.unknown_verdict), "Great");
+  EXPECT_EQ(RecordedVerdictName(Verdict::kFlat, ""), "Flat");
+  EXPECT_EQ(RecordedVerdictName(std::nullopt, ""), "");
+}
+
+TEST(ReplayCanaryStatusTest, CanaryPhaseOfReadsOnlyThePhaseTheSameWay) {
+  EXPECT_EQ(CanaryPhaseOf(json{{"status", {{"phase", "Running"}}}}), CanaryPhase::kRunning);
+  EXPECT_EQ(CanaryPhaseOf(json{{"status", {{"phase", "running"}}}}), std::nullopt);
+  EXPECT_EQ(CanaryPhaseOf(json{{"status", {{"phase", 3}}}}), std::nullopt);
+  EXPECT_EQ(CanaryPhaseOf(json{{"status", "Running"}}), std::nullopt);
+  EXPECT_EQ(CanaryPhaseOf(json::object()), std::nullopt);
+  EXPECT_EQ(CanaryPhaseOf(json{{"status", FullStatus()}}),
+            CanaryStatusOf(json{{"status", FullStatus()}}).phase);
+}
+
+TEST(ReplayCanaryStatusTest, APhaseAllocguardDoesNotWriteIsNotStarted) {
+  std::vector<std::string> problems;
+  EXPECT_EQ(ParseReplayCanaryStatus(json{{"phase", "running"}}, &problems).phase, std::nullopt);
+  EXPECT_EQ(problems,
+            std::vector<std::string>{"status.phase: \"running\" is not a phase allocguard writes"});
+}
+
+// The CRD refuses "" for a date-time and NaN for a number, and a refused
+// field loses the whole status write: such values are never written.
+TEST(ReplayCanaryStatusTest, WritesNoEmptyTimeAndNoNonFiniteNumber) {
+  ReplayCanaryStatus s;
+  s.phase = CanaryPhase::kCompleted;
+  s.verdict = Verdict::kInconclusive;
+  VariantStatus v;
+  v.name = "candidate";
+  v.floor_slope_gib_per_hour = std::nan("");
+  v.peak_mib = INFINITY;
+  v.floors_mib = {1, std::nan(""), 2};
+  s.variants.push_back(v);
+  const json out = ReplayCanaryStatusToJson(s);
+  EXPECT_FALSE(out.contains("completionTime"));
+  EXPECT_FALSE(out.contains("startTime"));
+  EXPECT_FALSE(out["variants"][0].contains("floorSlopeGiBPerHour"));
+  EXPECT_FALSE(out["variants"][0].contains("peakMiB"));
+  EXPECT_EQ(out["variants"][0]["floorsMiB"], json({1.0, 2.0}));
+  EXPECT_EQ(out, json::parse(out.dump())) << "every number is finite";
+}
+
+TEST(SetConditionTest, KeepsTheTransitionTimeWhileTheStatusHolds) {
+  std::vector<Condition> conditions;
+  SetCondition(conditions, "Ready", "False", "Running", "running variant candidate", 1, "t1");
+  SetCondition(conditions, "Ready", "False", "Running", "running variant jemalloc", 2, "t2");
+  ASSERT_EQ(conditions.size(), 1u);
+  EXPECT_EQ(conditions[0].last_transition_time, "t1");
+  EXPECT_EQ(conditions[0].message, "running variant jemalloc");
+  EXPECT_EQ(conditions[0].observed_generation, 2);
+  SetCondition(conditions, "Ready", "True", "Flat", "the verdict is in", 2, "t3");
+  EXPECT_EQ(conditions[0].last_transition_time, "t3");
+  SetCondition(conditions, "Stalled", "False", "Completed", "", 2, "t3");
+  ASSERT_EQ(conditions.size(), 2u);
+  EXPECT_EQ(FindCondition(conditions, "Stalled")->reason, "Completed");
+  EXPECT_EQ(FindCondition(conditions, "Reconciling"), nullptr);
+  const json written = ConditionsToJson(conditions);
+  EXPECT_EQ(written[1]["message"], "") << "metav1.Condition requires a message";
+  EXPECT_EQ(ParseConditions(written, "conditions"), conditions);
+}
+
+}  // namespace
+}  // namespace allocguard::api

@@ -1,0 +1,43 @@
+#include "operator/api/json_fields.h"
+
+#include <cmath>
+#include <limits>
+
+namespace allocguard::api::json_fields {
+
+using nlohmann::json;
+
+std::string Path(const std::string& base, const std::string& key) {
+  return base.empty() ? key : base + "." + key;
+}
+
+std::string Item(const std::string& base, size_t i) { return base + "[" + std::to_string(i) + "]"; }
+
+std::string Dump(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+const json* Member(const json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+Result<int64_t> AsInt(const json& v, const std::string& path) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return InvalidArgument(path + ": is too large");
+    }
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e18) {
+      return static_cast<int64_t>(d);
+    }
+  }
+  return InvalidArgument(path + ": must be an integer, got " + Dump(v));
+}
+
+}  // namespace allocguard::api::json_fields
