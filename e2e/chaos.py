@@ -403,6 +403,18 @@ class Chaos:
 
             wait_until(30, f"{holder} renewing the Lease after the follower's kill", renewed, 0.25)
             failover, seen, new_holder, within = None, None, holder, True
+        # The kubelet notices a killed container within its relist period and
+        # only then counts the restart; until it does, the pod still reads
+        # Ready and running. A follower's kill is over (the leader renewed)
+        # sooner than that, so wait for the kubelet before looking again.
+        def kill_registered():
+            now = self.replicas.pods().get(target)
+            if now is None or now[3]:
+                return True  # gone or going: nothing more to count on it
+            return (now[1].get("restartCount", 0) > cs.get("restartCount", 0)
+                    or now[1].get("containerID") != cs.get("containerID"))
+
+        wait_until(60, f"the kubelet registering the kill of {target}'s container", kill_registered, 0.25)
         replaced = ""
         if cs.get("restartCount", 0) >= 1 and new_holder.rsplit("_", 1)[0] != target:
             # Its next restart would wait out the kubelet's back-off: a new pod instead.
