@@ -13,6 +13,8 @@ using json_fields::Member;
 using json_fields::Path;
 using nlohmann::json;
 
+bool IsFiniteNumber(const json& v) { return v.is_number() && std::isfinite(v.get<double>()); }
+
 // Reads the members of one JSON object into typed fields. A member of the
 // wrong type is left unread and reported, with its path, in `problems`.
 class Reader {
@@ -20,14 +22,33 @@ class Reader {
   Reader(const json& object, std::string path, std::vector<std::string>* problems)
       : object_(object), path_(std::move(path)), problems_(problems) {}
 
-  void String(const char* key, std::string* out) {
+  // Reads the member into *out when `fits` takes it; reports it otherwise.
+  // Returns whether it was read.
+  template <typename T>
+  bool Scalar(const char* key, bool (*fits)(const json&), const char* what, T* out) {
     const json* v = Member(object_, key);
-    if (v == nullptr) return;
-    if (v->is_string()) {
-      *out = v->get<std::string>();
-    } else {
-      Problem(key, "must be a string, got " + Dump(*v));
+    if (v == nullptr) return false;
+    if (!fits(*v)) {
+      Problem(key, std::string("must be ") + what + ", got " + Dump(*v));
+      return false;
     }
+    *out = v->get<T>();
+    return true;
+  }
+
+  void String(const char* key, std::string* out) {
+    Scalar(
+        key, [](const json& v) { return v.is_string(); }, "a string", out);
+  }
+
+  void Bool(const char* key, bool* out) {
+    Scalar(
+        key, [](const json& v) { return v.is_boolean(); }, "a boolean", out);
+  }
+
+  void Number(const char* key, std::optional<double>* out) {
+    double d = 0;
+    if (Scalar(key, IsFiniteNumber, "a finite number", &d)) *out = d;
   }
 
   void Int(const char* key, std::optional<int64_t>* out) {
@@ -41,26 +62,6 @@ class Reader {
     }
   }
 
-  void Number(const char* key, std::optional<double>* out) {
-    const json* v = Member(object_, key);
-    if (v == nullptr) return;
-    if (v->is_number() && std::isfinite(v->get<double>())) {
-      *out = v->get<double>();
-    } else {
-      Problem(key, "must be a finite number, got " + Dump(*v));
-    }
-  }
-
-  void Bool(const char* key, bool* out) {
-    const json* v = Member(object_, key);
-    if (v == nullptr) return;
-    if (v->is_boolean()) {
-      *out = v->get<bool>();
-    } else {
-      Problem(key, "must be a boolean, got " + Dump(*v));
-    }
-  }
-
   void Numbers(const char* key, std::vector<double>* out) {
     const json* v = Member(object_, key);
     if (v == nullptr) return;
@@ -70,7 +71,7 @@ class Reader {
     }
     for (size_t i = 0; i < v->size(); ++i) {
       const json& x = (*v)[i];
-      if (x.is_number() && std::isfinite(x.get<double>())) {
+      if (IsFiniteNumber(x)) {
         out->push_back(x.get<double>());
       } else {
         Report(Item(Path(path_, key), i) + ": must be a finite number, got " + Dump(x));
