@@ -32,7 +32,13 @@ struct EvaluateArgs {
   int traces_per_class = 1000;
   uint64_t seed = 1;
   double max_slope_gib_per_h = 0.5;
-  int max_minutes = 15;
+  // The planned run (warm-up included): the run length of the fixed rule,
+  // today's sequential judge and the standard corpus.
+  int planned_minutes = 15;
+  // How long the extended judge may run on when undecided at the planned end.
+  int max_minutes = 30;
+  double extension_share = memory::JudgeOptions{}.extension_share;
+  std::string corpus = "wide";
   double spending_rho = memory::JudgeOptions{}.spending_rho;
   std::vector<std::string> csv_paths;
   int sample_traces_per_class = 0;
@@ -281,7 +287,7 @@ Result<RecordedRun> ReadRecordedRun(const std::string& path, const EvaluateArgs&
   RecordedRun r;
   r.settings.max_slope_gib_per_h = args.max_slope_gib_per_h;
   r.settings.FromHeader(*run);
-  int max_minutes = args.max_minutes;
+  int max_minutes = args.planned_minutes;
   try {
     const std::string duration = run->Header("duration_s");
     if (!duration.empty()) max_minutes = static_cast<int>(std::ceil(std::stod(duration) / 60));
@@ -462,18 +468,19 @@ void PrintSampleBounds(const std::vector<memory::SampleClassEvaluation>& evals,
 
 int EvaluateSampleCorpus(const EvaluateArgs& args) {
   const memory::JudgeOptions options{.max_slope_gib_per_h = args.max_slope_gib_per_h,
-                                     .max_minutes = args.max_minutes,
+                                     .max_minutes = args.planned_minutes,
                                      .spending_rho = args.spending_rho};
   const auto rules = SampleRules(options);
   auto corpus = memory::SampleCorpus(args.max_slope_gib_per_h);
-  for (auto& c : corpus) c.spec.minutes = args.max_minutes;
+  for (auto& c : corpus) c.spec.minutes = args.planned_minutes;
   std::printf(
       "\nSample-level corpus: %d traces per class, seed %llu, 2 s samples, %d-minute runs; "
       "the sequential rule (budget as above) on floors made in different ways:\n"
       "min/60s = minimum of each minute (the floor), p10/60s = 10th percentile of each minute,\n"
       "min/30s, p10/30s, min/15s = the same over half and quarter minutes (the judge then "
       "works in segments)\n\n",
-      args.sample_traces_per_class, static_cast<unsigned long long>(args.seed), args.max_minutes);
+      args.sample_traces_per_class, static_cast<unsigned long long>(args.seed),
+      args.planned_minutes);
 
   // How noisy the generated floors are, to compare with the recorded runs.
   std::printf(
@@ -494,7 +501,7 @@ int EvaluateSampleCorpus(const EvaluateArgs& args) {
       for (int i = 0; i < n; ++i) {
         const auto samples = memory::GenerateSampleTrace(c.spec, 0xca11b4a7eULL + i);
         const SegmentNoise sn =
-            MeasureSegmentNoise(samples, 60, 60.0 * args.max_minutes, k.segment_s, k.quantile);
+            MeasureSegmentNoise(samples, 60, 60.0 * args.planned_minutes, k.segment_s, k.quantile);
         sd += sn.sd_mib / n, lag += sn.lag1 / n, se += sn.se_gib_per_h / n;
       }
       std::printf("  %s %5.1f %+5.2f %.3f", k.name, sd, lag, se);
@@ -571,6 +578,152 @@ int EvaluateSampleCorpus(const EvaluateArgs& args) {
   return 0;
 }
 
+// The wide corpus (memory::WideCorpus): the fixed rule and today's sequential
+// judge, each planned for --planned-minutes, beside the sequential judge that
+// may run on to --max-minutes, with either noise estimate. The figures are
+// those issue 17 set as targets.
+int EvaluateWideCorpus(const EvaluateArgs& args) {
+  if (args.max_minutes < args.planned_minutes) {
+    std::fprintf(stderr, "evaluate-verdicts: --max-minutes must be at least --planned-minutes\n");
+    return 2;
+  }
+  const double threshold = args.max_slope_gib_per_h;
+  memory::JudgeOptions planned{.max_slope_gib_per_h = threshold,
+                               .max_minutes = args.planned_minutes,
+                               .spending_rho = args.spending_rho};
+  memory::JudgeOptions extended = planned;
+  extended.max_minutes = args.max_minutes;
+  extended.planned_minutes = args.planned_minutes;
+  extended.extension_share = args.extension_share;
+  memory::JudgeOptions differences = extended;
+  differences.noise = memory::SlopeNoise::kDifferences;
+  const auto fixed = memory::NewFixedDurationJudge(planned);
+  const auto sequential = memory::NewSequentialJudge(planned);
+  const auto extended_judge = memory::NewSequentialJudge(extended);
+  const auto differences_judge = memory::NewSequentialJudge(differences);
+  const int planned_floors = args.planned_minutes - planned.warmup_minutes;
+  const int max_floors = args.max_minutes - planned.warmup_minutes;
+  char name[4][48];
+  std::snprintf(name[0], sizeof name[0], "fixed %d", args.planned_minutes);
+  std::snprintf(name[1], sizeof name[1], "seq %d", args.planned_minutes);
+  std::snprintf(name[2], sizeof name[2], "seq %d of %d", args.planned_minutes, args.max_minutes);
+  std::snprintf(name[3], sizeof name[3], "diff %d of %d", args.planned_minutes, args.max_minutes);
+  const memory::RuleUnderTest rules[] = {{name[0], fixed.get(), planned_floors},
+                                         {name[1], sequential.get(), planned_floors},
+                                         {name[2], extended_judge.get(), max_floors},
+                                         {name[3], differences_judge.get(), max_floors}};
+  const size_t rule_count = std::size(rules);
+  const auto corpus = memory::WideCorpus(threshold, args.max_minutes, args.planned_minutes);
+  const auto counts = memory::EvaluateRules(corpus, args.traces_per_class, args.seed, rules);
+
+  std::printf(
+      "allocguard evaluate-verdicts: wide corpus, %d traces per class, seed %llu, threshold "
+      "%.2f GiB/h, runs of up to %d minutes (minute 0 is warm-up)\n"
+      "fixed = least squares at the planned end; seq = today's sequential judge planned for %d "
+      "minutes;\nseq %d of %d = the same judge planned for %d minutes that runs on to %d when "
+      "undecided (%.0f%% of each budget kept for the looks after the plan);\ndiff = that judge "
+      "with the noise estimated from differences of floors\n\n",
+      args.traces_per_class, static_cast<unsigned long long>(args.seed), threshold,
+      args.max_minutes, args.planned_minutes, args.planned_minutes, args.max_minutes,
+      args.planned_minutes, args.max_minutes, 100 * args.extension_share);
+  std::printf("%-34s %-11s", "class", "truth");
+  for (const auto& r : rules) std::printf(" | %-26s", r.name.c_str());
+  std::printf("\n%-34s %-11s", "", "");
+  for (size_t r = 0; r < rule_count; ++r)
+    std::printf(" | %6s %6s %6s %4s", "Ratch", "Flat", "Inc", "min");
+  std::printf("\n");
+  for (size_t k = 0; k < corpus.size(); ++k) {
+    std::printf("%-34s %-11s", corpus[k].name.c_str(), memory::TraceTruthName(corpus[k].truth));
+    for (const VerdictCounts& c : counts[k]) {
+      std::printf(" | %s %s %s %4.0f", Percent(c.ratchet, c.traces).c_str(),
+                  Percent(c.flat, c.traces).c_str(), Percent(c.inconclusive, c.traces).c_str(),
+                  c.MedianMinutes());
+    }
+    std::printf("\n");
+  }
+
+  std::vector<std::string> names;
+  std::vector<memory::TraceTruth> truths;
+  for (const auto& c : corpus) {
+    names.push_back(c.name);
+    truths.push_back(c.truth);
+  }
+  const auto plain = [](const memory::TraceClass& c) {
+    return PlainClass(c) && c.spec.decel_minutes == 0;
+  };
+  // Minutes of every trace of the plain classes with this slope.
+  const auto minutes_at = [&](size_t r, double slope) {
+    std::vector<int> out;
+    for (size_t k = 0; k < corpus.size(); ++k) {
+      if (!plain(corpus[k]) || corpus[k].spec.slope_gib_per_h != slope) continue;
+      out.insert(out.end(), counts[k][r].minutes.begin(), counts[k][r].minutes.end());
+    }
+    return out;
+  };
+  // Flat truth: a level floor or one well inside the threshold.
+  const auto flat_truth_inconclusive = [&](size_t r) {
+    int traces = 0, inconclusive = 0;
+    for (size_t k = 0; k < corpus.size(); ++k) {
+      if (!plain(corpus[k]) || std::fabs(corpus[k].spec.slope_gib_per_h) > threshold / 2) continue;
+      traces += counts[k][r].traces;
+      inconclusive += counts[k][r].inconclusive;
+    }
+    return traces ? static_cast<double>(inconclusive) / traces : 0;
+  };
+  std::vector<RuleSummary> sums;
+  for (size_t r = 0; r < rule_count; ++r) {
+    std::vector<VerdictCounts> per_class;
+    for (size_t k = 0; k < corpus.size(); ++k) per_class.push_back(counts[k][r]);
+    sums.push_back(memory::SummarizeCounts(names, truths, per_class));
+  }
+  const auto row = [&](const char* label, auto value, const char* target) {
+    std::printf("%-46s", label);
+    for (size_t r = 0; r < rule_count; ++r) std::printf(" %13s", value(r).c_str());
+    std::printf("   %s\n", target);
+  };
+  const auto minutes = [](double v) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return std::string(buf);
+  };
+  std::printf("\n%-46s", "summary");
+  for (const auto& r : rules) std::printf(" %13s", r.name.c_str());
+  std::printf("   target\n");
+  row(
+      "false Ratchet (not-ratchet traces, pooled)",
+      [&](size_t r) { return Rate(sums[r].FalseRatchetRate()); }, "<= 1%");
+  row(
+      "  worst class", [&](size_t r) { return Rate(sums[r].worst_false_ratchet_rate); }, "");
+  row(
+      "missed Ratchet (slope >= 2x threshold, pooled)",
+      [&](size_t r) { return Rate(sums[r].MissedRatchetRate()); }, "<= 1%");
+  row(
+      "  worst class", [&](size_t r) { return Rate(sums[r].worst_missed_ratchet_rate); }, "");
+  row(
+      "flat truth (|slope| <= threshold/2) Inconcl.",
+      [&](size_t r) { return Rate(flat_truth_inconclusive(r)); }, "<= 3%");
+  row(
+      "median minutes to a verdict, flat (slope 0)",
+      [&](size_t r) { return minutes(memory::MinutesQuantile(minutes_at(r, 0), 0.5)); }, "<= 12");
+  row(
+      "  p90", [&](size_t r) { return minutes(memory::MinutesQuantile(minutes_at(r, 0), 0.9)); },
+      "");
+  row(
+      "median minutes to a verdict, +2.50 GiB/h",
+      [&](size_t r) { return minutes(memory::MinutesQuantile(minutes_at(r, 2.5), 0.5)); }, "<= 5");
+  row(
+      "  p90", [&](size_t r) { return minutes(memory::MinutesQuantile(minutes_at(r, 2.5), 0.9)); },
+      "");
+  for (size_t r = 0; r < rule_count; ++r) {
+    std::printf(
+        "  %s: worst false %s; worst missed %s\n", rules[r].name.c_str(),
+        sums[r].worst_false_ratchet_class.empty() ? "-" : sums[r].worst_false_ratchet_class.c_str(),
+        sums[r].worst_missed_ratchet_class.empty() ? "-"
+                                                   : sums[r].worst_missed_ratchet_class.c_str());
+  }
+  return 0;
+}
+
 int RunEvaluate(const EvaluateArgs& args) {
   if (args.traces_per_class == 0) {
     if (args.sample_traces_per_class > 0) {
@@ -579,14 +732,19 @@ int RunEvaluate(const EvaluateArgs& args) {
     }
     return EvaluateReplayCsvs(args);
   }
+  if (args.corpus == "wide") {
+    const int rc = EvaluateWideCorpus(args);
+    if (rc != 0 || args.csv_paths.empty()) return rc;
+    return EvaluateReplayCsvs(args);
+  }
   const memory::JudgeOptions options{.max_slope_gib_per_h = args.max_slope_gib_per_h,
-                                     .max_minutes = args.max_minutes,
+                                     .max_minutes = args.planned_minutes,
                                      .spending_rho = args.spending_rho};
   const auto old_rule = memory::NewFixedDurationJudge(options);
   const auto new_rule = memory::NewSequentialJudge(options);
   const auto corpus = memory::StandardCorpus(args.max_slope_gib_per_h);
   std::vector<memory::TraceClass> classes = corpus;
-  for (memory::TraceClass& c : classes) c.spec.minutes = args.max_minutes;
+  for (memory::TraceClass& c : classes) c.spec.minutes = args.planned_minutes;
   const auto evals =
       memory::EvaluateCorpus(classes, args.traces_per_class, args.seed, *old_rule, *new_rule);
 
@@ -596,7 +754,7 @@ int RunEvaluate(const EvaluateArgs& args) {
       "old = fixed-duration least squares at the end; new = sequential (budget: false Ratchet "
       "%.1f%%, false Flat %.1f%%, over %d looks, spending alpha * t^%g)\n\n",
       args.traces_per_class, static_cast<unsigned long long>(args.seed), args.max_slope_gib_per_h,
-      args.max_minutes, 100 * options.false_ratchet_rate, 100 * options.false_flat_rate,
+      args.planned_minutes, 100 * options.false_ratchet_rate, 100 * options.false_flat_rate,
       memory::PlannedLooks(options), options.spending_rho);
   std::printf("%-38s %-11s | %-34s | %-34s\n", "", "", "old: Ratchet   Flat Inconcl median",
               "new: Ratchet   Flat Inconcl median");
@@ -668,8 +826,25 @@ void RegisterEvaluateCommand(CLI::App& app, int* exit_code) {
                   "Spending exponent of the new rule (alpha * t^rho; to compare plans)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--max-minutes", args->max_minutes, "Run length, warm-up minute included")
+  cmd->add_option("--corpus", args->corpus,
+                  "wide: the fixed rule, today's sequential judge and the judge that may run on "
+                  "to --max-minutes, on the wide corpus; standard: the fixed and sequential rules "
+                  "on the corpus of docs/verdicts.md")
+      ->check(CLI::IsMember({"wide", "standard"}))
+      ->capture_default_str();
+  cmd->add_option("--planned-minutes", args->planned_minutes,
+                  "Planned run length, warm-up minute included (the canary's duration)")
       ->check(CLI::Range(4, 240))
+      ->capture_default_str();
+  cmd->add_option("--max-minutes", args->max_minutes,
+                  "Longest run of the extended judge, warm-up included (the canary's "
+                  "maxDuration; wide corpus)")
+      ->check(CLI::Range(4, 240))
+      ->capture_default_str();
+  cmd->add_option("--extension-share", args->extension_share,
+                  "Share of each error budget the extended judge keeps for the looks after the "
+                  "planned end")
+      ->check(CLI::Range(0.0, 0.9))
       ->capture_default_str();
   cmd->add_option("--samples", args->sample_traces_per_class,
                   "Traces per class of the sample-level corpus (2 s samples; compares floor "

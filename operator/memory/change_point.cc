@@ -3,7 +3,7 @@
 namespace allocguard::memory {
 
 LateGrowth FindLateGrowth(std::span<const MinuteFloor> floors, double threshold_bytes_per_minute,
-                          double alpha, int min_segment) {
+                          double alpha, int min_segment, SlopeNoise noise) {
   LateGrowth result;
   const int n = static_cast<int>(floors.size());
   const int last_start = n - min_segment;  // index of the last start examined
@@ -12,7 +12,7 @@ LateGrowth FindLateGrowth(std::span<const MinuteFloor> floors, double threshold_
   const double per_start_alpha = alpha / result.candidates;
   bool have_best = false;
   for (int i = 1; i <= last_start; ++i) {
-    SlopeInterval tail = FitSlopeInterval(floors.subspan(i), per_start_alpha);
+    SlopeInterval tail = FitSlopeInterval(floors.subspan(i), per_start_alpha, noise);
     if (!tail.valid) continue;
     if (!have_best || tail.low > result.tail.low) {
       result.tail = tail;

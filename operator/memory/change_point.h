@@ -27,6 +27,7 @@ struct LateGrowth {
 // alpha / candidates, and returns the tail with the highest lower bound.
 // Slopes in bytes per minute. REQUIRES: min_segment >= 3, 0 < alpha < 0.5.
 LateGrowth FindLateGrowth(std::span<const MinuteFloor> floors, double threshold_bytes_per_minute,
-                          double alpha, int min_segment);
+                          double alpha, int min_segment,
+                          SlopeNoise noise = SlopeNoise::kQuadraticResiduals);
 
 }  // namespace allocguard::memory

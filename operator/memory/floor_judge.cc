@@ -56,6 +56,20 @@ SlopeFit FitFloorSlope(std::span<const MinuteFloor> floors) {
   return fit;
 }
 
+std::optional<int> MoreFloorsNeeded(const FloorJudgement& j, double max_slope_gib_per_h) {
+  if (j.confidence <= 0 || j.minutes_used < 1) return std::nullopt;
+  const double half_width = (j.slope_high_gib_per_h - j.slope_low_gib_per_h) / 2;
+  const double b = j.slope_gib_per_h;
+  const double room =
+      b > max_slope_gib_per_h ? b - max_slope_gib_per_h : max_slope_gib_per_h - std::fabs(b);
+  // Within a twentieth of the threshold of a boundary, any promise would be
+  // hundreds of minutes.
+  if (!(half_width > 0) || room < max_slope_gib_per_h / 20) return std::nullopt;
+  if (half_width <= room) return 0;
+  const double floors = j.minutes_used * std::pow(half_width / room, 2.0 / 3.0);
+  return static_cast<int>(std::ceil(floors - j.minutes_used));
+}
+
 std::string FormatSlopeValue(double gib_per_hour) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%+.2f", gib_per_hour);

@@ -10,10 +10,12 @@
 // explanation users read.
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
 #include "operator/memory/memory_sample.h"
+#include "operator/memory/slope_interval.h"
 
 namespace allocguard::memory {
 
@@ -50,6 +52,10 @@ struct FloorJudgement {
   // the rising segment (slope, interval and Theil–Sen then describe that
   // segment); 0 otherwise.
   int growth_start_minute = 0;
+  // True at a look after the planned end of the run (JudgeOptions::
+  // planned_minutes) and before max_minutes: the run would have ended here
+  // undecided, and goes on instead.
+  bool past_planned_end = false;
 };
 
 struct JudgeOptions {
@@ -62,6 +68,16 @@ struct JudgeOptions {
   // that goes on past the plan gets no further looks and ends Inconclusive.
   int max_minutes = 15;
   int warmup_minutes = 1;
+  // The planned run length (warm-up included, at most max_minutes; 0 means
+  // max_minutes). The looks up to it spend all but extension_share of each
+  // error budget, the looks after it, up to max_minutes, the rest: a run
+  // decides as early as a plan of planned_minutes would, and a run still
+  // undecided at its planned end goes on instead of ending Inconclusive.
+  int planned_minutes = 0;
+  double extension_share = 0.25;
+  // How the sequential judge estimates the floor noise behind the slope's
+  // interval (slope_interval.h, SlopeNoise; docs/verdicts.md compares them).
+  SlopeNoise noise = SlopeNoise::kQuadraticResiduals;
   // Error budget of the sequential judge over all its looks, when the floor
   // noise is Gaussian AR(1): the chance that a run ends in a false Ratchet
   // (true slope at or below max_slope_gib_per_h), and the chance that it ends
@@ -103,6 +119,15 @@ std::unique_ptr<FloorJudge> NewSequentialJudge(const JudgeOptions& options);
 
 // The default judge of this build (see floor_judge.cc for which one).
 std::unique_ptr<FloorJudge> NewDefaultJudge(const JudgeOptions& options);
+
+// Roughly how many more floors an undecided judgement needs at the noise it
+// has seen: the interval narrows about as minutes^-1.5 (the slope's
+// information grows as n^3), and a verdict needs its half-width below the
+// slope's distance to the nearer boundary (the threshold for a climbing
+// floor, ±threshold for a level one). Nothing when the judgement has no
+// interval yet or the slope sits at a boundary, where no number of minutes
+// can be promised.
+std::optional<int> MoreFloorsNeeded(const FloorJudgement& j, double max_slope_gib_per_h);
 
 struct SlopeFit {
   double slope_bytes_per_minute = 0;

@@ -1,6 +1,7 @@
 #include "operator/memory/floor_trace_generator.h"
 
 #include <cmath>
+#include <cstdio>
 #include <numbers>
 #include <random>
 
@@ -36,7 +37,12 @@ std::vector<MinuteFloor> GenerateFloorTrace(const TraceSpec& spec, uint64_t seed
     if (m < spec.warmup_minutes) continue;
     double mib = spec.base_mib + noise;
     const int start = spec.growth_start_minute;
-    if (m > start) mib += slope_mib_per_minute * (m - start);
+    if (m > start && spec.decel_minutes > 0) {
+      mib += slope_mib_per_minute * spec.decel_minutes *
+             (1 - std::exp(-(m - start) / spec.decel_minutes));
+    } else if (m > start) {
+      mib += slope_mib_per_minute * (m - start);
+    }
     if (spec.step_mib != 0 && m >= spec.step_minute) mib += spec.step_mib;
     if (spec.outlier_mib != 0 && m == spec.outlier_minute) mib += spec.outlier_mib;
     floors.push_back({.minute = m, .floor_bytes = mib * kBytesPerMiB, .samples = 30});
@@ -119,6 +125,85 @@ std::vector<TraceClass> StandardCorpus(double threshold_gib_per_h) {
     c.vary_first_minute = 3;
     c.vary_last_minute = 9;
     corpus.push_back(c);
+  }
+  return corpus;
+}
+
+std::vector<TraceClass> WideCorpus(double threshold_gib_per_h, int minutes, int planned_minutes) {
+  auto truth_of = [&](double slope) { return TruthOfSlope(slope, threshold_gib_per_h); };
+  struct Noise {
+    const char* name;
+    double sd_mib;
+    double ar1;
+  };
+  const Noise noises[] = {{"white5", 5, 0},      {"white10", 10, 0},    {"white25", 25, 0},
+                          {"white40", 40, 0},    {"white60", 60, 0},    {"ar0.5-25", 25, 0.5},
+                          {"ar0.5-50", 50, 0.5}, {"ar0.8-30", 30, 0.8}, {"ar0.9-30", 30, 0.9},
+                          {"ar0.9-60", 60, 0.9}};
+  const double slopes[] = {-1, 0, 0.22, 0.5, 1, 1.5, 2.5, 5};
+  std::vector<TraceClass> corpus;
+  char name[80];
+  auto add = [&](TraceClass c) {
+    c.spec.minutes = minutes;
+    corpus.push_back(std::move(c));
+  };
+  for (const Noise& noise : noises) {
+    for (double slope : slopes) {
+      std::snprintf(name, sizeof name, "slope%+.2f %s", slope, noise.name);
+      TraceClass c{.name = name, .truth = truth_of(slope)};
+      c.spec.slope_gib_per_h = slope;
+      c.spec.noise_sd_mib = noise.sd_mib;
+      c.spec.noise_ar1 = noise.ar1;
+      add(c);
+    }
+  }
+  for (double step : {50.0, 150.0}) {
+    std::snprintf(name, sizeof name, "step+%.0fMiB flat ar0.5-25", step);
+    TraceClass c{.name = name, .truth = TraceTruth::kNotRatchet};
+    c.spec.step_mib = step;
+    c.spec.noise_ar1 = 0.5;
+    c.varies = TraceClass::Varies::kStepMinute;
+    c.vary_first_minute = 3;
+    c.vary_last_minute = planned_minutes - 3;
+    add(c);
+  }
+  for (double slope : {0.0, 0.5, 2.5}) {
+    std::snprintf(name, sizeof name, "outlier+300MiB slope%+.2f white25", slope);
+    TraceClass c{.name = name, .truth = truth_of(slope)};
+    c.spec.slope_gib_per_h = slope;
+    c.spec.outlier_mib = 300;
+    c.varies = TraceClass::Varies::kOutlierMinute;
+    c.vary_first_minute = 1;
+    c.vary_last_minute = planned_minutes - 1;
+    add(c);
+  }
+  for (int first : {3, 10}) {
+    for (double slope : {2.5, 5.0}) {
+      const int last = first == 3 ? 9 : 20;
+      std::snprintf(name, sizeof name, "late%+.1f from m%d-%d white25", slope, first, last);
+      TraceClass c{.name = name, .truth = truth_of(slope)};
+      c.spec.slope_gib_per_h = slope;
+      c.varies = TraceClass::Varies::kGrowthStart;
+      c.vary_first_minute = first;
+      c.vary_last_minute = last;
+      add(c);
+    }
+  }
+  struct Decel {
+    double slope, tau, sd, ar1;
+  };
+  for (const Decel& d : {Decel{16, 4, 40, 0}, Decel{16, 4, 60, 0.5}, Decel{5, 6, 25, 0},
+                         Decel{5, 6, 40, 0.5}, Decel{2.5, 10, 25, 0}}) {
+    const double span = planned_minutes - 1;
+    const double mean_slope = d.slope * d.tau * (1 - std::exp(-span / d.tau)) / span;
+    std::snprintf(name, sizeof name, "decel%+.1f tau%.0f sd%.0f ar%.1f", d.slope, d.tau, d.sd,
+                  d.ar1);
+    TraceClass c{.name = name, .truth = truth_of(mean_slope)};
+    c.spec.slope_gib_per_h = d.slope;
+    c.spec.decel_minutes = d.tau;
+    c.spec.noise_sd_mib = d.sd;
+    c.spec.noise_ar1 = d.ar1;
+    add(c);
   }
   return corpus;
 }

@@ -31,6 +31,10 @@ struct TraceSpec {
   // memory through a whole minute); 0 for none.
   int outlier_minute = 0;
   double outlier_mib = 0;
+  // When positive, the climb decelerates: it starts at slope_gib_per_h and
+  // its pace falls by e every decel_minutes, so the floor approaches
+  // slope * decel_minutes above its start (arenas filling up, then full).
+  double decel_minutes = 0;
   int minutes = 15;  // run length, warm-up included
   int warmup_minutes = 1;
 };
@@ -73,5 +77,13 @@ TraceSpec InstanceSpec(const TraceClass& c, uint64_t seed, int index);
 // noise (lag-1 correlation 0.5) of 25 and 50 MiB, plus steps, outliers and
 // growth that starts mid-run.
 std::vector<TraceClass> StandardCorpus(double threshold_gib_per_h);
+
+// A wider corpus for judges that may run longer than they plan
+// (JudgeOptions::planned_minutes): noise of 5 to 60 MiB with lag-1
+// correlation 0 to 0.9 (slow wander), slopes -1 .. +5 GiB/h, one-time steps,
+// outlier minutes, growth starting at minutes 3-9 and 10-20, and climbs that
+// decelerate as the demo's glibc ratchet does. Truth of a decelerating class
+// is that of its mean slope over the first planned_minutes.
+std::vector<TraceClass> WideCorpus(double threshold_gib_per_h, int minutes, int planned_minutes);
 
 }  // namespace allocguard::memory

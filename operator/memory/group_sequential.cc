@@ -156,13 +156,20 @@ double PowerSpending(double alpha, double information_fraction, double rho) {
 
 std::vector<double> SpendingNominalLevels(std::span<const double> information, double alpha,
                                           double rho) {
+  std::vector<double> cumulative;
+  cumulative.reserve(information.size());
+  for (double info : information) {
+    cumulative.push_back(PowerSpending(alpha, info / information.back(), rho));
+  }
+  return NominalLevelsForSpending(information, cumulative);
+}
+
+std::vector<double> NominalLevelsForSpending(std::span<const double> information,
+                                             std::span<const double> cumulative) {
   std::vector<double> levels(information.size(), 0);
   if (information.empty()) return levels;
-  const double total_info = information.back();
   Walk(information, [&](size_t k, const Density& prev, double increment_var) {
-    const double t_prev = k == 0 ? 0 : information[k - 1] / total_info;
-    const double target =
-        PowerSpending(alpha, information[k] / total_info, rho) - PowerSpending(alpha, t_prev, rho);
+    const double target = cumulative[k] - (k == 0 ? 0 : cumulative[k - 1]);
     if (target <= 0) return std::numeric_limits<double>::infinity();
     // Without the earlier looks the boundary would be the plain quantile;
     // they lower it only a little, so the quantile is a close first guess.

@@ -40,6 +40,11 @@ double PowerSpending(double alpha, double information_fraction, double rho);
 std::vector<double> SpendingNominalLevels(std::span<const double> information, double alpha,
                                           double rho);
 
+// The same for any spending plan: cumulative[k] is the budget spent by look k
+// (non-decreasing, below 0.5). A look that spends nothing new gets level 0.
+std::vector<double> NominalLevelsForSpending(std::span<const double> information,
+                                             std::span<const double> cumulative);
+
 // P(the process crosses at some look) for boundaries given as nominal levels,
 // under the null hypothesis; equals alpha for the levels above (a check).
 double CrossingProbability(std::span<const double> information,

@@ -67,6 +67,7 @@ class SequentialJudge final : public FloorJudge {
     const std::string limit = Fixed(options_.max_slope_gib_per_h, "%.2f");
     const int planned_floors = options_.max_minutes - options_.warmup_minutes;
     const int look = std::min(n, planned_floors) - options_.min_floors;
+    const SlopeNoise noise = options_.noise;
     const LookBudget budget =
         look >= 0 && look < static_cast<int>(budgets_.size()) ? budgets_[look] : LookBudget{};
     // Outside the plan no budget is spent; the interval shown is then a plain
@@ -79,7 +80,7 @@ class SequentialJudge final : public FloorJudge {
     j.minutes_used = n;
     j.trend_p_value = std::nan("");
     j.theil_sen_gib_per_h = std::nan("");
-    const SlopeInterval iv = FitSlopeInterval(floors, shown_alpha);
+    const SlopeInterval iv = FitSlopeInterval(floors, shown_alpha, noise);
     Describe(iv, confidence, &j);
     if (n < 2) return Undecided(j, final, "only " + std::to_string(n) + " minute floors");
     const double sen = TheilSenSlope(floors);
@@ -108,8 +109,8 @@ class SequentialJudge final : public FloorJudge {
       return j;
     }
 
-    const LateGrowth late =
-        FindLateGrowth(floors, threshold, budget.late_growth, options_.late_growth_min_floors);
+    const LateGrowth late = FindLateGrowth(floors, threshold, budget.late_growth,
+                                           options_.late_growth_min_floors, noise);
     if (late.found) {
       const auto tail = floors.subspan(static_cast<size_t>(n - late.tail.n));
       const double tail_sen = TheilSenSlope(tail);
@@ -129,7 +130,7 @@ class SequentialJudge final : public FloorJudge {
       }
     }
 
-    const SlopeInterval flat_iv = FitSlopeInterval(floors, budget.flat);
+    const SlopeInterval flat_iv = FitSlopeInterval(floors, budget.flat, noise);
     if (flat_iv.valid && flat_iv.low > -threshold && flat_iv.high < threshold &&
         std::fabs(sen) < threshold) {
       const double flat_confidence = 1 - 2 * budget.flat;
@@ -141,6 +142,7 @@ class SequentialJudge final : public FloorJudge {
       return j;
     }
 
+    j.past_planned_end = n >= PlannedEndFloors(options_) && n < planned_floors;
     if (!final && n < planned_floors) return j;
     j.decision = FloorDecision::kInconclusive;
     if (iv.valid && iv.high < -threshold) {
@@ -170,6 +172,31 @@ int PlannedLooks(const JudgeOptions& options) {
   return std::max(1, options.max_minutes - options.warmup_minutes - options.min_floors + 1);
 }
 
+int PlannedEndFloors(const JudgeOptions& options) {
+  const int planned = options.planned_minutes > 0
+                          ? std::min(options.planned_minutes, options.max_minutes)
+                          : options.max_minutes;
+  return planned - options.warmup_minutes;
+}
+
+std::vector<double> CumulativeSpending(std::span<const double> information, int planned_look,
+                                       double alpha, double extension_share, double rho) {
+  const int looks = static_cast<int>(information.size());
+  planned_look = std::clamp(planned_look, 0, looks - 1);
+  const double share = planned_look == looks - 1 ? 0 : extension_share;
+  const double planned_info = information[planned_look];
+  std::vector<double> out;
+  for (int k = 0; k < looks; ++k) {
+    if (k <= planned_look) {
+      out.push_back(PowerSpending(alpha * (1 - share), information[k] / planned_info, rho));
+    } else {
+      const double t = (information[k] - planned_info) / (information.back() - planned_info);
+      out.push_back(alpha * (1 - share) + PowerSpending(alpha * share, t, rho));
+    }
+  }
+  return out;
+}
+
 namespace {
 
 std::vector<LookBudget> ComputeLookBudgets(const JudgeOptions& options) {
@@ -180,19 +207,21 @@ std::vector<LookBudget> ComputeLookBudgets(const JudgeOptions& options) {
     // Sxx of n consecutive minutes; kept strictly increasing for min_floors < 3.
     information.push_back(std::max(n * (n * n - 1) / 12, k == 0 ? 0.5 : information.back() + 0.5));
   }
+  const int planned_look = PlannedEndFloors(options) - options.min_floors;
+  const auto spend = [&](double alpha) {
+    return CumulativeSpending(information, planned_look, alpha, options.extension_share,
+                              options.spending_rho);
+  };
   const double ratchet_alpha = options.false_ratchet_rate * (1 - options.late_growth_share);
   const double late_alpha = options.false_ratchet_rate * options.late_growth_share;
-  const std::vector<double> ratchet =
-      SpendingNominalLevels(information, ratchet_alpha, options.spending_rho);
+  const std::vector<double> ratchet = NominalLevelsForSpending(information, spend(ratchet_alpha));
   const std::vector<double> flat =
-      SpendingNominalLevels(information, options.false_flat_rate, options.spending_rho);
+      NominalLevelsForSpending(information, spend(options.false_flat_rate));
+  const std::vector<double> late = spend(late_alpha);
   std::vector<LookBudget> out;
   for (int k = 0; k < looks; ++k) {
-    const double t = information[k] / information.back();
-    const double t_prev = k == 0 ? 0 : information[k - 1] / information.back();
     out.push_back({.ratchet = ratchet[k],
-                   .late_growth = PowerSpending(late_alpha, t, options.spending_rho) -
-                                  PowerSpending(late_alpha, t_prev, options.spending_rho),
+                   .late_growth = late[k] - (k == 0 ? 0 : late[k - 1]),
                    .flat = flat[k]});
   }
   return out;
@@ -203,12 +232,12 @@ std::vector<LookBudget> ComputeLookBudgets(const JudgeOptions& options) {
 std::vector<LookBudget> PlanLookBudgets(const JudgeOptions& options) {
   // The boundaries take a few milliseconds of numerical integration; every
   // judge with the same plan shares them.
-  using Key = std::tuple<int, int, int, double, double, double, double>;
+  using Key = std::tuple<int, int, int, int, double, double, double, double, double>;
   static std::mutex mu;
   static std::map<Key, std::vector<LookBudget>> cache;
-  const Key key{options.min_floors,         options.max_minutes,     options.warmup_minutes,
-                options.false_ratchet_rate, options.false_flat_rate, options.late_growth_share,
-                options.spending_rho};
+  const Key key{options.min_floors,        options.max_minutes,        options.warmup_minutes,
+                PlannedEndFloors(options), options.false_ratchet_rate, options.false_flat_rate,
+                options.late_growth_share, options.spending_rho,       options.extension_share};
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(key);
   if (it == cache.end()) {

@@ -25,6 +25,7 @@
 //     the run ends.
 // Thread-safe: the judge keeps no state between calls.
 
+#include <span>
 #include <vector>
 
 #include "operator/memory/floor_judge.h"
@@ -51,5 +52,17 @@ LookBudget BudgetForLook(const JudgeOptions& options, int floors);
 
 // All planned looks' budgets, for floors = min_floors .. the last planned look.
 std::vector<LookBudget> PlanLookBudgets(const JudgeOptions& options);
+
+// Floors at the planned end of the run (options.planned_minutes, or
+// max_minutes when that is 0, less the warm-up).
+int PlannedEndFloors(const JudgeOptions& options);
+
+// The budget spent by each look: power-family spending of
+// alpha * (1 - extension_share) over the information up to planned_look, then
+// of alpha * extension_share over the information the looks after it add, up
+// to the last. With planned_look at the last look the whole alpha is spent by
+// it, as a plain power-family plan.
+std::vector<double> CumulativeSpending(std::span<const double> information, int planned_look,
+                                       double alpha, double extension_share, double rho);
 
 }  // namespace allocguard::memory

@@ -56,6 +56,80 @@ TEST(LookBudgetTest, BoundariesSpendExactlyTheBudgetOverCorrelatedLooks) {
   EXPECT_EQ(BudgetForLook(options, 15).ratchet, 0);  // past it
 }
 
+TEST(LookBudgetTest, AnExtendedPlanSpendsMostOfTheBudgetByThePlannedEnd) {
+  JudgeOptions options{.max_minutes = 30, .planned_minutes = 15, .extension_share = 0.25};
+  // Looks at 3..29 floors; the planned end is at 14 floors, look index 11.
+  EXPECT_EQ(PlannedLooks(options), 27);
+  EXPECT_EQ(PlannedEndFloors(options), 14);
+  const std::vector<LookBudget> plan = PlanLookBudgets(options);
+  ASSERT_EQ(plan.size(), 27u);
+  std::vector<double> info, ratchet, planned_info, planned_ratchet;
+  double late = 0, late_by_plan = 0;
+  for (int n = 3; n <= 29; ++n) {
+    info.push_back(n * (n * n - 1) / 12.0);
+    ratchet.push_back(plan[n - 3].ratchet);
+    late += plan[n - 3].late_growth;
+    if (n <= 14) {
+      planned_info.push_back(info.back());
+      planned_ratchet.push_back(plan[n - 3].ratchet);
+      late_by_plan += plan[n - 3].late_growth;
+    }
+  }
+  // The whole budget over every look to 30 minutes; three quarters of it by
+  // the planned 15 (0.8 % whole-run share x 0.75 = 0.6 %).
+  EXPECT_NEAR(CrossingProbability(info, ratchet), 0.008, 1e-6);
+  EXPECT_NEAR(CrossingProbability(planned_info, planned_ratchet), 0.006, 1e-6);
+  EXPECT_NEAR(late, 0.002, 1e-12);
+  EXPECT_NEAR(late_by_plan, 0.0015, 1e-12);
+  // With no extension the plan is the plain one of a 15-minute run.
+  JudgeOptions plain;
+  JudgeOptions same{.max_minutes = 15, .planned_minutes = 15};
+  EXPECT_EQ(PlanLookBudgets(plain)[11].ratchet, PlanLookBudgets(same)[11].ratchet);
+}
+
+// A floor too noisy for a verdict in 15 minutes: the planned end is no
+// longer the end, the judge says it runs on, and decides later.
+TEST(SequentialJudgeTest, UndecidedAtThePlannedEndRunsOnInsteadOfInconclusive) {
+  const auto floors = Trace(0, 80, 29);
+  const auto planned_only = NewSequentialJudge({.max_slope_gib_per_h = 0.5});
+  const auto extended =
+      NewSequentialJudge({.max_slope_gib_per_h = 0.5, .max_minutes = 30, .planned_minutes = 15});
+  const std::span<const MinuteFloor> first14(floors.data(), 14);
+  EXPECT_EQ(planned_only->Judge(first14, false).decision, FloorDecision::kInconclusive);
+  const FloorJudgement at_plan = extended->Judge(first14, false);
+  EXPECT_EQ(at_plan.decision, FloorDecision::kContinue);
+  EXPECT_TRUE(at_plan.past_planned_end);
+  const RunOutcome o = ReplayJudge(*extended, floors);
+  EXPECT_EQ(o.judgement.decision, FloorDecision::kFlat) << o.judgement.explanation;
+  EXPECT_GT(o.minutes_elapsed, 15);
+  EXPECT_LE(o.minutes_elapsed, 30);
+}
+
+// MoreFloorsNeeded by hand: 8 floors, slope +0.10, interval +-0.80 GiB/h;
+// Flat needs a half-width below 0.50 - 0.10 = 0.40, i.e. (0.80 / 0.40)^(2/3)
+// = 1.587 times the floors: 12.7, so 5 more.
+TEST(MoreFloorsNeededTest, ScalesTheIntervalAsMinutesToTheMinusOneAndAHalf) {
+  FloorJudgement j;
+  j.minutes_used = 8;
+  j.slope_gib_per_h = 0.10;
+  j.slope_low_gib_per_h = -0.70;
+  j.slope_high_gib_per_h = 0.90;
+  j.confidence = 0.99;
+  EXPECT_EQ(MoreFloorsNeeded(j, 0.5), 5);
+  // A climb: room to the threshold 2.5 - 0.5 = 2.0 against a half-width of
+  // 0.8: already narrow enough.
+  j.slope_gib_per_h = 2.5;
+  j.slope_low_gib_per_h = 1.7;
+  j.slope_high_gib_per_h = 3.3;
+  EXPECT_EQ(MoreFloorsNeeded(j, 0.5), 0);
+  // At the threshold no number of minutes can be promised; nor without an interval.
+  j.slope_gib_per_h = 0.51;
+  EXPECT_FALSE(MoreFloorsNeeded(j, 0.5).has_value());
+  j.slope_gib_per_h = 0.1;
+  j.confidence = 0;
+  EXPECT_FALSE(MoreFloorsNeeded(j, 0.5).has_value());
+}
+
 TEST(SequentialJudgeTest, ClearRatchetIsCalledEarlyWithItsNumbers) {
   auto judge = NewSequentialJudge({.max_slope_gib_per_h = 0.5});
   RunOutcome o = ReplayJudge(*judge, Trace(2.5, 10));

@@ -58,9 +58,60 @@ std::vector<double> QuadraticResiduals(std::span<const MinuteFloor> floors) {
   return out;
 }
 
+// The spread of v: its sample variance around its least-squares line
+// against the index, or around its mean when it is too short for a line.
+double SpreadAroundLine(const std::vector<double>& v) {
+  const double m = static_cast<double>(v.size());
+  if (v.size() < 2) return 0;
+  double mean = 0;
+  for (double x : v) mean += x / m;
+  if (v.size() < 4) {
+    double ss = 0;
+    for (double x : v) ss += (x - mean) * (x - mean);
+    return ss / (m - 1);
+  }
+  const double mid = (m - 1) / 2;
+  double sxx = 0, sxy = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    sxx += (i - mid) * (i - mid);
+    sxy += (i - mid) * (v[i] - mean);
+  }
+  const double b = sxy / sxx;
+  double ss = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double r = v[i] - mean - b * (i - mid);
+    ss += r * r;
+  }
+  return ss / (m - 2);
+}
+
+bool ConsecutiveMinutes(std::span<const MinuteFloor> floors) {
+  for (size_t i = 1; i < floors.size(); ++i) {
+    if (floors[i].minute != floors[i - 1].minute + 1) return false;
+  }
+  return true;
+}
+
+// Variance of the least-squares slope of floors at these minutes under
+// stationary AR(1) noise of variance s2 and lag-1 correlation r.
+double AutocorrelatedSlopeVariance(std::span<const MinuteFloor> floors, double sxx, double s2,
+                                   double r) {
+  double mean = 0;
+  for (const MinuteFloor& f : floors) mean += f.minute;
+  mean /= static_cast<double>(floors.size());
+  double sum = 0;
+  for (const MinuteFloor& a : floors) {
+    for (const MinuteFloor& b : floors) {
+      sum += (a.minute - mean) * (b.minute - mean) * std::pow(r, std::abs(a.minute - b.minute));
+    }
+  }
+  return s2 * sum / (sxx * sxx);
+}
+
 }  // namespace
 
-SlopeInterval FitSlopeInterval(std::span<const MinuteFloor> floors, double one_sided_alpha) {
+SlopeInterval FitSlopeInterval(std::span<const MinuteFloor> floors, double one_sided_alpha,
+                               SlopeNoise noise) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   SlopeInterval iv;
   iv.n = static_cast<int>(floors.size());
@@ -72,6 +123,29 @@ SlopeInterval FitSlopeInterval(std::span<const MinuteFloor> floors, double one_s
   const double sxx = fit.sxx;
   if (iv.n < 2 || sxx == 0) return iv;
   if (iv.n < 3) return iv;
+  iv.dof = iv.n - 2;
+  iv.t_quantile = StudentTUpperQuantile(one_sided_alpha, iv.dof);
+
+  if (noise == SlopeNoise::kDifferences && iv.n >= kDifferenceNoiseMinFloors &&
+      ConsecutiveMinutes(floors)) {
+    std::vector<double> d1, d2;
+    for (size_t i = 0; i + 1 < floors.size(); ++i) {
+      d1.push_back(floors[i + 1].floor_bytes - floors[i].floor_bytes);
+      if (i + 2 < floors.size()) d2.push_back(floors[i + 2].floor_bytes - floors[i].floor_bytes);
+    }
+    const double v1 = SpreadAroundLine(d1);
+    const double v2 = SpreadAroundLine(d2);
+    const double r = v1 > 0 ? std::clamp(v2 / v1 - 1, 0.0, 0.9) : 0;
+    const double s2 = v1 / (2 * (1 - r));
+    const double variance = AutocorrelatedSlopeVariance(floors, sxx, s2, r);
+    iv.lag1_autocorrelation = r;
+    iv.std_error = std::sqrt(variance);
+    iv.effective_n = variance > 0 ? iv.n * (s2 / sxx) / variance : iv.n;
+    iv.low = iv.slope - iv.t_quantile * iv.std_error;
+    iv.high = iv.slope + iv.t_quantile * iv.std_error;
+    iv.valid = true;
+    return iv;
+  }
 
   // The noise (its size and its lag-1 autocorrelation) is estimated from the
   // residuals of a quadratic fit when there are enough floors. Ratchets
@@ -102,9 +176,7 @@ SlopeInterval FitSlopeInterval(std::span<const MinuteFloor> floors, double one_s
   // for a ratchet at twice the threshold and did not make the AR(1) classes
   // valid either (docs/verdicts.md), so the t quantile keeps n - 2.
   iv.effective_n = iv.n * (1 - r1) / (1 + r1);
-  iv.dof = iv.n - 2;
   iv.std_error = std::sqrt(sse / (iv.n - params) / sxx * iv.n / iv.effective_n);
-  iv.t_quantile = StudentTUpperQuantile(one_sided_alpha, iv.dof);
   iv.low = iv.slope - iv.t_quantile * iv.std_error;
   iv.high = iv.slope + iv.t_quantile * iv.std_error;
   iv.valid = true;

@@ -27,6 +27,9 @@ inline double GiBPerHourToBytesPerMinute(double v) { return v * kBytesPerGiB / 6
 // From this many floors on, the noise is estimated around a quadratic fit
 // (see FitSlopeInterval).
 inline constexpr int kQuadraticNoiseMinFloors = 6;
+// From this many floors on, SlopeNoise::kDifferences estimates the noise from
+// differences of floors.
+inline constexpr int kDifferenceNoiseMinFloors = 5;
 
 struct SlopeInterval {
   int n = 0;
@@ -47,11 +50,36 @@ struct SlopeInterval {
   bool valid = false;
 };
 
+// How the noise behind the interval is estimated.
+enum class SlopeNoise {
+  // The size and lag-1 autocorrelation of the residuals around a quadratic
+  // fit (from kQuadraticNoiseMinFloors floors; a straight line below), the
+  // correlation bias-corrected and clamped to [0, 0.9], the slope's variance
+  // inflated by n / n_eff. A curved climb does not inflate it, but the
+  // quadratic also absorbs slow wander: its residuals then look
+  // anti-correlated, the correction clamps that to 0, and wandering floors
+  // are treated as independent (the judge of releases up to 2026-12).
+  kQuadraticResiduals,
+  // From the differences of floors, which no straight-line trend reaches:
+  // the spread of one-minute differences, Var(y[i+1] - y[i]) = 2 s^2 (1 - r),
+  // and of two-minute differences, 2 s^2 (1 - r^2), give the noise's size s
+  // and correlation r of a stationary AR(1) noise without fitting a curve
+  // (r = V2 / V1 - 1, clamped to [0, 0.9]); the slope's variance is then the
+  // exact variance of the least-squares slope of these n minutes under that
+  // noise. Slow wander shows as a large r, and the interval widens. A curved
+  // climb adds to both spreads; each difference series is taken around its
+  // own straight line, so a steady change of the climb's pace adds nothing.
+  // Below 5 floors (too few two-minute differences) the straight-line
+  // residuals are used, as kQuadraticResiduals does there.
+  kDifferences,
+};
+
 // Fits floor_bytes against minute. Each side of the interval excludes the
 // true slope with probability one_sided_alpha (so the two-sided coverage is
 // 1 - 2 * one_sided_alpha) when the residuals are Gaussian AR(1).
 // REQUIRES: 0 < one_sided_alpha < 0.5.
-SlopeInterval FitSlopeInterval(std::span<const MinuteFloor> floors, double one_sided_alpha);
+SlopeInterval FitSlopeInterval(std::span<const MinuteFloor> floors, double one_sided_alpha,
+                               SlopeNoise noise = SlopeNoise::kQuadraticResiduals);
 
 // Theil–Sen slope: the median of the slopes between every pair of floors, in
 // bytes per minute. One outlier minute moves it by at most one rank among the

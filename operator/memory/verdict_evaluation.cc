@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 
 #include "operator/memory/distributions.h"
@@ -56,23 +57,45 @@ double VerdictCounts::MedianMinutes() const {
   return (sorted[mid - 1] + sorted[mid]) / 2.0;
 }
 
-std::vector<ClassEvaluation> EvaluateCorpus(std::span<const TraceClass> corpus,
-                                            int traces_per_class, uint64_t seed,
-                                            const FloorJudge& old_rule,
-                                            const FloorJudge& new_rule) {
-  std::vector<ClassEvaluation> out;
+std::vector<std::vector<VerdictCounts>> EvaluateRules(std::span<const TraceClass> corpus,
+                                                      int traces_per_class, uint64_t seed,
+                                                      std::span<const RuleUnderTest> rules) {
+  std::vector<std::vector<VerdictCounts>> out(corpus.size(),
+                                              std::vector<VerdictCounts>(rules.size()));
   for (size_t k = 0; k < corpus.size(); ++k) {
-    ClassEvaluation e{.trace_class = corpus[k]};
     const uint64_t class_seed = seed * 1000003ULL + k;
     for (int i = 0; i < traces_per_class; ++i) {
       const TraceSpec spec = InstanceSpec(corpus[k], class_seed, i);
       const auto floors = GenerateFloorTrace(spec, class_seed * 7919ULL + static_cast<uint64_t>(i));
-      e.old_rule.Add(ReplayJudge(old_rule, floors));
-      e.new_rule.Add(ReplayJudge(new_rule, floors));
+      for (size_t r = 0; r < rules.size(); ++r) {
+        const size_t seen = std::min(floors.size(), static_cast<size_t>(rules[r].max_floors));
+        out[k][r].Add(ReplayJudge(*rules[r].judge, std::span(floors).first(seen)));
+      }
     }
-    out.push_back(std::move(e));
   }
   return out;
+}
+
+std::vector<ClassEvaluation> EvaluateCorpus(std::span<const TraceClass> corpus,
+                                            int traces_per_class, uint64_t seed,
+                                            const FloorJudge& old_rule,
+                                            const FloorJudge& new_rule) {
+  constexpr int kAll = std::numeric_limits<int>::max();
+  const RuleUnderTest rules[] = {{"old", &old_rule, kAll}, {"new", &new_rule, kAll}};
+  const auto counts = EvaluateRules(corpus, traces_per_class, seed, rules);
+  std::vector<ClassEvaluation> out;
+  for (size_t k = 0; k < corpus.size(); ++k) {
+    out.push_back({.trace_class = corpus[k], .old_rule = counts[k][0], .new_rule = counts[k][1]});
+  }
+  return out;
+}
+
+double MinutesQuantile(std::vector<int> minutes, double q) {
+  if (minutes.empty()) return std::nan("");
+  std::sort(minutes.begin(), minutes.end());
+  const double rank = std::ceil(q * static_cast<double>(minutes.size()));
+  const size_t index = static_cast<size_t>(std::clamp(rank, 1.0, double(minutes.size()))) - 1;
+  return minutes[index];
 }
 
 double RuleSummary::FalseRatchetRate() const {

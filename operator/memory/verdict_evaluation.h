@@ -50,6 +50,23 @@ std::vector<ClassEvaluation> EvaluateCorpus(std::span<const TraceClass> corpus,
                                             int traces_per_class, uint64_t seed,
                                             const FloorJudge& old_rule, const FloorJudge& new_rule);
 
+// A judge under evaluation and the floors it may see: a rule planned for a
+// shorter run than the traces is given only its first max_floors floors.
+struct RuleUnderTest {
+  std::string name;
+  const FloorJudge* judge = nullptr;
+  int max_floors = 0;
+};
+
+// Every rule on traces_per_class traces of every class (trace i of class k
+// generated as EvaluateCorpus does); result[k][r] is rule r on class k.
+std::vector<std::vector<VerdictCounts>> EvaluateRules(std::span<const TraceClass> corpus,
+                                                      int traces_per_class, uint64_t seed,
+                                                      std::span<const RuleUnderTest> rules);
+
+// The q-quantile (0 < q <= 1) of minutes, nearest rank; NaN when empty.
+double MinutesQuantile(std::vector<int> minutes, double q);
+
 // Pooled figures of one rule over a corpus evaluation.
 struct RuleSummary {
   int not_ratchet_traces = 0;
