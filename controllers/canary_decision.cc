@@ -331,7 +331,9 @@ CanaryActions DecideCanary(const CanaryInput& input) {
       out.create_job_for_variant = name;
       out.events.push_back({false, "VariantStarted",
                             "running variant " + name + " (" + allocator + ") for " +
-                                std::to_string(canary.spec.canary.duration.count()) + "s"});
+                                std::to_string(canary.spec.canary.duration.count()) + "s, up to " +
+                                std::to_string(canary.spec.canary.max_duration.count()) +
+                                "s while its verdict is unclear"});
     }
     SetVariantStatus(status, entry);
     status.phase = api::CanaryPhase::kRunning;

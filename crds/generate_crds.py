@@ -236,9 +236,16 @@ def canary_spec():
     guard = ("!has(self.sampleInterval) || !has(self.duration) || "
              "!self.sampleInterval.matches('%s') || !self.duration.matches('%s') || ") % (
         DURATION.replace("\\", "\\\\"), DURATION.replace("\\", "\\\\"))
+    max_guard = ("!has(self.maxDuration) || !has(self.duration) || "
+                 "!self.maxDuration.matches('%s') || !self.duration.matches('%s') || ") % (
+        DURATION.replace("\\", "\\\\"), DURATION.replace("\\", "\\\\"))
     return obj("How the replay canary runs.", {
         "duration": duration("How long each variant runs.", minimum="1m", maximum="24h",
                              default="15m"),
+        "maxDuration": duration("How long a variant may run on while its verdict is still "
+                                "unclear at duration: the judge spends most of its error budget "
+                                "by duration and the rest up to maxDuration. Default: 30m, or "
+                                "duration when that is longer.", minimum="1m", maximum="24h"),
         "sampleInterval": duration("How often memory is sampled.", minimum="100ms",
                                    maximum="1h", default="2s"),
         "load": load_spec(),
@@ -263,6 +270,8 @@ def canary_spec():
     }, rules=[
         rule(guard + "duration(self.sampleInterval) < duration(self.duration)",
              "sampleInterval must be shorter than duration", ".sampleInterval"),
+        rule(max_guard + "duration(self.maxDuration) >= duration(self.duration)",
+             "maxDuration must not be shorter than duration", ".maxDuration"),
     ], default={})
 
 

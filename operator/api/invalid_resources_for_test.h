@@ -104,6 +104,8 @@ inline std::vector<InvalidCaseForTest> InvalidPolicyCasesForTest() {
       {"sampleInterval longer than duration",
        R"({"spec":{"canary":{"duration":"15m","sampleInterval":"20m"}}})",
        "spec.canary.sampleInterval"},
+      {"maxDuration shorter than duration",
+       R"({"spec":{"canary":{"duration":"20m","maxDuration":"15m"}}})", "spec.canary.maxDuration"},
       {"sampleInterval too short", R"({"spec":{"canary":{"sampleInterval":"10ms"}}})",
        "spec.canary.sampleInterval"},
       {"empty selector", R"({"spec":{"selector":{"matchLabels":null}}})", "spec.selector"},

@@ -459,6 +459,13 @@ Result<CanarySpec> ParseCanary(const json& spec, const std::string& base) {
       ReadDuration(*v, "duration", path, std::chrono::minutes(1), kMaxCanaryDuration, &duration));
   // CanarySpec keeps whole seconds; a fraction of a second is dropped.
   canary.duration = std::chrono::duration_cast<std::chrono::seconds>(duration);
+  milliseconds max_duration = DefaultCanaryMaxDuration(canary.duration);
+  AG_RETURN_IF_ERROR(ReadDuration(*v, "maxDuration", path, std::chrono::minutes(1),
+                                  kMaxCanaryDuration, &max_duration));
+  canary.max_duration = std::chrono::duration_cast<std::chrono::seconds>(max_duration);
+  if (canary.max_duration < canary.duration) {
+    return Err(Field(path, "maxDuration"), "must not be shorter than duration");
+  }
   AG_RETURN_IF_ERROR(ReadDuration(*v, "sampleInterval", path, milliseconds(100),
                                   std::chrono::hours(1), &canary.sample_interval));
   if (canary.sample_interval >= canary.duration) {
@@ -765,6 +772,11 @@ json CanaryToJson(const CanarySpec& canary) {
               {"sampleInterval", FormatDuration(canary.sample_interval)},
               {"load", LoadToJson(canary.load)},
               {"variants", std::move(variants)}};
+  // Only when it is not the default, so the proofs of policies written
+  // before the field existed (their canary names and verdicts) keep their keys.
+  if (canary.max_duration != DefaultCanaryMaxDuration(canary.duration)) {
+    out["maxDuration"] = FormatDuration(canary.max_duration);
+  }
   if (!canary.node_selector.empty()) out["nodeSelector"] = canary.node_selector;
   if (canary.production_cpus) out["productionCPUs"] = *canary.production_cpus;
   return out;

@@ -121,6 +121,29 @@ TEST(ParseAllocatorPolicyTest, ReadsEveryField) {
   EXPECT_EQ(s.guard.action, GuardAction::kBackpressure);
 }
 
+TEST(ParseAllocatorPolicyTest, MaxDurationDefaultsToThirtyMinutesOrTheDuration) {
+  json object = ValidPolicyForTest();
+  object["spec"]["canary"]["duration"] = "15m";
+  auto policy = ParseAllocatorPolicy(object);
+  ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+  EXPECT_EQ(policy->spec.canary.max_duration, std::chrono::minutes(30));
+  // The default is not written back: policies from before the field keep
+  // their canaries' proof keys.
+  EXPECT_FALSE(CanaryToJson(policy->spec.canary).contains("maxDuration"));
+  object["spec"]["canary"]["duration"] = "45m";
+  policy = ParseAllocatorPolicy(object);
+  ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+  EXPECT_EQ(policy->spec.canary.max_duration, std::chrono::minutes(45));
+  object["spec"]["canary"]["maxDuration"] = "1h";
+  policy = ParseAllocatorPolicy(object);
+  ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+  EXPECT_EQ(policy->spec.canary.max_duration, std::chrono::hours(1));
+  EXPECT_EQ(CanaryToJson(policy->spec.canary)["maxDuration"], "1h");
+  object["spec"]["canary"]["maxDuration"] = "30m";
+  EXPECT_EQ(ParseAllocatorPolicy(object).status().message(),
+            "spec.canary.maxDuration: must not be shorter than duration");
+}
+
 TEST(ParseAllocatorPolicyTest, TheValidTestPolicyParses) {
   auto policy = ParseAllocatorPolicy(ValidPolicyForTest());
   ASSERT_TRUE(policy.ok()) << policy.status().ToString();

@@ -9,6 +9,7 @@
 //
 // YAML field names are given beside each member.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -112,9 +113,19 @@ struct VariantSpec {
   bool operator==(const VariantSpec&) const = default;
 };
 
+// The maxDuration a canary gets when its policy names none.
+inline std::chrono::seconds DefaultCanaryMaxDuration(std::chrono::seconds duration) {
+  return std::max(duration, std::chrono::seconds(30 * 60));
+}
+
 // spec.canary.
 struct CanarySpec {
-  std::chrono::seconds duration{15 * 60};           // duration: "15m"
+  std::chrono::seconds duration{15 * 60};  // duration: "15m"
+  // maxDuration: how long a variant may run on while its verdict is still
+  // unclear at `duration` (the judge spends most of its error budget by
+  // `duration` and the rest up to this). Default: 30m, or `duration` when
+  // that is longer; never below `duration`.
+  std::chrono::seconds max_duration{30 * 60};
   std::chrono::milliseconds sample_interval{2000};  // sampleInterval: "2s"
   LoadSpec load;
   std::vector<VariantSpec> variants;  // default: one glibc baseline

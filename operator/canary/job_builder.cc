@@ -161,6 +161,8 @@ json DriverContainer(const api::ReplayCanary& canary, const api::VariantSpec& va
                std::to_string(c.load.port),
                "--duration",
                std::to_string(c.duration.count()) + "s",
+               "--max-duration",
+               std::to_string(std::max(c.max_duration, c.duration).count()) + "s",
                "--interval",
                std::to_string(c.sample_interval.count()) + "ms",
                "--max-slope",
@@ -310,7 +312,7 @@ Result<json> BuildCanaryJob(const api::ReplayCanary& canary, const api::VariantS
 
   const std::string arena_text = std::string(ArenaLimitSourceName(arena.source)) +
                                  (arena.value.empty() ? "" : "=" + arena.value);
-  const auto deadline = c.duration +
+  const auto deadline = std::max(c.max_duration, c.duration) +
                         std::chrono::duration_cast<std::chrono::seconds>(c.load.ready_timeout) +
                         options.deadline_slack;
   json job = {{"apiVersion", "batch/v1"},

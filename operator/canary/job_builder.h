@@ -33,7 +33,7 @@ struct CanaryJobOptions {
   // Passed to the driver as --target-comm when set: measure only processes
   // with this command name (to leave another sidecar of the template out).
   std::string target_comm;
-  // Added to duration + ready timeout for activeDeadlineSeconds: scheduling,
+  // Added to maxDuration + ready timeout for activeDeadlineSeconds: scheduling,
   // image pulls, init containers.
   std::chrono::seconds deadline_slack{300};
   std::chrono::seconds ttl_after_finished{3600};
@@ -67,7 +67,7 @@ struct CanaryJobInfo {
 // The Job: in the canary's namespace, named CanaryJobName(canary, variant),
 // owned by the ReplayCanary (controller, blockOwnerDeletion), labelled with
 // api::kCanaryLabel / kVariantLabel / kManagedByLabel; backoffLimit 0,
-// activeDeadlineSeconds = duration + ready timeout + options.deadline_slack,
+// activeDeadlineSeconds = maxDuration + ready timeout + options.deadline_slack,
 // ttlSecondsAfterFinished.
 // Its Pod: the candidate's template with
 //   - labels replaced by the canary labels only, so no Service selects it;

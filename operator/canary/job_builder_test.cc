@@ -336,6 +336,8 @@ TEST(BuildCanaryJobTest, DriverRunsTheInPodReplayWithTheCanarysSettings) {
   EXPECT_EQ(args[1], "--in-pod");
   EXPECT_EQ(ArgAfter(driver, "--port"), "8080");
   EXPECT_EQ(ArgAfter(driver, "--duration"), "1200s");
+  EXPECT_EQ(ArgAfter(driver, "--max-duration"),
+            std::to_string(canary.spec.canary.max_duration.count()) + "s");
   EXPECT_EQ(ArgAfter(driver, "--interval"), "1500ms");
   EXPECT_EQ(ArgAfter(driver, "--max-slope"), "0.25");
   EXPECT_EQ(ArgAfter(driver, "--variant"), "jemalloc");

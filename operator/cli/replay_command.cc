@@ -24,6 +24,7 @@ struct ReplayFlags {
   std::string load_file;
   std::vector<std::string> variants;
   std::string duration = "15m";
+  std::string max_duration;  // empty: the same as duration
   std::string interval = "2s";
   double max_slope = 0.5;
   std::string memory_limit;
@@ -53,14 +54,28 @@ void PrintProgress(const std::string& line) {
   std::fflush(stdout);
 }
 
-// Duration, interval and thresholds, shared by both modes.
+// Durations, interval and thresholds, shared by both modes. *duration is
+// the longest the run may go: --max-duration when the judge may run past the
+// planned --duration, else --duration.
 Status ParseRunFlags(const ReplayFlags& f, std::chrono::seconds* duration,
                      replay::JudgeSettings* judge) {
   auto d = ParseDuration(f.duration);
   if (!d.ok()) return d.status().WithContext("--duration");
-  *duration = std::chrono::duration_cast<std::chrono::seconds>(*d);
-  if (duration->count() < 1) return InvalidArgument("--duration must be at least 1s");
-  judge->max_minutes = static_cast<int>((duration->count() + 59) / 60);
+  const auto planned = std::chrono::duration_cast<std::chrono::seconds>(*d);
+  if (planned.count() < 1) return InvalidArgument("--duration must be at least 1s");
+  *duration = planned;
+  if (!f.max_duration.empty()) {
+    auto m = ParseDuration(f.max_duration);
+    if (!m.ok()) return m.status().WithContext("--max-duration");
+    *duration = std::chrono::duration_cast<std::chrono::seconds>(*m);
+    if (*duration < planned) return InvalidArgument("--max-duration must not be below --duration");
+    if (f.no_early_stop) *duration = planned;  // a run that never stops early ends as planned
+  }
+  const auto minutes = [](std::chrono::seconds s) {
+    return static_cast<int>((s.count() + 59) / 60);
+  };
+  judge->max_minutes = minutes(*duration);
+  judge->planned_minutes = minutes(planned);
   auto interval = ParseDuration(f.interval);
   if (!interval.ok() || interval->count() < 100) {
     return InvalidArgument("--interval must be a duration of at least 100ms");
@@ -145,7 +160,9 @@ int RunReplayCommand(const ReplayFlags& f) {
   options.progress = PrintProgress;
   auto summary = replay::RunReplay(options, RealClock::Get());
   if (!summary.ok()) return Fail(summary.status());
-  std::printf("\n%s", replay::FormatSummary(*summary, options.duration).c_str());
+  std::printf(
+      "\n%s",
+      replay::FormatSummary(*summary, std::chrono::minutes(options.judge.planned_minutes)).c_str());
   std::printf("CSV, errors and JSON per variant, and summary.json, are in %s\n",
               options.out_dir.c_str());
   if (!f.report.empty()) {
@@ -177,7 +194,12 @@ void RegisterReplayCommand(CLI::App& app, int* exit_code) {
                   "NAME[=ALLOCATOR][,ENV=VALUE...]; repeatable; the first is the candidate. "
                   "Allocators: glibc, jemalloc, mimalloc, tcmalloc. Default: glibc. "
                   "With --in-pod: the name of the variant measured");
-  cmd->add_option("--duration", flags->duration, "maximum run time per variant (default 15m)");
+  cmd->add_option("--duration", flags->duration,
+                  "planned run time per variant (default 15m): the judge spends its error budget "
+                  "over the looks up to it");
+  cmd->add_option("--max-duration", flags->max_duration,
+                  "run on, up to this, while the verdict is still unclear at --duration (default: "
+                  "--duration; canaries use the policy's canary.maxDuration)");
   cmd->add_option("--interval", flags->interval, "sample interval (default 2s)");
   cmd->add_option("--max-slope", flags->max_slope, "flat threshold in GiB/h (default 0.5)");
   cmd->add_option("--memory-limit", flags->memory_limit,

@@ -58,12 +58,6 @@ std::map<std::string, std::string> CurrentEnvironment() {
   return env;
 }
 
-std::string Mib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.0f MiB", bytes / kBytesPerMiB);
-  return buf;
-}
-
 // Says how the workload ended, or nullopt while it runs.
 using ExitCheck = std::function<std::optional<std::string>()>;
 
@@ -129,15 +123,11 @@ VariantResult VariantRun::Finish(bool finished) {
 }
 
 void VariantRun::ReportMinute(const VariantResult& r, const LoadStats& stats) {
-  const auto& f = r.floors.back();
-  char line[400];
-  std::snprintf(line, sizeof line,
-                "minute %2d  floor %6s  slope %+6.2f GiB/h [%+.2f, %+.2f]  sent %lld  late %lld  "
-                "errors %lld  in flight %lld",
-                f.minute, Mib(f.floor_bytes).c_str(), r.judgement.slope_gib_per_h,
-                r.judgement.slope_low_gib_per_h, r.judgement.slope_high_gib_per_h,
-                static_cast<long long>(stats.sent), static_cast<long long>(stats.late),
-                static_cast<long long>(stats.errors), static_cast<long long>(stats.in_flight));
+  char line[512];
+  std::snprintf(line, sizeof line, "%s  sent %lld  late %lld  errors %lld  in flight %lld",
+                FormatMinuteProgress(r).c_str(), static_cast<long long>(stats.sent),
+                static_cast<long long>(stats.late), static_cast<long long>(stats.errors),
+                static_cast<long long>(stats.in_flight));
   Progress(line);
 }
 

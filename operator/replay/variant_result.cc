@@ -38,6 +38,7 @@ std::vector<std::pair<std::string, std::string>> JudgeSettings::ToHeader() const
       {"sample_interval_s", Fixed(sample_interval_seconds, 3)},
       {"warmup_minutes", std::to_string(warmup_minutes)},
       {"max_minutes", std::to_string(max_minutes)},
+      {"planned_minutes", std::to_string(planned_minutes)},
       {"max_late_fraction", Fixed(verdict.max_late_fraction, 4)},
       {"max_unexpected_responses", std::to_string(verdict.max_unexpected_responses)},
       {"early_stop", early_stop ? "true" : "false"},
@@ -61,6 +62,9 @@ void JudgeSettings::FromHeader(const CsvRun& run) {
   if (ParseDouble(run.Header("max_minutes"), &v) && fits(1, kMaxPlannedMinutes)) {
     max_minutes = static_cast<int>(v);
   }
+  if (ParseDouble(run.Header("planned_minutes"), &v) && fits(0, kMaxPlannedMinutes)) {
+    planned_minutes = static_cast<int>(v);
+  }
   if (ParseDouble(run.Header("max_late_fraction"), &v)) verdict.max_late_fraction = v;
   if (ParseDouble(run.Header("max_unexpected_responses"), &v) && fits(-9.2e18, 9.2e18)) {
     verdict.max_unexpected_responses = static_cast<int64_t>(v);
@@ -73,6 +77,7 @@ std::unique_ptr<memory::FloorJudge> JudgeFor(const JudgeSettings& settings) {
   memory::JudgeOptions options;
   options.max_slope_gib_per_h = settings.max_slope_gib_per_h;
   options.max_minutes = settings.max_minutes;
+  options.planned_minutes = settings.planned_minutes;
   options.warmup_minutes = settings.warmup_minutes;
   return memory::NewDefaultJudge(options);
 }
@@ -287,6 +292,41 @@ std::string FormatVariantTable(const std::vector<VariantResult>& variants) {
   return out;
 }
 
+std::string FormatMinuteProgress(const VariantResult& r) {
+  if (r.floors.empty()) return "no floor yet";
+  const memory::FloorJudgement& j = r.judgement;
+  const JudgeSettings& s = r.settings;
+  const int planned =
+      s.planned_minutes > 0 ? std::min(s.planned_minutes, s.max_minutes) : s.max_minutes;
+  std::string out =
+      "minute " + std::to_string(r.floors.back().minute) + " of " + std::to_string(planned);
+  if (s.max_minutes > planned) out += " (up to " + std::to_string(s.max_minutes) + ")";
+  out += "  floor " + Fixed(r.floors.back().floor_bytes / memory::kBytesPerMiB, 1) + " MiB";
+  out += "  slope " + memory::FormatSlope(j.slope_gib_per_h);
+  if (j.confidence > 0) {
+    out += " [" + memory::FormatSlopeValue(j.slope_low_gib_per_h) + ", " +
+           memory::FormatSlopeValue(j.slope_high_gib_per_h) + "]";
+  } else {
+    out += " (no interval yet)";
+  }
+  if (j.decision != memory::FloorDecision::kContinue) {
+    out += "  " + std::string(memory::FloorDecisionName(j.decision));
+    return out;
+  }
+  const std::optional<int> more = memory::MoreFloorsNeeded(j, s.max_slope_gib_per_h);
+  if (more && *more > 0) {
+    out += "  undecided: needs about " + std::to_string(*more) + " more minute" +
+           (*more == 1 ? "" : "s") + " at this noise";
+  } else {
+    out += "  undecided";
+  }
+  if (j.past_planned_end) {
+    out += "; past the planned " + std::to_string(planned) + " minutes, running on to " +
+           std::to_string(s.max_minutes) + " while the verdict is unclear";
+  }
+  return out;
+}
+
 std::string FormatSummary(const ReplaySummary& s, std::chrono::seconds planned) {
   std::string out = FormatVariantTable(s.variants) + "\n";
   double saved_total = 0;
@@ -300,6 +340,10 @@ std::string FormatSummary(const ReplaySummary& s, std::chrono::seconds planned) 
         out += "  decided after " + Fixed(v.duration_seconds / 60, 1) + " min of the " +
                Fixed(static_cast<double>(planned.count()) / 60, 0) + " planned: saved " +
                Fixed(saved / 60, 1) + " min\n";
+      } else if (saved < -30) {
+        out += "  decided after " + Fixed(v.duration_seconds / 60, 1) + " min, past the " +
+               Fixed(static_cast<double>(planned.count()) / 60, 0) +
+               " planned: the verdict was still unclear there, so the run went on\n";
       }
     }
   }

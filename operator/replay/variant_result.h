@@ -22,9 +22,12 @@ struct JudgeSettings {
   double max_slope_gib_per_h = 0.5;
   double sample_interval_seconds = 2;
   int warmup_minutes = 1;
-  // The planned run length (warm-up included); the sequential judge spreads
-  // its error budget over the looks this plan allows.
+  // The longest run (warm-up included); the sequential judge spreads its
+  // error budget over the looks up to it.
   int max_minutes = 15;
+  // The planned run length (warm-up included; 0: max_minutes). The looks up
+  // to it spend most of the budget (memory::JudgeOptions::planned_minutes).
+  int planned_minutes = 0;
   memory::VerdictOptions verdict;
   // When true, the run stops at the judge's first decision.
   bool early_stop = true;
@@ -97,6 +100,14 @@ nlohmann::json ToJson(const ReplaySummary& s);
 // repaired, never thrown on.
 std::string ToJsonText(const VariantResult& r);
 std::string ToJsonText(const ReplaySummary& s);
+
+// One line on the run so far, for a person reading the progress:
+//   minute 7 of 15 (up to 30)  floor 512.3 MiB  slope +0.12 GiB/h [-0.40, +0.64]
+//   undecided: needs about 3 more minutes at this noise
+// The interval appears once the judge has one ("no interval yet" before);
+// past the planned end the line says the run goes on because the verdict is
+// still unclear.
+std::string FormatMinuteProgress(const VariantResult& r);
 
 // A side-by-side table of the variants for the terminal.
 std::string FormatVariantTable(const std::vector<VariantResult>& variants);
