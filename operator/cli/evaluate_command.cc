@@ -466,6 +466,22 @@ void PrintSampleBounds(const std::vector<memory::SampleClassEvaluation>& evals,
               Rate(flat_classes ? by10 / flat_classes : 0).c_str(), by10_classes.c_str());
 }
 
+// The false- and missed-Ratchet rows of a summary table: row(label,
+// value-of-rule, target) prints one row.
+template <typename Row>
+void PrintErrorRateRows(const Row& row, const std::vector<RuleSummary>& sums) {
+  row(
+      "false Ratchet (not-ratchet traces, pooled)",
+      [&](size_t r) { return Rate(sums[r].FalseRatchetRate()); }, "<= 1%");
+  row(
+      "  worst class", [&](size_t r) { return Rate(sums[r].worst_false_ratchet_rate); }, "");
+  row(
+      "missed Ratchet (slope >= 2x threshold, pooled)",
+      [&](size_t r) { return Rate(sums[r].MissedRatchetRate()); }, "<= 1%");
+  row(
+      "  worst class", [&](size_t r) { return Rate(sums[r].worst_missed_ratchet_rate); }, "");
+}
+
 int EvaluateSampleCorpus(const EvaluateArgs& args) {
   const memory::JudgeOptions options{.max_slope_gib_per_h = args.max_slope_gib_per_h,
                                      .max_minutes = args.planned_minutes,
@@ -551,16 +567,7 @@ int EvaluateSampleCorpus(const EvaluateArgs& args) {
     std::snprintf(buf, sizeof buf, "%.1f", v);
     return std::string(buf);
   };
-  row(
-      "false Ratchet (not-ratchet traces, pooled)",
-      [&](size_t r) { return Rate(sums[r].FalseRatchetRate()); }, "<= 1%");
-  row(
-      "  worst class", [&](size_t r) { return Rate(sums[r].worst_false_ratchet_rate); }, "");
-  row(
-      "missed Ratchet (slope >= 2x threshold, pooled)",
-      [&](size_t r) { return Rate(sums[r].MissedRatchetRate()); }, "<= 1%");
-  row(
-      "  worst class", [&](size_t r) { return Rate(sums[r].worst_missed_ratchet_rate); }, "");
+  PrintErrorRateRows(row, sums);
   row(
       "median minutes to verdict, +2.50 GiB/h",
       [&](size_t r) { return fmt(SampleMedian(evals, r, 2.5)); }, "<= 5");
@@ -689,16 +696,7 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
   std::printf("\n%-46s", "summary");
   for (const auto& r : rules) std::printf(" %13s", r.name.c_str());
   std::printf("   target\n");
-  row(
-      "false Ratchet (not-ratchet traces, pooled)",
-      [&](size_t r) { return Rate(sums[r].FalseRatchetRate()); }, "<= 1%");
-  row(
-      "  worst class", [&](size_t r) { return Rate(sums[r].worst_false_ratchet_rate); }, "");
-  row(
-      "missed Ratchet (slope >= 2x threshold, pooled)",
-      [&](size_t r) { return Rate(sums[r].MissedRatchetRate()); }, "<= 1%");
-  row(
-      "  worst class", [&](size_t r) { return Rate(sums[r].worst_missed_ratchet_rate); }, "");
+  PrintErrorRateRows(row, sums);
   row(
       "flat truth (|slope| <= threshold/2) Inconcl.",
       [&](size_t r) { return Rate(flat_truth_inconclusive(r)); }, "<= 3%");

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <numbers>
 #include <random>
+#include <span>
 
 #include "operator/memory/seeded_random.h"
 
@@ -70,31 +71,46 @@ TraceSpec InstanceSpec(const TraceClass& c, uint64_t seed, int index) {
   return spec;
 }
 
-std::vector<TraceClass> StandardCorpus(double threshold_gib_per_h) {
-  auto truth_of = [&](double slope) { return TruthOfSlope(slope, threshold_gib_per_h); };
-  struct Noise {
-    const char* name;
-    double sd_mib;
-    double ar1;
-  };
-  const Noise noises[] = {{"white10", 10, 0},
-                          {"white25", 25, 0},
-                          {"white50", 50, 0},
-                          {"ar0.5-25", 25, 0.5},
-                          {"ar0.5-50", 50, 0.5}};
-  const double slopes[] = {-1, 0, 0.25, 0.5, 0.75, 1, 1.5, 2.5, 5};
+namespace {
+
+struct NoiseClass {
+  const char* name;
+  double sd_mib;
+  double ar1;
+};
+
+// One class per noise and slope, of runs of `minutes`.
+std::vector<TraceClass> SlopeGrid(std::span<const NoiseClass> noises,
+                                  std::span<const double> slopes, double threshold_gib_per_h,
+                                  int minutes) {
   std::vector<TraceClass> corpus;
   char name[64];
-  for (const Noise& noise : noises) {
+  for (const NoiseClass& noise : noises) {
     for (double slope : slopes) {
       std::snprintf(name, sizeof name, "slope%+.2f %s", slope, noise.name);
-      TraceClass c{.name = name, .truth = truth_of(slope)};
+      TraceClass c{.name = name, .truth = TruthOfSlope(slope, threshold_gib_per_h)};
       c.spec.slope_gib_per_h = slope;
       c.spec.noise_sd_mib = noise.sd_mib;
       c.spec.noise_ar1 = noise.ar1;
+      c.spec.minutes = minutes;
       corpus.push_back(c);
     }
   }
+  return corpus;
+}
+
+}  // namespace
+
+std::vector<TraceClass> StandardCorpus(double threshold_gib_per_h) {
+  auto truth_of = [&](double slope) { return TruthOfSlope(slope, threshold_gib_per_h); };
+  const NoiseClass noises[] = {{"white10", 10, 0},
+                               {"white25", 25, 0},
+                               {"white50", 50, 0},
+                               {"ar0.5-25", 25, 0.5},
+                               {"ar0.5-50", 50, 0.5}};
+  const double slopes[] = {-1, 0, 0.25, 0.5, 0.75, 1, 1.5, 2.5, 5};
+  std::vector<TraceClass> corpus = SlopeGrid(noises, slopes, threshold_gib_per_h, 15);
+  char name[64];
   // A one-time rise of the level mid-run: a cache filling once, not a ratchet.
   for (double step : {50.0, 150.0}) {
     std::snprintf(name, sizeof name, "step+%.0fMiB flat white25", step);
@@ -131,32 +147,17 @@ std::vector<TraceClass> StandardCorpus(double threshold_gib_per_h) {
 
 std::vector<TraceClass> WideCorpus(double threshold_gib_per_h, int minutes, int planned_minutes) {
   auto truth_of = [&](double slope) { return TruthOfSlope(slope, threshold_gib_per_h); };
-  struct Noise {
-    const char* name;
-    double sd_mib;
-    double ar1;
-  };
-  const Noise noises[] = {{"white5", 5, 0},      {"white10", 10, 0},    {"white25", 25, 0},
-                          {"white40", 40, 0},    {"white60", 60, 0},    {"ar0.5-25", 25, 0.5},
-                          {"ar0.5-50", 50, 0.5}, {"ar0.8-30", 30, 0.8}, {"ar0.9-30", 30, 0.9},
-                          {"ar0.9-60", 60, 0.9}};
+  const NoiseClass noises[] = {{"white5", 5, 0},      {"white10", 10, 0},    {"white25", 25, 0},
+                               {"white40", 40, 0},    {"white60", 60, 0},    {"ar0.5-25", 25, 0.5},
+                               {"ar0.5-50", 50, 0.5}, {"ar0.8-30", 30, 0.8}, {"ar0.9-30", 30, 0.9},
+                               {"ar0.9-60", 60, 0.9}};
   const double slopes[] = {-1, 0, 0.22, 0.5, 1, 1.5, 2.5, 5};
-  std::vector<TraceClass> corpus;
+  std::vector<TraceClass> corpus = SlopeGrid(noises, slopes, threshold_gib_per_h, minutes);
   char name[80];
   auto add = [&](TraceClass c) {
     c.spec.minutes = minutes;
     corpus.push_back(std::move(c));
   };
-  for (const Noise& noise : noises) {
-    for (double slope : slopes) {
-      std::snprintf(name, sizeof name, "slope%+.2f %s", slope, noise.name);
-      TraceClass c{.name = name, .truth = truth_of(slope)};
-      c.spec.slope_gib_per_h = slope;
-      c.spec.noise_sd_mib = noise.sd_mib;
-      c.spec.noise_ar1 = noise.ar1;
-      add(c);
-    }
-  }
   for (double step : {50.0, 150.0}) {
     std::snprintf(name, sizeof name, "step+%.0fMiB flat ar0.5-25", step);
     TraceClass c{.name = name, .truth = TraceTruth::kNotRatchet};
