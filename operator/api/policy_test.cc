@@ -129,7 +129,12 @@ TEST(ParseAllocatorPolicyTest, MaxDurationDefaultsToThirtyMinutesOrTheDuration) 
   EXPECT_EQ(policy->spec.canary.max_duration, std::chrono::minutes(30));
   // The default is not written back: policies from before the field keep
   // their canaries' proof keys.
-  EXPECT_FALSE(CanaryToJson(policy->spec.canary).contains("maxDuration"));
+  const auto canary_json = [](const CanarySpec& canary) {
+    ReplayCanarySpec spec;
+    spec.canary = canary;
+    return ReplayCanarySpecToJson(spec)["canary"];
+  };
+  EXPECT_FALSE(canary_json(policy->spec.canary).contains("maxDuration"));
   object["spec"]["canary"]["duration"] = "45m";
   policy = ParseAllocatorPolicy(object);
   ASSERT_TRUE(policy.ok()) << policy.status().ToString();
@@ -138,7 +143,7 @@ TEST(ParseAllocatorPolicyTest, MaxDurationDefaultsToThirtyMinutesOrTheDuration) 
   policy = ParseAllocatorPolicy(object);
   ASSERT_TRUE(policy.ok()) << policy.status().ToString();
   EXPECT_EQ(policy->spec.canary.max_duration, std::chrono::hours(1));
-  EXPECT_EQ(CanaryToJson(policy->spec.canary)["maxDuration"], "1h");
+  EXPECT_EQ(canary_json(policy->spec.canary)["maxDuration"], "1h");
   object["spec"]["canary"]["maxDuration"] = "30m";
   EXPECT_EQ(ParseAllocatorPolicy(object).status().message(),
             "spec.canary.maxDuration: must not be shorter than duration");
