@@ -119,8 +119,9 @@ TEST(BuildCanaryJobTest, JobMetadataOwnerAndLimits) {
   EXPECT_EQ(owner["controller"], true);
   EXPECT_EQ(owner["blockOwnerDeletion"], true);
   EXPECT_EQ(job["spec"]["backoffLimit"], 0);
-  // 15 min + 60 s ready timeout + 300 s slack.
-  EXPECT_EQ(job["spec"]["activeDeadlineSeconds"], 900 + 60 + 300);
+  // The default maxDuration (30 min: a variant undecided at its 15 minutes
+  // runs on) + 60 s ready timeout + 300 s slack.
+  EXPECT_EQ(job["spec"]["activeDeadlineSeconds"], 1800 + 60 + 300);
   EXPECT_EQ(job["spec"]["ttlSecondsAfterFinished"], 3600);
   const json want_labels = {{api::kCanaryLabel, "web-5d8f9"},
                             {api::kVariantLabel, "glibc"},
