@@ -172,11 +172,13 @@ int PlannedLooks(const JudgeOptions& options) {
   return std::max(1, options.max_minutes - options.warmup_minutes - options.min_floors + 1);
 }
 
+int PlannedMinutes(const JudgeOptions& options) {
+  return options.planned_minutes > 0 ? std::min(options.planned_minutes, options.max_minutes)
+                                     : options.max_minutes;
+}
+
 int PlannedEndFloors(const JudgeOptions& options) {
-  const int planned = options.planned_minutes > 0
-                          ? std::min(options.planned_minutes, options.max_minutes)
-                          : options.max_minutes;
-  return planned - options.warmup_minutes;
+  return PlannedMinutes(options) - options.warmup_minutes;
 }
 
 std::vector<double> CumulativeSpending(std::span<const double> information, int planned_look,

@@ -53,8 +53,11 @@ LookBudget BudgetForLook(const JudgeOptions& options, int floors);
 // All planned looks' budgets, for floors = min_floors .. the last planned look.
 std::vector<LookBudget> PlanLookBudgets(const JudgeOptions& options);
 
-// Floors at the planned end of the run (options.planned_minutes, or
-// max_minutes when that is 0, less the warm-up).
+// The planned run length in minutes: options.planned_minutes, or max_minutes
+// when that is 0 or larger.
+int PlannedMinutes(const JudgeOptions& options);
+
+// Floors at the planned end of the run (PlannedMinutes less the warm-up).
 int PlannedEndFloors(const JudgeOptions& options);
 
 // The budget spent by each look: power-family spending of

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "operator/common/duration.h"
+#include "operator/memory/sequential_judge.h"
 
 namespace allocguard::replay {
 
@@ -297,7 +298,7 @@ std::string FormatMinuteProgress(const VariantResult& r) {
   const memory::FloorJudgement& j = r.judgement;
   const JudgeSettings& s = r.settings;
   const int planned =
-      s.planned_minutes > 0 ? std::min(s.planned_minutes, s.max_minutes) : s.max_minutes;
+      memory::PlannedMinutes({.max_minutes = s.max_minutes, .planned_minutes = s.planned_minutes});
   std::string out =
       "minute " + std::to_string(r.floors.back().minute) + " of " + std::to_string(planned);
   if (s.max_minutes > planned) out += " (up to " + std::to_string(s.max_minutes) + ")";
