@@ -22,7 +22,8 @@ end
 
 local failures = 0
 local function expect(script, name, object, status, message_part)
-  local hs = health(script, object)
+  local ran, hs = pcall(health, script, object)
+  if not ran then hs = { status = "raised", message = tostring(hs) } end
   local ok = hs.status == status and (message_part == nil or hs.message:find(message_part, 1, true))
   print(string.format("%s %s / %s: %s (%s)", ok and "ok  " or "FAIL", script, name, hs.status, hs.message))
   if not ok then failures = failures + 1 end
@@ -44,7 +45,29 @@ expect(P, "canary running", policy(1, 1, { ready, cond("RolloutBlocked", "False"
 expect(P, "invalid spec", policy(1, 1, { cond("Ready", "False", "InvalidSpec", "bad selector") }),
        "Degraded", "InvalidSpec: bad selector")
 expect(P, "rollout held", policy(1, 1, { ready, cond("RolloutBlocked", "True", "CanaryNotFlat", "held: web") }),
-       "Degraded", "rollout held: web")
+       "Suspended", "rollout held: web")
+expect(P, "held and drifting", policy(1, 1, { ready, cond("RolloutBlocked", "True", "CanaryNotFlat", "held: web"),
+                                    cond("InjectionDrift", "True", "PodsNotInjected", "1 Pod without") }),
+       "Degraded", "1 Pod without")
+expect(P, "breaker tripped", policy(1, 1, { ready, cond("InjectionFailing", "True", "LoaderError",
+                                    "web-7d9c: GLIBC_2.34 not found") }), "Degraded", "LoaderError: web-7d9c")
+-- Whatever else wrote the object, the script answers and never raises.
+expect(P, "Ready without reason or message", policy(1, 1, { { type = "Ready", status = "False" } }),
+       "Degraded", "Ready is False")
+expect(P, "Ready without reason", policy(1, 1, { { type = "Ready", status = "False", message = "bad" } }),
+       "Degraded", "bad")
+expect(P, "Ready True without message", policy(1, 1, { { type = "Ready", status = "True" } }), "Healthy")
+expect(P, "conditions of other types", policy(1, 1, { 5, "Ready", { status = "True" }, { type = 7 } }),
+       "Degraded", "no Ready condition")
+expect(P, "conditions not a list", { metadata = { generation = 1 }, status = { conditions = "Ready" } },
+       "Progressing", "waiting")
+expect(P, "status not an object", { metadata = { generation = 1 }, status = "ok" }, "Progressing", "waiting")
+expect(P, "no metadata", { status = { conditions = { ready } } }, "Healthy")
+expect(P, "RolloutBlocked without message", policy(1, 1, { ready, { type = "RolloutBlocked", status = "True" } }),
+       "Suspended", "rollout")
+local deleting = policy(1, 1, { ready })
+deleting.metadata.deletionTimestamp = "2026-12-02T10:00:00Z"
+expect(P, "being deleted", deleting, "Progressing", "being deleted")
 expect(P, "injection drift", policy(1, 1, { ready, cond("InjectionDrift", "True", "PodsNotInjected",
                                     "1 governed Pod(s) run without the allocator injection") }), "Degraded", "without")
 
@@ -62,6 +85,16 @@ expect(C, "variant failed", canary({ phase = "Completed", verdict = "Failed", ex
        "Degraded", "Failed: exited 1")
 expect(C, "invalid", canary({ phase = "Failed", verdict = "Failed", explanation = "invalid ReplayCanary" }),
        "Degraded", "invalid")
+expect(C, "completed without verdict or explanation", canary({ phase = "Completed" }), "Degraded", "no verdict")
+expect(C, "fields of other types", canary({ phase = "Completed", verdict = "Flat", floorSlope = 0.1 }),
+       "Healthy", "Flat")
+expect(C, "explanation of another type", canary({ phase = "Running", explanation = { 1 } }),
+       "Progressing", "Running")
+expect(C, "status not an object", canary("done"), "Progressing", "Pending")
+expect(C, "no metadata", { status = { phase = "Completed", verdict = "Flat" } }, "Healthy")
+local terminating = canary({ phase = "Running" })
+terminating.metadata.deletionTimestamp = "2026-12-02T10:00:00Z"
+expect(C, "being deleted", terminating, "Progressing", "being deleted")
 
 local guide = read(dir .. "/../gitops.md")
 for _, script in ipairs({ P, C }) do
