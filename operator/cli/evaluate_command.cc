@@ -610,15 +610,17 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
   const auto differences_judge = memory::NewSequentialJudge(differences);
   const int planned_floors = args.planned_minutes - planned.warmup_minutes;
   const int max_floors = args.max_minutes - planned.warmup_minutes;
-  char name[4][48];
+  char name[5][48];
   std::snprintf(name[0], sizeof name[0], "fixed %d", args.planned_minutes);
   std::snprintf(name[1], sizeof name[1], "seq %d", args.planned_minutes);
   std::snprintf(name[2], sizeof name[2], "seq %d of %d", args.planned_minutes, args.max_minutes);
   std::snprintf(name[3], sizeof name[3], "diff %d of %d", args.planned_minutes, args.max_minutes);
+  std::snprintf(name[4], sizeof name[4], "rerun %d/%d", args.planned_minutes, args.max_minutes);
   const memory::RuleUnderTest rules[] = {{name[0], fixed.get(), planned_floors},
                                          {name[1], sequential.get(), planned_floors},
                                          {name[2], extended_judge.get(), max_floors},
-                                         {name[3], differences_judge.get(), max_floors}};
+                                         {name[3], differences_judge.get(), max_floors},
+                                         {name[4], extended_judge.get(), max_floors, 1}};
   const size_t rule_count = std::size(rules);
   const auto corpus = memory::WideCorpus(threshold, args.max_minutes, args.planned_minutes);
   const auto counts = memory::EvaluateRules(corpus, args.traces_per_class, args.seed, rules);
@@ -629,10 +631,14 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
       "fixed = least squares at the planned end; seq = today's sequential judge planned for %d "
       "minutes;\nseq %d of %d = the same judge planned for %d minutes that runs on to %d when "
       "undecided (%.0f%% of each budget kept for the looks after the plan);\ndiff = that judge "
-      "with the noise estimated from differences of floors\n\n",
+      "with the noise estimated from differences of floors;\nrerun = seq %d of %d, and a run "
+      "that ends Inconclusive is run once more on a fresh trace of the same instance, as a "
+      "canary\nreruns its candidate (canary.inconclusiveReruns 1); its minutes are those of "
+      "both runs\n\n",
       args.traces_per_class, static_cast<unsigned long long>(args.seed), threshold,
       args.max_minutes, args.planned_minutes, args.planned_minutes, args.max_minutes,
-      args.planned_minutes, args.max_minutes, 100 * args.extension_share);
+      args.planned_minutes, args.max_minutes, 100 * args.extension_share, args.planned_minutes,
+      args.max_minutes);
   std::printf("%-34s %-11s", "class", "truth");
   for (const auto& r : rules) std::printf(" | %-26s", r.name.c_str());
   std::printf("\n%-34s %-11s", "", "");

@@ -57,6 +57,10 @@ double VerdictCounts::MedianMinutes() const {
   return (sorted[mid - 1] + sorted[mid]) / 2.0;
 }
 
+uint64_t RerunFloorSeed(uint64_t trace_seed, int rerun) {
+  return trace_seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(rerun));
+}
+
 std::vector<std::vector<VerdictCounts>> EvaluateRules(std::span<const TraceClass> corpus,
                                                       int traces_per_class, uint64_t seed,
                                                       std::span<const RuleUnderTest> rules) {
@@ -66,10 +70,22 @@ std::vector<std::vector<VerdictCounts>> EvaluateRules(std::span<const TraceClass
     const uint64_t class_seed = seed * 1000003ULL + k;
     for (int i = 0; i < traces_per_class; ++i) {
       const TraceSpec spec = InstanceSpec(corpus[k], class_seed, i);
-      const auto floors = GenerateFloorTrace(spec, class_seed * 7919ULL + static_cast<uint64_t>(i));
+      const uint64_t trace_seed = class_seed * 7919ULL + static_cast<uint64_t>(i);
+      const auto floors = GenerateFloorTrace(spec, trace_seed);
       for (size_t r = 0; r < rules.size(); ++r) {
-        const size_t seen = std::min(floors.size(), static_cast<size_t>(rules[r].max_floors));
-        out[k][r].Add(ReplayJudge(*rules[r].judge, std::span(floors).first(seen)));
+        const auto judge = [&](const std::vector<MinuteFloor>& trace) {
+          const size_t seen = std::min(trace.size(), static_cast<size_t>(rules[r].max_floors));
+          return ReplayJudge(*rules[r].judge, std::span(trace).first(seen));
+        };
+        RunOutcome outcome = judge(floors);
+        for (int rerun = 1;
+             rerun <= rules[r].reruns && outcome.judgement.decision == FloorDecision::kInconclusive;
+             ++rerun) {
+          RunOutcome next = judge(GenerateFloorTrace(spec, RerunFloorSeed(trace_seed, rerun)));
+          next.minutes_elapsed += outcome.minutes_elapsed;
+          outcome = next;
+        }
+        out[k][r].Add(outcome);
       }
     }
   }

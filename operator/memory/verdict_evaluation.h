@@ -52,11 +52,22 @@ std::vector<ClassEvaluation> EvaluateCorpus(std::span<const TraceClass> corpus,
 
 // A judge under evaluation and the floors it may see: a rule planned for a
 // shorter run than the traces is given only its first max_floors floors.
+//
+// reruns: as a canary does with an Inconclusive candidate
+// (canary.inconclusiveReruns), a trace that ends Inconclusive is followed by
+// up to this many fresh traces of the same instance (the same true slope and
+// noise class, new noise: RerunFloorSeed); the last run's verdict counts, and
+// its minutes are the sum over the runs.
 struct RuleUnderTest {
   std::string name;
   const FloorJudge* judge = nullptr;
   int max_floors = 0;
+  int reruns = 0;
 };
+
+// The generator seed of rerun `rerun` (>= 1) of the trace generated from
+// `trace_seed`.
+uint64_t RerunFloorSeed(uint64_t trace_seed, int rerun);
 
 // Every rule on traces_per_class traces of every class (trace i of class k
 // generated as EvaluateCorpus does); result[k][r] is rule r on class k.

@@ -45,6 +45,41 @@ TEST(ReplayJudgeTest, WithoutADecisionTheFinalCallEndsTheRun) {
   EXPECT_EQ(o.minutes_elapsed, 15);
 }
 
+// Undecided at the end of every odd-numbered run, Flat at the end of every
+// even-numbered one: a rerun always settles it.
+class SettlesOnTheSecondRun final : public FloorJudge {
+ public:
+  FloorJudgement Judge(std::span<const MinuteFloor> floors, bool final) const override {
+    FloorJudgement j;
+    j.minutes_used = static_cast<int>(floors.size());
+    if (!final) return j;
+    j.decision = ++finals_ % 2 == 1 ? FloorDecision::kInconclusive : FloorDecision::kFlat;
+    return j;
+  }
+
+ private:
+  mutable int finals_ = 0;
+};
+
+// A rule with a rerun judges a fresh trace of the same instance after an
+// Inconclusive run; the verdict is the rerun's and the minutes are both runs'.
+TEST(EvaluateRulesTest, AnInconclusiveRunIsJudgedAgainOnAFreshTrace) {
+  const TraceClass level{.name = "level", .spec = {.minutes = 10}};
+  const SettlesOnTheSecondRun once, twice;
+  const RuleUnderTest rules[] = {{"no rerun", &once, 100, 0}, {"one rerun", &twice, 100, 1}};
+  const auto counts = EvaluateRules(std::span(&level, 1), 5, 1, rules);
+  ASSERT_EQ(counts.size(), 1u);
+  // Without a rerun every other trace ends undecided.
+  EXPECT_EQ(counts[0][0].inconclusive, 3);
+  EXPECT_EQ(counts[0][0].flat, 2);
+  // With one, every trace is Flat after 10 + 10 minutes.
+  EXPECT_EQ(counts[0][1].flat, 5);
+  EXPECT_EQ(counts[0][1].inconclusive, 0);
+  EXPECT_EQ(counts[0][1].minutes, std::vector<int>(5, 20));
+  EXPECT_NE(RerunFloorSeed(7, 1), 7u);
+  EXPECT_NE(RerunFloorSeed(7, 1), RerunFloorSeed(7, 2));
+}
+
 TEST(VerdictCountsTest, CountsAndMedian) {
   VerdictCounts c;
   EXPECT_TRUE(std::isnan(c.MedianMinutes()));
