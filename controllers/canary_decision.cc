@@ -1,5 +1,6 @@
 #include "controllers/canary_decision.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -11,6 +12,7 @@
 #include "operator/api/names.h"
 #include "operator/api/pod_template.h"
 #include "operator/api/policy.h"
+#include "operator/api/quantity.h"
 #include "operator/canary/job_builder.h"
 #include "operator/kube/object.h"
 #include "operator/memory/floor_judge.h"
@@ -140,7 +142,7 @@ api::AllocatorSpec VariantAllocator(const api::ReplayCanary& canary, const std::
 }
 
 std::string MeasurementKey(const api::ReplayCanary& canary, const std::string& variant,
-                           const std::vector<std::string>& containers) {
+                           const std::vector<std::string>& containers, int rerun) {
   api::ReplayCanarySpec spec;
   spec.template_hash = canary.spec.template_hash;
   spec.pod_template_json = canary.spec.pod_template_json;
@@ -148,10 +150,78 @@ std::string MeasurementKey(const api::ReplayCanary& canary, const std::string& v
   spec.libc = canary.spec.libc;
   spec.canary = canary.spec.canary;
   spec.canary.variants.clear();  // which other variants ran changes nothing
+  // Nor does how often an Inconclusive run would be repeated; the seed the
+  // run used does.
+  spec.canary.inconclusive_reruns = api::kDefaultInconclusiveReruns;
+  spec.canary.load.seed = api::RerunSeed(spec.canary.load.seed, rerun);
   spec.limits = canary.spec.limits;
   json key = api::ReplayCanarySpecToJson(spec);
   key["containers"] = containers;
   return api::ContentHash(key.dump());
+}
+
+int RerunOf(const api::VariantStatus* variant_status) {
+  return variant_status == nullptr ? 0 : static_cast<int>(variant_status->earlier_runs.size());
+}
+
+std::string InconclusiveAdvice(const api::ReplayCanary& canary,
+                               const api::VariantStatus& candidate) {
+  const api::CanarySpec& spec = canary.spec.canary;
+  // The runs, oldest first, with their seeds.
+  std::vector<uint64_t> seeds;
+  for (size_t i = 0; i < candidate.earlier_runs.size(); ++i) {
+    const std::optional<int64_t>& seed = candidate.earlier_runs[i].seed;
+    seeds.push_back(seed.has_value() ? static_cast<uint64_t>(*seed)
+                                     : api::RerunSeed(spec.load.seed, static_cast<int>(i)));
+  }
+  seeds.push_back(candidate.seed.has_value() ? static_cast<uint64_t>(*candidate.seed)
+                                             : api::RerunSeed(spec.load.seed, RerunOf(&candidate)));
+  std::string seed_list;
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    if (i > 0) seed_list += i + 1 == seeds.size() ? " and " : ", ";
+    seed_list += std::to_string(seeds[i]);
+  }
+  std::string out = seeds.size() == 1 ? "the candidate ran once (seed " + seed_list + ")"
+                                      : "the candidate ran " + std::to_string(seeds.size()) +
+                                            " times (seeds " + seed_list + ")";
+  out += ", each for up to canary.maxDuration " + api::FormatDuration(spec.max_duration);
+  const std::string quieter_how = "a steadier canary.load, a canary node with less other load";
+  if (candidate.requests.value_or(0) > 0 &&
+      candidate.late.value_or(0) * 100 > *candidate.requests) {
+    return out + ": the workload fell behind the load (" +
+           std::to_string(candidate.late.value_or(0)) + " of " +
+           std::to_string(*candidate.requests) +
+           " requests started late), so its floors measure a backlog; a lower canary.load.rate "
+           "would let it keep up";
+  }
+  const double threshold =
+      static_cast<double>(canary.spec.limits.max_floor_slope_bytes_per_hour) / memory::kBytesPerGiB;
+  if (candidate.floor_slope_gib_per_hour.has_value() &&
+      candidate.slope_low_gib_per_hour.has_value() &&
+      candidate.slope_high_gib_per_hour.has_value() && !candidate.floors_mib.empty()) {
+    memory::FloorJudgement last;
+    last.slope_gib_per_h = *candidate.floor_slope_gib_per_hour;
+    last.slope_low_gib_per_h = *candidate.slope_low_gib_per_hour;
+    last.slope_high_gib_per_h = *candidate.slope_high_gib_per_hour;
+    last.minutes_used = static_cast<int>(candidate.floors_mib.size());
+    last.confidence = 1;  // an interval exists; its coverage does not enter the estimate
+    if (const std::optional<int> more = memory::MoreFloorsNeeded(last, threshold);
+        more.has_value() && *more > 0) {
+      // Rounded up to whole 5 minutes past the maximum the run had.
+      const int64_t ran =
+          std::chrono::duration_cast<std::chrono::minutes>(spec.max_duration).count();
+      const int64_t want = (ran + *more + 4) / 5 * 5;
+      return out + ": at the noise it measured, about " + std::to_string(*more) +
+             " more minutes would decide it: set canary.maxDuration to " + std::to_string(want) +
+             "m, or make the floors quieter (" + quieter_how + ")";
+    }
+  }
+  char limit[32];
+  std::snprintf(limit, sizeof limit, "%.2f", threshold);
+  return out + ": its floor slope sits at the limit (±" + std::string(limit) +
+         " GiB/h, limits.maxFloorSlopePerHour) itself, where more minutes decide it only "
+         "slowly; " +
+         "quieter floors (" + quieter_how + ") or a much longer canary.maxDuration would decide it";
 }
 
 bool ReusableMeasurement(const api::VariantStatus& variant_status) {
@@ -284,12 +354,21 @@ CanaryActions DecideCanary(const CanaryInput& input) {
     }
     if (waiting) break;
     const std::string allocator = api::AllocatorName(VariantAllocator(canary, name).name);
-    const std::string key = MeasurementKey(canary, name, input.containers);
+    // Which run this is, and the runs before it (kept across the entry's
+    // rewrites below).
+    const int rerun = RerunOf(recorded);
+    const std::vector<api::VariantRun> earlier_runs =
+        recorded != nullptr ? recorded->earlier_runs : std::vector<api::VariantRun>{};
+    const int64_t seed = static_cast<int64_t>(api::RerunSeed(canary.spec.canary.load.seed, rerun));
+    const std::string key = MeasurementKey(canary, name, input.containers, rerun);
     if (obs == nullptr || !obs->job_exists) {
       if (const EarlierMeasurement* earlier = FindEarlier(input, key)) {
         api::VariantStatus entry = earlier->variant;
         entry.name = name;
         entry.job.clear();
+        // This canary's own earlier runs: with them the key stays the one of
+        // this rerun (RerunOf).
+        entry.earlier_runs = earlier_runs;
         if (entry.reused_from.empty()) entry.reused_from = earlier->canary;
         SetVariantStatus(status, entry);
         if (!status.arena_limit.has_value() && earlier->arena_limit.has_value() &&
@@ -308,20 +387,46 @@ CanaryActions DecideCanary(const CanaryInput& input) {
         obs != nullptr && obs->job_exists &&
         (obs->result.has_value() || obs->result_error.has_value() || obs->job_failure.has_value() ||
          obs->workload_oom_killed || obs->workload_start_failure.has_value());
+    const int reruns = canary.spec.canary.inconclusive_reruns;
     if (ended) {
       api::VariantStatus entry = RecordedVariant(name, allocator, *obs);
       entry.measurement_key = key;
-      SetVariantStatus(status, entry);
+      entry.seed = seed;
+      entry.earlier_runs = earlier_runs;
       out.delete_jobs.push_back(obs->job_name);
-      out.events.push_back({entry.verdict != Verdict::kFlat, "VariantFinished",
-                            "variant " + name + " (" + allocator +
-                                "): " + VerdictName(entry.verdict.value_or(Verdict::kFailed)) +
-                                " — " + entry.message});
+      const std::string verdict = VerdictName(entry.verdict.value_or(Verdict::kFailed));
+      if (name == kCandidate && entry.verdict == Verdict::kInconclusive && rerun < reruns) {
+        // Run it again with the next seed; the ended run is kept.
+        api::VariantStatus next;
+        next.name = name;
+        next.allocator = allocator;
+        next.phase = api::CanaryPhase::kPending;
+        next.earlier_runs = earlier_runs;
+        next.earlier_runs.push_back(static_cast<const api::VariantRun&>(entry));
+        next.seed = static_cast<int64_t>(api::RerunSeed(canary.spec.canary.load.seed, rerun + 1));
+        SetVariantStatus(status, next);
+        out.create_job_for_variant = name;
+        out.events.push_back({true, "VariantRerun",
+                              "variant " + name + " (" + allocator + "): " + verdict + " — " +
+                                  entry.message + "; running it again with seed " +
+                                  std::to_string(*next.seed) + " (rerun " +
+                                  std::to_string(rerun + 1) + " of " + std::to_string(reruns) +
+                                  ", canary.inconclusiveReruns)"});
+        status.phase = api::CanaryPhase::kRunning;
+        waiting = true;
+        continue;
+      }
+      SetVariantStatus(status, entry);
+      out.events.push_back(
+          {entry.verdict != Verdict::kFlat, "VariantFinished",
+           "variant " + name + " (" + allocator + "): " + verdict + " — " + entry.message});
       continue;
     }
     api::VariantStatus entry;
     entry.name = name;
     entry.allocator = allocator;
+    entry.seed = seed;
+    entry.earlier_runs = earlier_runs;
     if (obs != nullptr && obs->job_exists) {
       entry.job = obs->job_name;
       entry.phase = api::CanaryPhase::kRunning;
@@ -329,8 +434,11 @@ CanaryActions DecideCanary(const CanaryInput& input) {
     } else {
       entry.phase = api::CanaryPhase::kPending;
       out.create_job_for_variant = name;
+      const std::string which = rerun == 0 ? ""
+                                           : " again (rerun " + std::to_string(rerun) + ", seed " +
+                                                 std::to_string(seed) + ")";
       out.events.push_back({false, "VariantStarted",
-                            "running variant " + name + " (" + allocator + ") for " +
+                            "running variant " + name + " (" + allocator + ")" + which + " for " +
                                 std::to_string(canary.spec.canary.duration.count()) + "s, up to " +
                                 std::to_string(canary.spec.canary.max_duration.count()) +
                                 "s while its verdict is unclear"});
@@ -357,6 +465,9 @@ CanaryActions DecideCanary(const CanaryInput& input) {
       verdicts.push_back({name, v.allocator, verdict});
     }
     memory::OverallVerdict overall = memory::ClassifyVariants(verdicts);
+    if (overall.verdict == Verdict::kInconclusive) {
+      overall.explanation += "; " + InconclusiveAdvice(canary, *status.FindVariant(kCandidate));
+    }
     overall.explanation += unreadable;
     for (const std::string& name : order) {
       const api::VariantStatus& v = *status.FindVariant(name);

@@ -108,13 +108,30 @@ std::vector<std::string> VariantOrder(const api::ReplayCanary& canary);
 api::AllocatorSpec VariantAllocator(const api::ReplayCanary& canary, const std::string& variant);
 
 // What a variant's result depends on, as a digest: the candidate pod
-// template, the variant's allocator with its tunables, the canary's load,
-// duration, sampling, node selector and production CPUs, the limits the
-// verdict is judged against, and the measured containers. Two variants with
-// the same key measure the same thing; the key is recorded in each finished
-// variant's status as `measurementKey`.
+// template, the variant's allocator with its tunables, the canary's load
+// (with the seed of rerun `rerun`, api::RerunSeed), duration, sampling, node
+// selector and production CPUs, the limits the verdict is judged against, and
+// the measured containers. Two variants with the same key measure the same
+// thing; the key is recorded in each finished variant's status as
+// `measurementKey`, computed for the rerun that entry describes (the number
+// of its earlierRuns).
 std::string MeasurementKey(const api::ReplayCanary& canary, const std::string& variant,
-                           const std::vector<std::string>& containers);
+                           const std::vector<std::string>& containers, int rerun = 0);
+
+// Which run of the variant a status entry describes: the number of its
+// earlier runs (0 when there is no entry).
+int RerunOf(const api::VariantStatus* variant_status);
+
+// What would decide a candidate that ended Inconclusive, for the canary's
+// explanation (which the held Deployment's RolloutHeld event quotes): how
+// many runs it had and with which seeds; when the workload fell behind the
+// load (more than 1 % of requests late), a lower canary.load.rate; otherwise
+// the minutes that at the measured noise would have decided it
+// (memory::MoreFloorsNeeded on the last run's interval) as the
+// canary.maxDuration to set, or, when the slope sits at the limit itself,
+// that only quieter floors or far more minutes would.
+std::string InconclusiveAdvice(const api::ReplayCanary& canary,
+                               const api::VariantStatus& candidate);
 
 // Whether a recorded variant may stand in for a new run: it carries a
 // measurement key and a verdict the judge reached (Flat, Ratchet, OOMKilled,
@@ -126,6 +143,16 @@ bool ReusableMeasurement(const api::VariantStatus& variant_status);
 // Failed with the loader's message in its `message` and `startFailure`, and
 // the canary's explanation (which the held Deployment's RolloutHeld event
 // quotes) names it.
+//
+// A candidate whose run ends Inconclusive is run again, up to
+// spec.canary.inconclusiveReruns times, each time with the next load seed:
+// the ended run moves to the entry's earlierRuns (so the count survives a
+// restart), the entry goes back to Pending and the Job of the rerun
+// (CanaryJobName(..., rerun)) is created. Only the candidate is rerun: the
+// overall verdict, and so the hold, is the candidate's; the comparison
+// variants only classify a candidate that ratchets. A candidate still
+// Inconclusive after its reruns ends the canary Inconclusive with
+// InconclusiveAdvice in the explanation.
 CanaryActions DecideCanary(const CanaryInput& input);
 
 // The kstatus conditions of a canary, from status.phase and status.verdict

@@ -289,11 +289,168 @@ TEST(ObserveVariantTest, NoJobNoObservation) {
 }
 
 TEST(DecideCanaryTest, NaNSlopeIsLeftOutOfStatus) {
-  VariantObservation o = Finished("candidate", "Inconclusive", 0);
+  VariantObservation o = Finished("candidate", "Errors", 0);
   o.result->slope_gib_per_hour = std::nan("");
   CanaryInput in{TwoVariantCanary(), {}, {o}, "t"};
   CanaryActions a = DecideCanary(in);
   EXPECT_FALSE(Variant(a.status, "candidate")->contains("floorSlopeGiBPerHour"));
+}
+
+// --- reruns of an Inconclusive candidate (canary.inconclusiveReruns) ---------
+
+// An Inconclusive result whose interval (+0.20 [-0.60, +1.00] GiB/h over 25
+// floors) straddles the 0.5 GiB/h limit.
+VariantObservation Undecided(const std::string& variant, const std::string& job_name) {
+  VariantObservation o = Finished(variant, "Inconclusive", 0.2);
+  o.job_name = job_name;
+  o.result->floors_mib = std::vector<double>(25, 300);
+  o.result->slope_low = -0.6;
+  o.result->slope_high = 1.0;
+  o.result->minutes = 30;
+  return o;
+}
+
+TEST(DecideCanaryTest, AnInconclusiveCandidateRunsAgainWithTheNextSeed) {
+  const api::ReplayCanary canary = TwoVariantCanary();  // seed 1, one rerun
+  CanaryActions a = DecideCanary({canary, {}, {Undecided("candidate", "web-abc-candidate")}, "t"});
+  EXPECT_FALSE(a.finished);
+  EXPECT_EQ(S(a.status)["phase"], "Running");
+  ASSERT_TRUE(a.create_job_for_variant.has_value());
+  EXPECT_EQ(*a.create_job_for_variant, "candidate");
+  EXPECT_EQ(a.delete_jobs, std::vector<std::string>{"web-abc-candidate"});
+  EXPECT_FALSE(Variant(a.status, "jemalloc").has_value()) << "the comparison waits for the rerun";
+  const json c = *Variant(a.status, "candidate");
+  EXPECT_EQ(c["phase"], "Pending");
+  EXPECT_EQ(c["seed"], 2);
+  EXPECT_FALSE(c.contains("verdict"));
+  ASSERT_EQ(c["earlierRuns"].size(), 1u);
+  const json& first = c["earlierRuns"][0];
+  EXPECT_EQ(first["verdict"], "Inconclusive");
+  EXPECT_EQ(first["seed"], 1);
+  EXPECT_EQ(first["job"], "web-abc-candidate");
+  EXPECT_EQ(first["floorsMiB"].size(), 25u);
+  EXPECT_DOUBLE_EQ(first["slopeHighGiBPerHour"].get<double>(), 1.0);
+  EXPECT_EQ(RerunOf(P(S(a.status)).FindVariant("candidate")), 1);
+  ASSERT_FALSE(a.events.empty());
+  EXPECT_EQ(a.events.front().reason, "VariantRerun");
+  EXPECT_NE(a.events.front().note.find("seed 2 (rerun 1 of 1"), std::string::npos)
+      << a.events.front().note;
+
+  // A restart before the rerun's Job exists creates it (once: its name is
+  // the rerun's), and then sees it run.
+  CanaryActions b = DecideCanary({canary, P(S(a.status)), {}, "t2"});
+  ASSERT_TRUE(b.create_job_for_variant.has_value());
+  EXPECT_EQ(*b.create_job_for_variant, "candidate");
+  EXPECT_EQ((*Variant(b.status, "candidate"))["earlierRuns"].size(), 1u);
+  VariantObservation rerun = Running("candidate");
+  rerun.job_name = "web-abc-candidate-r1";
+  CanaryActions c2 = DecideCanary({canary, P(S(b.status)), {rerun}, "t3"});
+  EXPECT_FALSE(c2.create_job_for_variant.has_value());
+  EXPECT_EQ((*Variant(c2.status, "candidate"))["phase"], "Running");
+  EXPECT_EQ((*Variant(c2.status, "candidate"))["job"], "web-abc-candidate-r1");
+}
+
+TEST(DecideCanaryTest, AFlatRerunDecidesTheCanaryAndKeepsTheFirstRun) {
+  const api::ReplayCanary canary = TwoVariantCanary();
+  CanaryActions a = DecideCanary({canary, {}, {Undecided("candidate", "web-abc-candidate")}, "t"});
+  VariantObservation flat = Finished("candidate", "Flat", 0.05);
+  flat.job_name = "web-abc-candidate-r1";
+  CanaryActions b = DecideCanary({canary, P(S(a.status)), {flat}, "t2"});
+  const json c = *Variant(b.status, "candidate");
+  EXPECT_EQ(c["verdict"], "Flat");
+  EXPECT_EQ(c["seed"], 2);
+  EXPECT_EQ(c["earlierRuns"].size(), 1u);
+  EXPECT_EQ(c["measurementKey"], MeasurementKey(canary, "candidate", {}, 1));
+  EXPECT_NE(MeasurementKey(canary, "candidate", {}, 1), MeasurementKey(canary, "candidate", {}))
+      << "the rerun's seed is part of what it measured";
+  EXPECT_EQ(b.delete_jobs, std::vector<std::string>{"web-abc-candidate-r1"});
+  ASSERT_TRUE(b.create_job_for_variant.has_value());
+  EXPECT_EQ(*b.create_job_for_variant, "jemalloc");
+  CanaryActions d = DecideCanary({canary, P(S(b.status)), {Finished("jemalloc", "Flat", 0)}, "t3"});
+  EXPECT_TRUE(d.finished);
+  EXPECT_EQ(S(d.status)["verdict"], "Flat");
+}
+
+TEST(DecideCanaryTest, StillInconclusiveAfterItsRerunSaysWhatWouldDecideIt) {
+  const api::ReplayCanary canary = TwoVariantCanary();
+  CanaryActions a = DecideCanary({canary, {}, {Undecided("candidate", "web-abc-candidate")}, "t"});
+  CanaryActions b = DecideCanary(
+      {canary, P(S(a.status)), {Undecided("candidate", "web-abc-candidate-r1")}, "t2"});
+  EXPECT_EQ((*Variant(b.status, "candidate"))["verdict"], "Inconclusive");
+  ASSERT_TRUE(b.create_job_for_variant.has_value());
+  EXPECT_EQ(*b.create_job_for_variant, "jemalloc") << "one rerun only";
+  CanaryActions d = DecideCanary({canary, P(S(b.status)), {Finished("jemalloc", "Flat", 0)}, "t3"});
+  EXPECT_TRUE(d.finished);
+  EXPECT_EQ(S(d.status)["verdict"], "Inconclusive");
+  // Half-width 0.8 GiB/h, room to the limit 0.5 - 0.2 = 0.3: the interval
+  // narrows as floors^-3/2, so 25 x (0.8/0.3)^(2/3) = 48.07 floors would do,
+  // 24 more; 30 + 24 minutes, rounded up to 5, is 55m.
+  const std::string explanation = S(d.status)["explanation"];
+  EXPECT_NE(explanation.find("the candidate ran 2 times (seeds 1 and 2), each for up to "
+                             "canary.maxDuration 30m"),
+            std::string::npos)
+      << explanation;
+  EXPECT_NE(explanation.find("about 24 more minutes would decide it: set canary.maxDuration to "
+                             "55m"),
+            std::string::npos)
+      << explanation;
+}
+
+TEST(InconclusiveAdviceTest, NamesTheLoadWhenTheWorkloadFellBehindAndTheLimitWhenAtIt) {
+  api::ReplayCanary canary = TwoVariantCanary();
+  canary.spec.canary.load.seed = 7;
+  api::VariantStatus v;
+  v.seed = 7;
+  v.requests = 1000;
+  v.late = 50;
+  v.floor_slope_gib_per_hour = 0.2;
+  v.slope_low_gib_per_hour = -0.6;
+  v.slope_high_gib_per_hour = 1.0;
+  v.floors_mib = std::vector<double>(25, 300);
+  std::string advice = InconclusiveAdvice(canary, v);
+  EXPECT_NE(advice.find("ran once (seed 7)"), std::string::npos) << advice;
+  EXPECT_NE(advice.find("50 of 1000 requests started late"), std::string::npos) << advice;
+  EXPECT_NE(advice.find("canary.load.rate"), std::string::npos) << advice;
+  // 0.49 GiB/h sits within a twentieth of the 0.5 GiB/h limit.
+  v.late = 5;
+  v.floor_slope_gib_per_hour = 0.49;
+  advice = InconclusiveAdvice(canary, v);
+  EXPECT_NE(advice.find("sits at the limit (±0.50 GiB/h"), std::string::npos) << advice;
+}
+
+TEST(DecideCanaryTest, NoRerunWhenThePolicyAsksForNoneOrForAComparisonVariant) {
+  api::ReplayCanary none = TwoVariantCanary();
+  none.spec.canary.inconclusive_reruns = 0;
+  CanaryActions a = DecideCanary({none, {}, {Undecided("candidate", "web-abc-candidate")}, "t"});
+  EXPECT_EQ((*Variant(a.status, "candidate"))["verdict"], "Inconclusive");
+  ASSERT_TRUE(a.create_job_for_variant.has_value());
+  EXPECT_EQ(*a.create_job_for_variant, "jemalloc");
+
+  const api::ReplayCanary canary = TwoVariantCanary();
+  CanaryActions b = DecideCanary({canary, {}, {Finished("candidate", "Ratchet", 2.4)}, "t"});
+  CanaryActions c =
+      DecideCanary({canary, P(S(b.status)), {Undecided("jemalloc", "web-abc-jemalloc")}, "t2"});
+  EXPECT_TRUE(c.finished) << "the comparison variant is not run again";
+  EXPECT_EQ((*Variant(c.status, "jemalloc"))["verdict"], "Inconclusive");
+}
+
+TEST(DecideCanaryTest, ARerunMayReuseAnotherCanarysRunOfTheSameSeed) {
+  const api::ReplayCanary canary = TwoVariantCanary();
+  CanaryActions a = DecideCanary({canary, {}, {Undecided("candidate", "web-abc-candidate")}, "t"});
+  api::VariantStatus measured;
+  measured.name = "candidate";
+  measured.phase = api::CanaryPhase::kCompleted;
+  measured.verdict = Verdict::kFlat;
+  measured.seed = 2;
+  measured.measurement_key = MeasurementKey(canary, "candidate", {}, 1);
+  CanaryInput in{canary, P(S(a.status)), {}, "t2"};
+  in.earlier = {{"web-other", measured, std::nullopt}};
+  CanaryActions b = DecideCanary(in);
+  const json c = *Variant(b.status, "candidate");
+  EXPECT_EQ(c["verdict"], "Flat");
+  EXPECT_EQ(c["reusedFrom"], "web-other");
+  EXPECT_EQ(c["earlierRuns"].size(), 1u) << "this canary's own first run stays";
+  EXPECT_EQ(RerunOf(P(S(b.status)).FindVariant("candidate")), 1);
 }
 
 TEST(DecideCanaryTest, FinishedCanaryOnlyCleansUpLeftoverJobs) {

@@ -367,7 +367,9 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
   }
   std::map<std::string, std::string> job_names;
   for (const std::string& variant : VariantOrder(canary)) {
-    const std::string job_name = canary::CanaryJobName(canary.name, variant);
+    // The Job of the run the status is at (a rerun has a Job of its own).
+    const std::string job_name =
+        canary::CanaryJobName(canary.name, variant, RerunOf(current.FindVariant(variant)));
     job_names[variant] = job_name;
     input.observations.push_back(Observe(ctx_, canary.ns, variant, job_name));
   }
@@ -420,6 +422,7 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
     api::VariantSpec spec{variant, VariantAllocator(canary, variant)};
     canary::CanaryJobOptions job_options = ctx_.job_options;
     job_options.containers = containers;
+    job_options.rerun = RerunOf(status.FindVariant(variant));
     canary::CanaryJobInfo info;
     // The Job runs with the operator's rights: a template that is not the
     // target's own may not ask for more than an ordinary pod.

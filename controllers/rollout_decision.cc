@@ -91,7 +91,7 @@ std::string CanaryDistrust(const json& canary, const json& deployment,
   bool candidate_measured = false;
   for (const api::VariantStatus& v : api::CanaryStatusOf(canary).variants) {
     if (v.measurement_key.empty()) continue;
-    if (v.measurement_key != MeasurementKey(*parsed, v.name, policy.spec.containers)) {
+    if (v.measurement_key != MeasurementKey(*parsed, v.name, policy.spec.containers, RerunOf(&v))) {
       return "variant " + v.name + " was measured on another spec (the canary was edited)";
     }
     if (v.name == "candidate") candidate_measured = true;

@@ -86,7 +86,8 @@ RolloutActions DecideRollout(const RolloutInput& input);
 //   - it asks what the policy asks now: the allocator, libc, canary and
 //     limits give the policy's CanaryPolicyKey;
 //   - every finished variant was measured on this spec: its recorded
-//     measurementKey is MeasurementKey of the canary as it is now, so a spec
+//     measurementKey is MeasurementKey of the canary as it is now (for the
+//     rerun the entry describes, RerunOf), so a spec
 //     edited during the run and edited back proves nothing, and the candidate
 //     variant has one.
 // A ReplayCanary anyone creates by hand with the expected name and another

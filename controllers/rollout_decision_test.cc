@@ -168,6 +168,11 @@ TEST(DecideRolloutTest, AFlatCanaryReleasesOnlyWhenItProvesTheHeldTemplate) {
       {"measured on a spec that was edited since",
        [](json& c) { c["status"]["variants"][0]["measurementKey"] = "0123456789abcdef"; },
        "measured on another spec"},
+      {"a first run's measurement passed off as a rerun's",
+       [](json& c) {
+         c["status"]["variants"][0]["earlierRuns"] = {{{"verdict", "Inconclusive"}, {"seed", 1}}};
+       },
+       "measured on another spec"},
       {"no measurement of the candidate", [](json& c) { c["status"].erase("variants"); },
        "no measurement of the candidate"},
       {"a template of the wrong types",
@@ -194,6 +199,23 @@ TEST(DecideRolloutTest, AFlatCanaryReleasesOnlyWhenItProvesTheHeldTemplate) {
   RolloutInput in{Deployment(held, true), Policy(api::RolloutMode::kEnforce),
                   Canary("Completed", "Flat"), Hash()};
   EXPECT_EQ(DecideRollout(in).event_reason, "RolloutReleased");
+}
+
+// A candidate measured on its rerun (after an Inconclusive first run) proves
+// the template: its key is that of the rerun's seed.
+TEST(DecideRolloutTest, AFlatRerunReleases) {
+  json canary = Canary("Completed", "Flat");
+  auto parsed = api::ParseReplayCanary(canary);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  json& candidate = canary["status"]["variants"][0];
+  candidate["earlierRuns"] = {{{"verdict", "Inconclusive"}, {"seed", 1}}};
+  candidate["seed"] = 2;
+  candidate["measurementKey"] = MeasurementKey(*parsed, "candidate", {}, 1);
+  const json held = {{api::kHeldCandidateAnnotation, Hash()}};
+  RolloutInput in{Deployment(held, true), Policy(api::RolloutMode::kEnforce), canary, Hash()};
+  RolloutActions a = DecideRollout(in);
+  EXPECT_EQ(a.event_reason, "RolloutReleased") << a.event_note;
+  EXPECT_TRUE(a.deployment_patch.has_value());
 }
 
 TEST(DecideRolloutTest, AnAmbiguousHoldIsLeftAlone) {

@@ -246,6 +246,11 @@ def canary_spec():
                                 "unclear at duration: the judge spends most of its error budget "
                                 "by duration and the rest up to maxDuration. Default: 30m, or "
                                 "duration when that is longer.", minimum="1m", maximum="24h"),
+        "inconclusiveReruns": integer("How many times a candidate whose run ended "
+                                      "Inconclusive is run again, each time with the next load "
+                                      "seed, before the canary's verdict is Inconclusive (which "
+                                      "holds the rollout in Enforce).", minimum=0, maximum=3,
+                                      default=1),
         "sampleInterval": duration("How often memory is sampled.", minimum="100ms",
                                    maximum="1h", default="2s"),
         "load": load_spec(),
@@ -411,6 +416,20 @@ def policy_status():
 
 
 def canary_status():
+    earlier_run = obj("One earlier run of a variant.", {
+        "job": string("The Job that ran it."),
+        "seed": integer("Its load seed.", format="int64"),
+        "verdict": string("Its verdict."),
+        "floorsMiB": {"type": "array", "items": {"type": "number"},
+                      "description": "Its per-minute memory floors in MiB.",
+                      "x-kubernetes-list-type": "atomic"},
+        "floorSlopeGiBPerHour": number("Least-squares slope of its floors."),
+        "slopeLowGiBPerHour": number("Lower confidence bound of the slope."),
+        "slopeHighGiBPerHour": number("Upper confidence bound of the slope."),
+        "requests": integer("Requests sent.", format="int64"),
+        "late": integer("Requests started late.", format="int64"),
+        "message": string("The judge's explanation."),
+    })
     variant = obj("Result of one variant.", {
         "name": string("Variant name (\"candidate\" for the template as injected)."),
         "allocator": string("Allocator name."),
@@ -438,6 +457,17 @@ def canary_status():
                                  "containers)."),
         "reusedFrom": string("The canary that measured this result with identical inputs; "
                              "set when the variant was not run again."),
+        "seed": integer("The load seed of this run (the policy's seed, plus the rerun's "
+                        "number for a rerun).", format="int64"),
+        "earlierRuns": {
+            "type": "array",
+            "description": "The runs of this variant before the one above, oldest first: "
+                           "a run that ended Inconclusive is run again with the next seed "
+                           "(canary.inconclusiveReruns).",
+            "items": earlier_run,
+            "maxItems": 3,
+            "x-kubernetes-list-type": "atomic",
+        },
     })
     return obj("Observed state, written by the operator.", {
         "observedGeneration": integer("The generation last reconciled.", format="int64"),

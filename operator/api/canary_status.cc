@@ -143,30 +143,51 @@ void PutOptional(json& out, const char* key, const std::optional<T>& value) {
   out[key] = *value;
 }
 
+// The members a variant and each of its earlier runs share (PutRun writes
+// them).
+void ReadRun(Reader& r, VariantRun* out) {
+  r.String("job", &out->job);
+  r.VerdictField(&out->verdict, &out->unknown_verdict);
+  r.Numbers("floorsMiB", &out->floors_mib);
+  r.Number("floorSlopeGiBPerHour", &out->floor_slope_gib_per_hour);
+  r.Number("slopeLowGiBPerHour", &out->slope_low_gib_per_hour);
+  r.Number("slopeHighGiBPerHour", &out->slope_high_gib_per_hour);
+  r.Int("requests", &out->requests);
+  r.Int("late", &out->late);
+  r.String("message", &out->message);
+  r.Int("seed", &out->seed);
+}
+
 VariantStatus ParseVariant(const json& v, const std::string& path,
                            std::vector<std::string>* problems) {
   VariantStatus out;
   Reader r(v, path, problems);
   r.String("name", &out.name);
   r.String("allocator", &out.allocator);
-  r.String("job", &out.job);
   r.Phase(&out.phase);
-  r.VerdictField(&out.verdict, &out.unknown_verdict);
-  r.Numbers("floorsMiB", &out.floors_mib);
-  r.Number("floorSlopeGiBPerHour", &out.floor_slope_gib_per_hour);
-  r.Number("slopeLowGiBPerHour", &out.slope_low_gib_per_hour);
-  r.Number("slopeHighGiBPerHour", &out.slope_high_gib_per_hour);
+  ReadRun(r, &out);
   r.Number("peakMiB", &out.peak_mib);
   r.Number("recommendedLimitMiB", &out.recommended_limit_mib);
-  r.Int("requests", &out.requests);
   r.Int("errors", &out.errors);
-  r.Int("late", &out.late);
   r.Bool("oomKilled", &out.oom_killed);
   r.Int("oomMinute", &out.oom_minute);
-  r.String("message", &out.message);
   r.String("startFailure", &out.start_failure);
   r.String("measurementKey", &out.measurement_key);
   r.String("reusedFrom", &out.reused_from);
+  if (const json* runs = r.Array("earlierRuns")) {
+    for (size_t i = 0; i < runs->size(); ++i) {
+      const json& run = (*runs)[i];
+      const std::string item = Item(r.PathOf("earlierRuns"), i);
+      if (!run.is_object()) {
+        r.Report(item + ": must be an object, got " + Dump(run));
+        continue;
+      }
+      VariantRun earlier;
+      Reader e(run, item, problems);
+      ReadRun(e, &earlier);
+      out.earlier_runs.push_back(std::move(earlier));
+    }
+  }
   return out;
 }
 
@@ -308,12 +329,12 @@ std::optional<CanaryPhase> CanaryPhaseOf(const json& canary) {
   return phase;
 }
 
-json VariantStatusToJson(const VariantStatus& v) {
-  json out = json::object();
-  PutString(out, "name", v.name);
-  PutString(out, "allocator", v.allocator);
+namespace {
+
+// The members a variant and each of its earlier runs share (ReadRun reads
+// them).
+void PutRun(json& out, const VariantRun& v) {
   PutString(out, "job", v.job);
-  if (v.phase.has_value()) out["phase"] = CanaryPhaseName(*v.phase);
   PutString(out, "verdict", RecordedVerdictName(v.verdict, v.unknown_verdict));
   if (!v.floors_mib.empty()) {
     json floors = json::array();
@@ -325,17 +346,37 @@ json VariantStatusToJson(const VariantStatus& v) {
   PutOptional(out, "floorSlopeGiBPerHour", v.floor_slope_gib_per_hour);
   PutOptional(out, "slopeLowGiBPerHour", v.slope_low_gib_per_hour);
   PutOptional(out, "slopeHighGiBPerHour", v.slope_high_gib_per_hour);
+  PutOptional(out, "requests", v.requests);
+  PutOptional(out, "late", v.late);
+  PutString(out, "message", v.message);
+  PutOptional(out, "seed", v.seed);
+}
+
+}  // namespace
+
+json VariantStatusToJson(const VariantStatus& v) {
+  json out = json::object();
+  PutString(out, "name", v.name);
+  PutString(out, "allocator", v.allocator);
+  if (v.phase.has_value()) out["phase"] = CanaryPhaseName(*v.phase);
+  PutRun(out, v);
   PutOptional(out, "peakMiB", v.peak_mib);
   PutOptional(out, "recommendedLimitMiB", v.recommended_limit_mib);
-  PutOptional(out, "requests", v.requests);
   PutOptional(out, "errors", v.errors);
-  PutOptional(out, "late", v.late);
   if (v.oom_killed) out["oomKilled"] = true;
   PutOptional(out, "oomMinute", v.oom_minute);
-  PutString(out, "message", v.message);
   PutString(out, "startFailure", v.start_failure);
   PutString(out, "measurementKey", v.measurement_key);
   PutString(out, "reusedFrom", v.reused_from);
+  if (!v.earlier_runs.empty()) {
+    json runs = json::array();
+    for (const VariantRun& run : v.earlier_runs) {
+      json entry = json::object();
+      PutRun(entry, run);
+      runs.push_back(std::move(entry));
+    }
+    out["earlierRuns"] = std::move(runs);
+  }
   return out;
 }
 

@@ -70,31 +70,44 @@ struct ArenaLimitStatus {
   bool operator==(const ArenaLimitStatus&) const = default;
 };
 
-// One entry of status.variants.
-struct VariantStatus {
-  std::string name;       // "candidate" or a spec.canary.variants name
-  std::string allocator;  // "glibc", "jemalloc", ...
-  std::string job;        // the variant's Job, while it exists or was used
-  std::optional<CanaryPhase> phase;
-  // The variant's verdict. A name allocguard does not write reads as kFailed
-  // and is kept in unknown_verdict (and written back as it was).
+// What one run of a variant measured: the members a status.variants entry
+// shares with each of its earlierRuns (an Inconclusive candidate is run
+// again with the next load seed; see CanarySpec::inconclusive_reruns).
+struct VariantRun {
+  std::string job;              // the Job that ran it, while it exists or was used
+  std::optional<int64_t> seed;  // its load seed (api::RerunSeed)
+  // Its verdict. A name allocguard does not write reads as kFailed and is
+  // kept in unknown_verdict (and written back as it was).
   std::optional<Verdict> verdict;
   std::string unknown_verdict;
   std::vector<double> floors_mib;                  // floorsMiB
   std::optional<double> floor_slope_gib_per_hour;  // floorSlopeGiBPerHour
   std::optional<double> slope_low_gib_per_hour;    // slopeLowGiBPerHour
   std::optional<double> slope_high_gib_per_hour;   // slopeHighGiBPerHour
-  std::optional<double> peak_mib;                  // peakMiB
-  std::optional<double> recommended_limit_mib;     // recommendedLimitMiB
   std::optional<int64_t> requests;
-  std::optional<int64_t> errors;
   std::optional<int64_t> late;
+  std::string message;
+
+  bool operator==(const VariantRun&) const = default;
+};
+
+// One entry of status.variants: its latest run (the VariantRun members) and
+// what only the latest run records.
+struct VariantStatus : VariantRun {
+  std::string name;       // "candidate" or a spec.canary.variants name
+  std::string allocator;  // "glibc", "jemalloc", ...
+  std::optional<CanaryPhase> phase;
+  std::optional<double> peak_mib;               // peakMiB
+  std::optional<double> recommended_limit_mib;  // recommendedLimitMiB
+  std::optional<int64_t> errors;
   bool oom_killed = false;            // oomKilled
   std::optional<int64_t> oom_minute;  // oomMinute
-  std::string message;
-  std::string start_failure;    // startFailure: the loader's words
-  std::string measurement_key;  // measurementKey (MeasurementKey)
-  std::string reused_from;      // reusedFrom: the canary whose run this copies
+  std::string start_failure;          // startFailure: the loader's words
+  std::string measurement_key;        // measurementKey (MeasurementKey)
+  std::string reused_from;            // reusedFrom: the canary whose run this copies
+  // earlierRuns: the runs before this one, oldest first. Their number is the
+  // rerun this entry describes (0: the first run).
+  std::vector<VariantRun> earlier_runs;
 
   bool operator==(const VariantStatus&) const = default;
 };

@@ -30,7 +30,11 @@ json FullStatus() {
        "phase": "Completed", "verdict": "Ratchet", "floorsMiB": [300, 310.5, 320],
        "floorSlopeGiBPerHour": 2.4, "slopeLowGiBPerHour": 2.3, "slopeHighGiBPerHour": 2.5,
        "peakMiB": 1000, "recommendedLimitMiB": 1250, "requests": 1234, "errors": 0, "late": 2,
-       "message": "Ratchet", "measurementKey": "k1"},
+       "message": "Ratchet", "measurementKey": "k1", "seed": 2,
+       "earlierRuns": [{"job": "web-abc-candidate", "seed": 1, "verdict": "Inconclusive",
+                        "floorsMiB": [300, 301], "floorSlopeGiBPerHour": 0.3,
+                        "slopeLowGiBPerHour": -0.2, "slopeHighGiBPerHour": 0.8,
+                        "requests": 900, "late": 1, "message": "undecided"}]},
       {"name": "jemalloc", "allocator": "jemalloc", "phase": "Completed", "verdict": "Flat",
        "oomKilled": true, "oomMinute": 7, "startFailure": "app: loader", "reusedFrom": "web-def",
        "measurementKey": "k2"}
@@ -53,6 +57,10 @@ TEST(ReplayCanaryStatusTest, ReadsEveryFieldAndWritesItBackUnchanged) {
   ASSERT_EQ(s.variants.size(), 2u);
   EXPECT_EQ(s.variants[0].floors_mib, (std::vector<double>{300, 310.5, 320}));
   EXPECT_EQ(s.variants[0].requests, 1234);
+  EXPECT_EQ(s.variants[0].seed, 2);
+  ASSERT_EQ(s.variants[0].earlier_runs.size(), 1u);
+  EXPECT_EQ(s.variants[0].earlier_runs[0].verdict, Verdict::kInconclusive);
+  EXPECT_EQ(s.variants[0].earlier_runs[0].slope_high_gib_per_hour, 0.8);
   EXPECT_EQ(s.variants[1].verdict, Verdict::kFlat);
   EXPECT_TRUE(s.variants[1].oom_killed);
   EXPECT_EQ(s.FindVariant("jemalloc")->reused_from, "web-def");
@@ -77,7 +85,8 @@ TEST(ReplayCanaryStatusTest, FieldsOfOtherTypesAreNamedAndReadAsAbsent) {
     "variants": [
       "candidate",
       {"name": "candidate", "phase": "Completed", "verdict": "Flat",
-       "floorsMiB": [1, "two", 3], "requests": 1.5, "oomKilled": "yes"}
+       "floorsMiB": [1, "two", 3], "requests": 1.5, "oomKilled": "yes",
+       "earlierRuns": [3, {"seed": "one", "verdict": "Maybe", "message": "kept"}]}
     ]
   })");
   std::vector<std::string> problems;
@@ -95,6 +104,11 @@ TEST(ReplayCanaryStatusTest, FieldsOfOtherTypesAreNamedAndReadAsAbsent) {
   EXPECT_EQ(s.variants[0].floors_mib, (std::vector<double>{1, 3}));
   EXPECT_EQ(s.variants[0].requests, std::nullopt);
   EXPECT_FALSE(s.variants[0].oom_killed);
+  ASSERT_EQ(s.variants[0].earlier_runs.size(), 1u);
+  EXPECT_EQ(s.variants[0].earlier_runs[0].verdict, Verdict::kFailed);
+  EXPECT_EQ(s.variants[0].earlier_runs[0].unknown_verdict, "Maybe");
+  EXPECT_EQ(s.variants[0].earlier_runs[0].message, "kept");
+  EXPECT_EQ(s.variants[0].earlier_runs[0].seed, std::nullopt);
   const std::vector<std::string> expected = {
       "status.phase: must be a string, got 7",
       "status.verdict: must be a string, got {\"a\":1}",
@@ -106,6 +120,10 @@ TEST(ReplayCanaryStatusTest, FieldsOfOtherTypesAreNamedAndReadAsAbsent) {
       "status.variants[1].floorsMiB[1]: must be a finite number, got \"two\"",
       "status.variants[1].requests: must be an integer, got 1.5",
       "status.variants[1].oomKilled: must be a boolean, got \"yes\"",
+      "status.variants[1].earlierRuns[0]: must be an object, got 3",
+      "status.variants[1].earlierRuns[1].verdict: \"Maybe\" is not a verdict allocguard "
+      "writes; read as Failed",
+      "status.variants[1].earlierRuns[1].seed: must be an integer, got \"one\"",
   };
   EXPECT_EQ(problems, expected);
 }

@@ -466,6 +466,8 @@ Result<CanarySpec> ParseCanary(const json& spec, const std::string& base) {
   if (canary.max_duration < canary.duration) {
     return Err(Field(path, "maxDuration"), "must not be shorter than duration");
   }
+  AG_RETURN_IF_ERROR(ReadIntAs(*v, "inconclusiveReruns", path, 0, kMaxInconclusiveReruns,
+                               &canary.inconclusive_reruns));
   AG_RETURN_IF_ERROR(ReadDuration(*v, "sampleInterval", path, milliseconds(100),
                                   std::chrono::hours(1), &canary.sample_interval));
   if (canary.sample_interval >= canary.duration) {
@@ -776,6 +778,9 @@ json CanaryToJson(const CanarySpec& canary) {
   // before the field existed (their canary names and verdicts) keep their keys.
   if (canary.max_duration != DefaultCanaryMaxDuration(canary.duration)) {
     out["maxDuration"] = FormatDuration(canary.max_duration);
+  }
+  if (canary.inconclusive_reruns != kDefaultInconclusiveReruns) {
+    out["inconclusiveReruns"] = canary.inconclusive_reruns;
   }
   if (!canary.node_selector.empty()) out["nodeSelector"] = canary.node_selector;
   if (canary.production_cpus) out["productionCPUs"] = *canary.production_cpus;

@@ -149,6 +149,25 @@ TEST(ParseAllocatorPolicyTest, MaxDurationDefaultsToThirtyMinutesOrTheDuration) 
             "spec.canary.maxDuration: must not be shorter than duration");
 }
 
+TEST(ParseAllocatorPolicyTest, InconclusiveRerunsDefaultsToOneAndIsWrittenOnlyWhenOther) {
+  json object = ValidPolicyForTest();
+  auto policy = ParseAllocatorPolicy(object);
+  ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+  EXPECT_EQ(policy->spec.canary.inconclusive_reruns, 1);
+  ReplayCanarySpec spec;
+  spec.canary = policy->spec.canary;
+  EXPECT_FALSE(ReplayCanarySpecToJson(spec)["canary"].contains("inconclusiveReruns"));
+  object["spec"]["canary"]["inconclusiveReruns"] = 0;
+  policy = ParseAllocatorPolicy(object);
+  ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+  EXPECT_EQ(policy->spec.canary.inconclusive_reruns, 0);
+  spec.canary = policy->spec.canary;
+  EXPECT_EQ(ReplayCanarySpecToJson(spec)["canary"]["inconclusiveReruns"], 0);
+  object["spec"]["canary"]["inconclusiveReruns"] = "2";
+  EXPECT_EQ(ParseAllocatorPolicy(object).status().message(),
+            "spec.canary.inconclusiveReruns: must be an integer, got \"2\"");
+}
+
 TEST(ParseAllocatorPolicyTest, TheValidTestPolicyParses) {
   auto policy = ParseAllocatorPolicy(ValidPolicyForTest());
   ASSERT_TRUE(policy.ok()) << policy.status().ToString();

@@ -118,6 +118,19 @@ inline std::chrono::seconds DefaultCanaryMaxDuration(std::chrono::seconds durati
   return std::max(duration, std::chrono::seconds(30 * 60));
 }
 
+// How often a canary runs its candidate again when the run ends Inconclusive,
+// unless the policy says otherwise (canary.inconclusiveReruns), and the most
+// it may ask for.
+inline constexpr int kDefaultInconclusiveReruns = 1;
+inline constexpr int kMaxInconclusiveReruns = 3;
+
+// The load seed of rerun `rerun` of a variant (0: the first run, which uses
+// the policy's seed as it stands): the seed plus the rerun's number, kept in
+// the range of a non-negative int64 (the CRD's integer type).
+inline uint64_t RerunSeed(uint64_t seed, int rerun) {
+  return (seed + static_cast<uint64_t>(rerun)) & 0x7fffffffffffffffULL;
+}
+
 // spec.canary.
 struct CanarySpec {
   std::chrono::seconds duration{15 * 60};  // duration: "15m"
@@ -126,6 +139,10 @@ struct CanarySpec {
   // `duration` and the rest up to this). Default: 30m, or `duration` when
   // that is longer; never below `duration`.
   std::chrono::seconds max_duration{30 * 60};
+  // inconclusiveReruns: how many times a candidate whose run ended
+  // Inconclusive is run again, each time with a new load seed (RerunSeed),
+  // before the canary's verdict is Inconclusive. 0..kMaxInconclusiveReruns.
+  int inconclusive_reruns = kDefaultInconclusiveReruns;
   std::chrono::milliseconds sample_interval{2000};  // sampleInterval: "2s"
   LoadSpec load;
   std::vector<VariantSpec> variants;  // default: one glibc baseline

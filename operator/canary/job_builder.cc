@@ -153,10 +153,12 @@ std::optional<std::string> ArenaMaxInPod(const json& spec, const std::vector<std
 json DriverContainer(const api::ReplayCanary& canary, const api::VariantSpec& variant,
                      const std::string& allocator, const CanaryJobOptions& options) {
   const api::CanarySpec& c = canary.spec.canary;
+  api::LoadSpec load = c.load;
+  load.seed = api::RerunSeed(load.seed, options.rerun);
   json args = {"replay",
                "--in-pod",
                "--load-json",
-               api::RenderLoadFile(c.load),
+               api::RenderLoadFile(load),
                "--port",
                std::to_string(c.load.port),
                "--duration",
@@ -221,8 +223,9 @@ std::string ShortenName(const std::string& name, size_t max) {
   return head + suffix;
 }
 
-std::string CanaryJobName(const std::string& canary, const std::string& variant) {
-  return ShortenName(canary + "-" + variant, kMaxNameLength);
+std::string CanaryJobName(const std::string& canary, const std::string& variant, int rerun) {
+  const std::string suffix = rerun > 0 ? "-r" + std::to_string(rerun) : "";
+  return ShortenName(canary + "-" + variant + suffix, kMaxNameLength);
 }
 
 const api::AllocatorSpec& VariantAllocator(const api::ReplayCanary& canary,
@@ -299,7 +302,7 @@ Result<json> BuildCanaryJob(const api::ReplayCanary& canary, const api::VariantS
   if (!spec.contains("volumes") || !spec["volumes"].is_array()) spec["volumes"] = json::array();
   spec["volumes"].push_back({{"name", kDriverTmpVolume}, {"emptyDir", json::object()}});
 
-  const std::string name = CanaryJobName(canary.name, variant.name);
+  const std::string name = CanaryJobName(canary.name, variant.name, options.rerun);
   const json labels = {{api::kCanaryLabel, ShortenName(canary.name, kMaxNameLength)},
                        {api::kVariantLabel, ShortenName(variant.name, kMaxNameLength)},
                        {api::kManagedByLabel, api::kManagedByValue}};

@@ -37,6 +37,11 @@ struct CanaryJobOptions {
   // image pulls, init containers.
   std::chrono::seconds deadline_slack{300};
   std::chrono::seconds ttl_after_finished{3600};
+  // Which run of the variant this Job is: 0 for the first, k for the k-th
+  // rerun of an Inconclusive run (api::CanarySpec::inconclusive_reruns),
+  // which is named CanaryJobName(canary, variant, k) and drives the load
+  // with api::RerunSeed(seed, k).
+  int rerun = 0;
 };
 
 // glibc allows 8 arenas per online CPU, so a canary on a small node hides a
@@ -64,7 +69,8 @@ struct CanaryJobInfo {
 // Builds the batch/v1 Job for `variant` of `canary`. A variant named
 // "candidate" runs canary.spec.candidate_allocator; any other its own.
 //
-// The Job: in the canary's namespace, named CanaryJobName(canary, variant),
+// The Job: in the canary's namespace, named CanaryJobName(canary, variant,
+// options.rerun),
 // owned by the ReplayCanary (controller, blockOwnerDeletion), labelled with
 // api::kCanaryLabel / kVariantLabel / kManagedByLabel; backoffLimit 0,
 // activeDeadlineSeconds = maxDuration + ready timeout + options.deadline_slack,
@@ -97,9 +103,10 @@ Result<nlohmann::json> BuildCanaryJob(const api::ReplayCanary& canary,
                                       const CanaryJobOptions& options,
                                       CanaryJobInfo* info = nullptr);
 
-// "<canary>-<variant>"; when longer than 63 characters, cut and ended with
-// "-" and 8 hex digits of a hash of the full name (stable across builds).
-std::string CanaryJobName(const std::string& canary, const std::string& variant);
+// "<canary>-<variant>", and "-r<rerun>" after it for a rerun; when longer
+// than 63 characters, cut and ended with "-" and 8 hex digits of a hash of
+// the full name (stable across builds).
+std::string CanaryJobName(const std::string& canary, const std::string& variant, int rerun = 0);
 
 // `name` when it has at most `max` characters; otherwise cut, with trailing
 // '-' and '.' removed, plus "-" and 8 hex digits of its FNV-1a hash.

@@ -322,6 +322,29 @@ TEST(BuildCanaryJobTest, NamesStayWithin63Characters) {
   EXPECT_EQ(job["metadata"]["ownerReferences"][0]["name"], canary.name);
 }
 
+// A rerun of an Inconclusive run has a Job of its own (so a restarted
+// operator never takes the first run's for it) and drives the next seed.
+TEST(BuildCanaryJobTest, ARerunIsNamedForItsNumberAndDrivesTheNextSeed) {
+  EXPECT_EQ(CanaryJobName("web-5d8f9", "candidate", 1), "web-5d8f9-candidate-r1");
+  EXPECT_EQ(CanaryJobName("web-5d8f9", "candidate", 0), "web-5d8f9-candidate");
+  api::ReplayCanary canary = Canary();
+  canary.spec.canary.load.seed = 41;
+  CanaryJobOptions o = Options();
+  o.rerun = 2;
+  CanaryJobInfo info;
+  auto job = BuildCanaryJob(canary, Variant("candidate", api::Allocator::kJemalloc), o, &info);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ((*job)["metadata"]["name"], "web-5d8f9-candidate-r2");
+  EXPECT_EQ(info.name, "web-5d8f9-candidate-r2");
+  EXPECT_EQ((*job)["metadata"]["labels"][api::kVariantLabel], "candidate");
+  auto load = replay::ParseInPodLoad(
+      ArgAfter(Container(*job, api::kDriverContainerName), "--load-json"), 8080);
+  ASSERT_TRUE(load.ok()) << load.status().ToString();
+  EXPECT_EQ(load->seed, 43u);
+  // The seed stays a non-negative int64 (the CRD's integer) at the top.
+  EXPECT_EQ(api::RerunSeed(0x7fffffffffffffffULL, 1), 0u);
+}
+
 TEST(BuildCanaryJobTest, DriverRunsTheInPodReplayWithTheCanarysSettings) {
   api::ReplayCanary canary = Canary();
   canary.spec.canary.duration = std::chrono::minutes(20);

@@ -31,10 +31,12 @@
 #include "operator/admission/deployment_gate.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
+#include "operator/canary/job_builder.h"
 #include "operator/kube/client.h"
 #include "operator/kube/config.h"
 #include "operator/kube/testing/controlplane_support.h"
 #include "operator/replay/canary_result.h"
+#include "operator/replay/in_pod.h"
 
 extern char** environ;
 
@@ -661,6 +663,77 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: lead}]
     CommandResult events = Kubectl("events -n " + ns_ + " --for deployment/ratchet");
     return events.output.find("(by lead, who may override holds here)") != std::string::npos;
   })) << Kubectl("events -n " + ns_ + " --for deployment/ratchet").output;
+}
+
+// An Inconclusive candidate is run once more, in a Job of its own on the
+// next load seed; still Inconclusive, the rollout stays held with what would
+// decide it, and the first run's figures stay in the stored status.
+TEST_F(OperatorTest, AnInconclusiveCandidateRunsOnceMoreThenHoldsSayingWhatWouldDecideIt) {
+  ASSERT_TRUE(
+      client_->Create(kube::AllocatorPolicies(), ns_, Policy("undecided", "undecided", "Enforce"))
+          .ok());
+  ASSERT_TRUE(PolicyReady("undecided"));
+  ASSERT_TRUE(
+      client_->Create(kube::Deployments(), ns_, Deployment("undecided", "undecided", "web:1"))
+          .ok());
+  const std::string hash = HeldHash("undecided");
+  ASSERT_FALSE(hash.empty());
+  const std::string canary = CanaryFor("undecided", hash, "undecided");
+  replay::CanaryResult undecided = Result("candidate", "Inconclusive", 0.2);
+  undecided.slope_low = -0.6;
+  undecided.slope_high = 1.0;
+  RunVariant(canary, "candidate", undecided);
+
+  const std::string rerun_name = canary::CanaryJobName(canary, "candidate", 1);
+  json rerun;
+  ASSERT_TRUE(Eventually([&] {
+    auto jobs = CanaryJobs(canary);
+    auto it = jobs.find("candidate");
+    if (it == jobs.end() || it->second["metadata"]["name"] != rerun_name) return false;
+    rerun = it->second;
+    return true;
+  })) << "no rerun Job "
+      << rerun_name << "\n"
+      << OperatorLog();
+  std::string load_text;
+  for (const json& c : rerun["spec"]["template"]["spec"]["containers"]) {
+    if (c["name"] != api::kDriverContainerName) continue;
+    const json& args = c["args"];
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+      if (args[i] == "--load-json") load_text = args[i + 1];
+    }
+  }
+  auto load = replay::ParseInPodLoad(load_text, 8080);
+  ASSERT_TRUE(load.ok()) << load.status().ToString();
+  EXPECT_EQ(load->seed, 2u) << "the rerun drives the next seed";
+  FinishCanaryJob(rerun, undecided);
+  RunVariant(canary, "glibc", Result("glibc", "Flat", 0.01));
+
+  ASSERT_TRUE(Eventually([&] {
+    auto c = client_->Get(kube::ReplayCanaries(), ns_, canary);
+    return c.ok() && Field(Field(*c, "status"), "phase") == "Completed";
+  })) << OperatorLog();
+  auto c = client_->Get(kube::ReplayCanaries(), ns_, canary);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ((*c)["status"]["verdict"], "Inconclusive");
+  const std::string explanation = (*c)["status"]["explanation"];
+  EXPECT_NE(explanation.find("the candidate ran 2 times (seeds 1 and 2)"), std::string::npos)
+      << explanation;
+  EXPECT_NE(explanation.find("set canary.maxDuration to"), std::string::npos) << explanation;
+  const json& candidate = (*c)["status"]["variants"][0];
+  EXPECT_EQ(candidate["seed"], 2);
+  ASSERT_EQ(Field(candidate, "earlierRuns").size(), 1u) << candidate.dump();
+  EXPECT_EQ(candidate["earlierRuns"][0]["verdict"], "Inconclusive");
+  EXPECT_EQ(candidate["earlierRuns"][0]["seed"], 1);
+  EXPECT_EQ(candidate["earlierRuns"][0]["floorsMiB"].size(), undecided.floors_mib.size());
+
+  ASSERT_TRUE(Eventually([&] {
+    CommandResult events = Kubectl("events -n " + ns_ + " --for deployment/undecided");
+    return events.output.find("RolloutHeld") != std::string::npos &&
+           events.output.find("ran 2 times") != std::string::npos;
+  })) << Kubectl("events -n " + ns_ + " --for deployment/undecided").output;
+  auto d = client_->Get(kube::Deployments(), ns_, "undecided");
+  EXPECT_EQ((*d)["spec"]["paused"], true);
 }
 
 // Deleting an Enforce policy while it holds a Deployment lifts the hold: only
