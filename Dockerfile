@@ -101,6 +101,13 @@ ENTRYPOINT ["/usr/local/bin/ratchet_service", "--host", "0.0.0.0", "--port", "80
 #   /opt/allocguard/lib/musl/{libjemalloc.so.2,libmimalloc.so.2}
 # each with its <library>.json manifest beside it, nothing else.
 FROM runtime-base
+# The release, from the repository's VERSION file (e2e/images/allocguard.sh
+# passes it; "unknown" when a build does not).
+ARG VERSION=unknown
+LABEL org.opencontainers.image.title="allocguard" \
+      org.opencontainers.image.description="Kubernetes operator that keeps native workloads on memory allocators that give memory back" \
+      org.opencontainers.image.version="$VERSION" \
+      org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=allocators-glibc /out/ /opt/allocguard/lib/glibc/
 COPY --from=allocators-musl /out/ /opt/allocguard/lib/musl/
 COPY --from=build /build/allocguard /usr/local/bin/allocguard

@@ -63,6 +63,8 @@ bud() {  # target image
   # not compiled again for the image.
   mkdir -p "$ccache_dir"
   args+=(--volume "$ccache_dir:/host-ccache" --build-arg CCACHE_DIR=/host-ccache)
+  # The image's org.opencontainers.image.version label.
+  args+=(--build-arg "VERSION=$(head -1 "$root/VERSION")")
   # buildah prints every step; keep it in a log and show the tail on failure.
   local log
   log=$(mktemp /tmp/allocguard-bud.XXXXXX.log)

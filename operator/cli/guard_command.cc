@@ -180,6 +180,7 @@ int RunGuard(const GuardFlags& f) {
 
   metrics::Registry registry;
   metrics::AddProcessMetrics(registry);
+  metrics::AddBuildInfo(registry);
   guard::Guard guard(*options, source.get(), reporter.get(), &registry, RealClock::Get(),
                      [](const std::string& line) { spdlog::info("{}", line); });
 

@@ -149,6 +149,7 @@ Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
 
   metrics::Registry registry;
   metrics::AddProcessMetrics(registry);
+  metrics::AddBuildInfo(registry);
 
   // --- caches --------------------------------------------------------------
   auto make = [&](kube::ResourceType type, const std::string& label_selector,

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <vector>
 
+#include "operator/common/version.h"
+
 namespace allocguard::metrics {
 namespace {
 
@@ -153,6 +155,14 @@ void AddProcessMetrics(Registry& registry, ProcessStatsReader reader) {
     }
     return families;
   });
+}
+
+void AddBuildInfo(Registry& registry) {
+  registry
+      .AddGauge("allocguard_build_info", "The allocguard release this process runs; always 1.",
+                {"version"})
+      .With({std::string(Version())})
+      .Set(1);
 }
 
 }  // namespace allocguard::metrics

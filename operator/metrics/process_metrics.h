@@ -59,4 +59,9 @@ class ProcessStatsReader {
 // reader at every scrape; nothing when the read fails.
 void AddProcessMetrics(Registry& registry, ProcessStatsReader reader = ProcessStatsReader());
 
+// allocguard_build_info{version="0.1.0"} 1: which release a process runs
+// (the repository's VERSION file), as Prometheus exporters do with
+// <name>_build_info.
+void AddBuildInfo(Registry& registry);
+
 }  // namespace allocguard::metrics

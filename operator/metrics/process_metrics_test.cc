@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "operator/common/version.h"
+
 namespace allocguard::metrics {
 namespace {
 
@@ -94,6 +96,14 @@ TEST_F(FakeProcTest, CollectorRendersTheStandardNames) {
   EXPECT_THAT(text, HasSubstr("process_open_fds 4\n"));
   EXPECT_THAT(text, HasSubstr("process_max_fds 1024\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE process_start_time_seconds gauge\n"));
+}
+
+TEST(BuildInfoTest, NamesTheVersionOfTheVersionFile) {
+  Registry registry;
+  AddBuildInfo(registry);
+  EXPECT_THAT(registry.Render(),
+              HasSubstr("allocguard_build_info{version=\"" + std::string(Version()) + "\"} 1\n"));
+  EXPECT_FALSE(Version().empty());
 }
 
 TEST_F(FakeProcTest, CollectorRendersNothingWhenProcIsUnreadable) {
