@@ -196,6 +196,16 @@ std::string InconclusiveAdvice(const api::ReplayCanary& canary,
   }
   const double threshold =
       static_cast<double>(canary.spec.limits.max_floor_slope_bytes_per_hour) / memory::kBytesPerGiB;
+  if (candidate.slope_high_gib_per_hour.has_value() &&
+      *candidate.slope_high_gib_per_hour < -threshold) {
+    // Not a ratchet, and not level either: no number of minutes makes a
+    // floor that keeps falling read as flat.
+    return out + ": its floor was still falling (" +
+           memory::FormatSlope(candidate.floor_slope_gib_per_hour.value_or(0)) +
+           ", faster than the limit of " + memory::FormatSlope(-threshold) +
+           "): the workload had not settled; memory it releases late (caches, pools filled "
+           "at start) needs a longer canary.duration to level off";
+  }
   if (candidate.floor_slope_gib_per_hour.has_value() &&
       candidate.slope_low_gib_per_hour.has_value() &&
       candidate.slope_high_gib_per_hour.has_value() && !candidate.floors_mib.empty()) {

@@ -125,8 +125,10 @@ int RerunOf(const api::VariantStatus* variant_status);
 // What would decide a candidate that ended Inconclusive, for the canary's
 // explanation (which the held Deployment's RolloutHeld event quotes): how
 // many runs it had and with which seeds; when the workload fell behind the
-// load (more than 1 % of requests late), a lower canary.load.rate; otherwise
-// the minutes that at the measured noise would have decided it
+// load (more than 1 % of requests late), a lower canary.load.rate; when the
+// floor was still falling faster than the limit, that the workload had not
+// settled (a longer canary.duration); otherwise the minutes that at the
+// measured noise would have decided it
 // (memory::MoreFloorsNeeded on the last run's interval) as the
 // canary.maxDuration to set, or, when the slope sits at the limit itself,
 // that only quieter floors or far more minutes would.

@@ -416,6 +416,15 @@ TEST(InconclusiveAdviceTest, NamesTheLoadWhenTheWorkloadFellBehindAndTheLimitWhe
   v.floor_slope_gib_per_hour = 0.49;
   advice = InconclusiveAdvice(canary, v);
   EXPECT_NE(advice.find("sits at the limit (±0.50 GiB/h"), std::string::npos) << advice;
+  // A floor that keeps falling: more minutes would not make it flat.
+  v.floor_slope_gib_per_hour = -1.0;
+  v.slope_low_gib_per_hour = -1.1;
+  v.slope_high_gib_per_hour = -0.9;
+  advice = InconclusiveAdvice(canary, v);
+  EXPECT_NE(advice.find("still falling (-1.00 GiB/h, faster than the limit of -0.50 GiB/h)"),
+            std::string::npos)
+      << advice;
+  EXPECT_EQ(advice.find("canary.maxDuration to"), std::string::npos) << advice;
 }
 
 TEST(DecideCanaryTest, NoRerunWhenThePolicyAsksForNoneOrForAComparisonVariant) {
