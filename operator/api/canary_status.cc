@@ -117,6 +117,24 @@ class Reader {
     return nullptr;
   }
 
+  // Calls each(item, item_path) for every object in the member's list; an
+  // entry that is not an object is reported and skipped, as is a member
+  // that is not a list.
+  template <typename Each>
+  void Objects(const char* key, Each each) {
+    const json* list = Array(key);
+    if (list == nullptr) return;
+    for (size_t i = 0; i < list->size(); ++i) {
+      const json& item = (*list)[i];
+      const std::string item_path = Item(PathOf(key), i);
+      if (item.is_object()) {
+        each(item, item_path);
+      } else {
+        Report(item_path + ": must be an object, got " + Dump(item));
+      }
+    }
+  }
+
   std::string PathOf(const char* key) const { return Path(path_, key); }
   void Report(const std::string& problem) {
     if (problems_ != nullptr) problems_->push_back(problem);
@@ -174,20 +192,12 @@ VariantStatus ParseVariant(const json& v, const std::string& path,
   r.String("startFailure", &out.start_failure);
   r.String("measurementKey", &out.measurement_key);
   r.String("reusedFrom", &out.reused_from);
-  if (const json* runs = r.Array("earlierRuns")) {
-    for (size_t i = 0; i < runs->size(); ++i) {
-      const json& run = (*runs)[i];
-      const std::string item = Item(r.PathOf("earlierRuns"), i);
-      if (!run.is_object()) {
-        r.Report(item + ": must be an object, got " + Dump(run));
-        continue;
-      }
-      VariantRun earlier;
-      Reader e(run, item, problems);
-      ReadRun(e, &earlier);
-      out.earlier_runs.push_back(std::move(earlier));
-    }
-  }
+  r.Objects("earlierRuns", [&](const json& run, const std::string& run_path) {
+    VariantRun earlier;
+    Reader e(run, run_path, problems);
+    ReadRun(e, &earlier);
+    out.earlier_runs.push_back(std::move(earlier));
+  });
   return out;
 }
 
@@ -302,17 +312,9 @@ ReplayCanaryStatus ParseReplayCanaryStatus(const json& status, std::vector<std::
   if (const json* conditions = r.Array("conditions")) {
     out.conditions = ParseConditions(*conditions, r.PathOf("conditions"), problems);
   }
-  if (const json* variants = r.Array("variants")) {
-    for (size_t i = 0; i < variants->size(); ++i) {
-      const json& v = (*variants)[i];
-      const std::string path = Item(r.PathOf("variants"), i);
-      if (!v.is_object()) {
-        r.Report(path + ": must be an object, got " + Dump(v));
-        continue;
-      }
-      out.variants.push_back(ParseVariant(v, path, problems));
-    }
-  }
+  r.Objects("variants", [&](const json& v, const std::string& path) {
+    out.variants.push_back(ParseVariant(v, path, problems));
+  });
   return out;
 }
 
