@@ -167,23 +167,17 @@ int RerunOf(const api::VariantStatus* variant_status) {
 std::string InconclusiveAdvice(const api::ReplayCanary& canary,
                                const api::VariantStatus& candidate) {
   const api::CanarySpec& spec = canary.spec.canary;
-  // The runs, oldest first, with their seeds.
-  std::vector<uint64_t> seeds;
-  for (size_t i = 0; i < candidate.earlier_runs.size(); ++i) {
-    const std::optional<int64_t>& seed = candidate.earlier_runs[i].seed;
-    seeds.push_back(seed.has_value() ? static_cast<uint64_t>(*seed)
-                                     : api::RerunSeed(spec.load.seed, static_cast<int>(i)));
-  }
-  seeds.push_back(candidate.seed.has_value() ? static_cast<uint64_t>(*candidate.seed)
-                                             : api::RerunSeed(spec.load.seed, RerunOf(&candidate)));
+  // The runs, oldest first, with the seeds their Jobs drove (RerunSeed of
+  // the rerun's number, as the job builder derives them).
+  const int runs = RerunOf(&candidate) + 1;
   std::string seed_list;
-  for (size_t i = 0; i < seeds.size(); ++i) {
-    if (i > 0) seed_list += i + 1 == seeds.size() ? " and " : ", ";
-    seed_list += std::to_string(seeds[i]);
+  for (int i = 0; i < runs; ++i) {
+    if (i > 0) seed_list += i + 1 == runs ? " and " : ", ";
+    seed_list += std::to_string(api::RerunSeed(spec.load.seed, i));
   }
-  std::string out = seeds.size() == 1 ? "the candidate ran once (seed " + seed_list + ")"
-                                      : "the candidate ran " + std::to_string(seeds.size()) +
-                                            " times (seeds " + seed_list + ")";
+  std::string out =
+      runs == 1 ? "the candidate ran once (seed " + seed_list + ")"
+                : "the candidate ran " + std::to_string(runs) + " times (seeds " + seed_list + ")";
   out += ", each for up to canary.maxDuration " + api::FormatDuration(spec.max_duration);
   const std::string quieter_how = "a steadier canary.load, a canary node with less other load";
   if (candidate.requests.value_or(0) > 0 &&
