@@ -116,14 +116,15 @@ void FitGuardToWorkload(const json& spec, const api::AllocatorPolicy& policy, js
 }
 
 // Adds the guard: a native sidecar right after allocguard-init (or first), or
-// a regular container at the end, and a shared process namespace.
-void AddGuard(json& spec, const api::AllocatorPolicy& policy, const PodInjectionInput& input,
+// a regular container at the end, and a shared process namespace. False when
+// the pod's own settings keep it out (a conflict says why).
+bool AddGuard(json& spec, const api::AllocatorPolicy& policy, const PodInjectionInput& input,
               std::vector<std::string>& conflicts) {
   if (spec.contains("shareProcessNamespace") && spec["shareProcessNamespace"] == false) {
     conflicts.push_back(
         "the pod sets shareProcessNamespace: false; the guard needs to see the workload's "
         "processes, so allocguard did not add it");
-    return;
+    return false;
   }
   spec["shareProcessNamespace"] = true;
   json guard = GuardContainer(policy, input.options, input.native_sidecars);
@@ -140,13 +141,14 @@ void AddGuard(json& spec, const api::AllocatorPolicy& policy, const PodInjection
   for (size_t i = 0; i < list.size(); ++i) {
     if (StringAt(list[i], "name") == api::kGuardContainerName) {
       list[i] = guard;
-      return;
+      return true;
     }
     if (input.native_sidecars && StringAt(list[i], "name") == api::kInitContainerName) {
       position = i + 1;
     }
   }
   list.insert(list.begin() + static_cast<std::ptrdiff_t>(position), guard);
+  return true;
 }
 
 // At most this much of a loader message goes into the annotation.
@@ -249,6 +251,10 @@ json GuardContainer(const api::AllocatorPolicy& policy, const InjectionOptions& 
         {{"name", "POD_NAMESPACE"},
          {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.namespace"}}}}}},
         {{"name", "POD_UID"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.uid"}}}}}}}},
+      {"ports",
+       {{{"name", api::kGuardMetricsPortName},
+         {"containerPort", api::kGuardMetricsPort},
+         {"protocol", "TCP"}}}},
       {"resources", SidecarResources()},
       {"securityContext", RestrictedSecurityContext()}};
   if (native_sidecar) guard["restartPolicy"] = "Always";
@@ -335,7 +341,8 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
                       " but none of its containers";
     return decision;
   }
-  if (policy.spec.guard.enabled) AddGuard(mutated["spec"], policy, input, decision.conflicts);
+  const bool guarded =
+      policy.spec.guard.enabled && AddGuard(mutated["spec"], policy, input, decision.conflicts);
 
   decision.annotations = {{api::kInjectedAnnotation, AllocatorLabel(policy.spec.allocator.name)},
                           {api::kPolicyAnnotation, policy.name},
@@ -345,13 +352,19 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
   json& written = metadata["annotations"];
   if (!written.is_object()) written = json::object();
   for (const auto& [key, value] : decision.annotations) written[key] = value;
+  if (guarded) {
+    // What a PodMonitor selects the guards' pods by (the chart's podMonitor).
+    json& written_labels = metadata["labels"];
+    if (!written_labels.is_object()) written_labels = json::object();
+    written_labels[api::kGuardLabel] = "true";
+  }
 
   decision.action = PodInjectionAction::kInject;
   decision.patch = json::diff(pod, mutated);
   decision.reason = "injected " + AllocatorLabel(policy.spec.allocator.name) + " (libc " +
                     api::LibcName(options.libc) + ") into pod " + pod_name + " (AllocatorPolicy " +
                     policy.name + ", generation " + std::to_string(policy.generation) + ")";
-  if (policy.spec.guard.enabled) decision.reason += " with the guard sidecar";
+  if (guarded) decision.reason += " with the guard sidecar";
   return decision;
 }
 

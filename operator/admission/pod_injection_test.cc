@@ -16,6 +16,7 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::SizeIs;
 
 api::AllocatorPolicy Policy(std::string name, std::map<std::string, std::string> match_labels,
@@ -312,6 +313,12 @@ TEST_P(GuardSidecarTest, GuardIsAddedAsNativeOrRegularSidecar) {
   EXPECT_EQ((*guard)["securityContext"], RestrictedSecurityContext());
   EXPECT_TRUE((*guard)["resources"]["limits"].contains("memory"));
   EXPECT_THAT(decision.reason, HasSubstr("guard"));
+  // Its /metrics port is declared by name, and the pod is labelled for a
+  // PodMonitor to select.
+  EXPECT_EQ(
+      (*guard)["ports"],
+      json::parse(R"([{"name": "guard-metrics", "containerPort": 9464, "protocol": "TCP"}])"));
+  EXPECT_EQ(mutated["metadata"]["labels"][api::kGuardLabel], "true");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -415,6 +422,9 @@ TEST(PodInjectionTest, ShareProcessNamespaceFalseKeepsTheGuardOut) {
   const json mutated = Apply(input, decision);
   EXPECT_EQ(mutated["spec"]["shareProcessNamespace"], false);
   EXPECT_EQ(FindByName(mutated["spec"]["initContainers"], api::kGuardContainerName), nullptr);
+  // No guard, so no label that a PodMonitor would scrape in vain.
+  EXPECT_FALSE(mutated["metadata"].value("labels", json::object()).contains(api::kGuardLabel));
+  EXPECT_THAT(decision.reason, Not(HasSubstr("guard")));
 }
 
 TEST(PodInjectionTest, EveryInjectedContainerIsRestricted) {

@@ -60,5 +60,11 @@ inline constexpr char kGuardContainerName[] = "allocguard-guard";
 inline constexpr char kDriverContainerName[] = "allocguard-replay";
 inline constexpr char kLibraryVolumeName[] = "allocguard-lib";
 inline constexpr char kLibraryMountPath[] = "/opt/allocguard/inject";
+// The guard sidecar's /metrics: the container port it declares (named, so a
+// PodMonitor or a scrape config can find it) and the label the injection
+// puts on pods that run a guard.
+inline constexpr char kGuardMetricsPortName[] = "guard-metrics";
+inline constexpr int kGuardMetricsPort = 9464;
+inline constexpr char kGuardLabel[] = "allocguard.io/guard";
 
 }  // namespace allocguard::api

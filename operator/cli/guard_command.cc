@@ -14,6 +14,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "operator/api/names.h"
 #include "operator/api/policy.h"
 #include "operator/cli/cli_util.h"
 #include "operator/cli/commands.h"
@@ -42,7 +43,8 @@ struct GuardFlags {
   std::string window = "30m";
   std::string warmup = "1m";
   std::string expected_allocator;
-  std::string metrics_bind_address = ":9464";
+  // The port the injected guard declares (api::kGuardMetricsPortName).
+  std::string metrics_bind_address = ":" + std::to_string(api::kGuardMetricsPort);
   std::vector<int> pids;
   std::string cgroup = "auto";
   std::string limit;

@@ -20,6 +20,7 @@
 #include "operator/manager/canary_metrics.h"
 #include "operator/manager/controller_runner.h"
 #include "operator/manager/liveness.h"
+#include "operator/manager/rollout_metrics.h"
 #include "operator/manager/webhook_serving.h"
 #include "operator/metrics/process_metrics.h"
 #include "operator/metrics/registry.h"
@@ -174,12 +175,14 @@ Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
     controllers::AddNamespaceIndex(i->store());
   }
   controllers::AddCanaryJobIndex(pods->store());
+  AddHeldIndex(deployments->store());
   registry.AddGaugeFunc("allocguard_governed_policies", "AllocatorPolicies in the cache.",
                         [&] { return static_cast<double>(policies->store().size()); });
   registry.AddGaugeFunc("allocguard_cached_deployments", "Deployments in the cache.",
                         [&] { return static_cast<double>(deployments->store().size()); });
   registry.AddGaugeFunc("allocguard_cached_pods", "Pods in the cache.",
                         [&] { return static_cast<double>(pods->store().size()); });
+  AddHeldRolloutMetrics(registry, "Deployment", deployments->store());
 
   kube::EventRecorderOptions eo;
   eo.reporting_instance = options.pod_name;
