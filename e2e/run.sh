@@ -341,6 +341,20 @@ wait_for 60 "the guard of $pod reports glibc loaded" guard_says "$pod" glibc
 maps_have "$pod" libc.so.6 || fail "ratchet_service in $pod maps no libc"
 if maps_have "$pod" libjemalloc; then fail "glibc policy, yet $pod maps jemalloc"; fi
 say "guard metric: allocator=$(guard_allocator "$pod"); /proc maps agree (libc, no jemalloc)"
+# Scrapeable as Prometheus would: the pod is labelled for the chart's
+# PodMonitor, the guard declares its port by name, and /metrics answers on the
+# pod IP at that port (the host routes to the pod network).
+[[ $(jp pod/"$pod" -n "$demo_ns" -o jsonpath='{.metadata.labels.allocguard\.io/guard}') == true ]] ||
+  fail "pod $pod has a guard but no allocguard.io/guard=true label"
+guard_port=$(jp pod/"$pod" -n "$demo_ns" \
+  -o jsonpath='{range .spec.initContainers[*]}{range .ports[?(@.name=="guard-metrics")]}{.containerPort}{end}{end}{range .spec.containers[*]}{range .ports[?(@.name=="guard-metrics")]}{.containerPort}{end}{end}')
+[[ -n $guard_port ]] || fail "the guard of $pod declares no port named guard-metrics"
+pod_ip=$(jp pod/"$pod" -n "$demo_ns" -o jsonpath='{.status.podIP}')
+scraped=$(curl -sf --max-time 5 "http://$pod_ip:$guard_port/metrics") ||
+  fail "GET http://$pod_ip:$guard_port/metrics (the guard's declared port) failed"
+grep -q '^allocguard_guard_allocator_loaded{expected="glibc"} 1$' <<<"$scraped" ||
+  fail "the guard's /metrics at $pod_ip:$guard_port lack allocguard_guard_allocator_loaded"
+say "guard port guard-metrics=$guard_port declared; scraped http://$pod_ip:$guard_port/metrics ($(wc -l <<<"$scraped") lines)"
 
 stop_if govern
 

@@ -49,3 +49,29 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# promtool, which checks and unit-tests the chart's alerting rules
+# (charts/tests/prometheus_rules_test.py), from Debian's prometheus package.
+# Only the one binary is taken out of the .deb: installing the package would
+# also install and start a Prometheus server. Cached outside the repository,
+# keyed by the package version; linked as /usr/local/bin/promtool.
+cache=${ALLOCGUARD_CACHE:-/var/cache/allocguard}
+if ! command -v promtool >/dev/null; then
+  version=$(apt-cache policy prometheus 2>/dev/null | sed -n 's/^ *Candidate: //p')
+  if [[ -z $version || $version == "(none)" ]]; then
+    apt-get update -qq
+    version=$(apt-cache policy prometheus | sed -n 's/^ *Candidate: //p')
+  fi
+  dir=$cache/promtool-${version//[^A-Za-z0-9.+-]/_}
+  if [[ ! -x $dir/promtool ]]; then
+    echo "fetching promtool from Debian's prometheus $version"
+    work=$(mktemp -d)
+    chmod 755 "$work"  # apt-get download drops its rights to the _apt user
+    (cd "$work" && apt-get download -qq "prometheus=$version" >/dev/null)
+    dpkg-deb --fsys-tarfile "$work"/prometheus_*.deb | tar -x -C "$work" ./usr/bin/promtool
+    mkdir -p "$dir"
+    mv "$work/usr/bin/promtool" "$dir/promtool"
+    rm -rf "$work"
+  fi
+  ln -sf "$dir/promtool" /usr/local/bin/promtool
+fi

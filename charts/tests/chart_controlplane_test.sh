@@ -77,7 +77,8 @@ expect_eq "CRD files in the chart" "$(ls "$chart/crds" | wc -l)" "$(ls "$repo"/c
 echo "== helm lint"
 for set in "" "--set certManager.enabled=true" \
   "--set metrics.serviceMonitor.enabled=true --set operator.watchNamespace=apps" \
-  "--set grafanaDashboard.enabled=true" "--set networkPolicy.enabled=true"; do
+  "--set grafanaDashboard.enabled=true" "--set networkPolicy.enabled=true" \
+  "--set podMonitor.enabled=true --set prometheusRule.enabled=true"; do
   # shellcheck disable=SC2086
   if out=$("$helm" lint --strict "$chart" $set 2>&1); then
     pass "helm lint --strict $set"
@@ -123,6 +124,31 @@ wn=$("$helm" template t "$chart" --set operator.watchNamespace=apps)
 grep -A3 "kind: RoleBinding" <<<"$wn" | grep -q "namespace: apps" && ! grep -q "name: t-allocguard-manager$" <(grep -A2 "kind: ClusterRoleBinding" <<<"$wn") &&
   pass "watchNamespace: manager role bound in that namespace only" ||
   fail "watchNamespace: manager role not bound in namespace apps alone"
+
+echo "== podMonitor and prometheusRule"
+# No Prometheus Operator CRDs here, so the rendered text is read as it is.
+pm=$("$helm" template t "$chart" -n agns --show-only templates/podmonitor.yaml \
+  --set podMonitor.enabled=true --set 'podMonitor.namespaces={shop}')
+has() {  # what line...: each line appears in $pm as it is
+  local what=$1 line
+  shift
+  for line; do grep -qxF -- "$line" <<<"$pm" || { fail "$what: no line '$line' in: $pm"; return; }; done
+  pass "$what"
+}
+has "PodMonitor selects guarded pods" "      allocguard.io/guard: \"true\""
+has "PodMonitor scrapes the guard's named port" "    - port: guard-metrics" "      path: /metrics"
+has "PodMonitor in the release namespace, watching the namespaces given" "  namespace: agns" \
+  "    matchNames:" "      - shop"
+"$helm" template t "$chart" --show-only templates/prometheusrule.yaml \
+  --set prometheusRule.enabled=true >"$work/prometheusrule.yaml"
+if out=$(python3 "$repo/charts/tests/prometheus_rules_test.py" --rendered "$work/prometheusrule.yaml" 2>&1); then
+  pass "rendered PrometheusRule: $(grep '^rendered' <<<"$out")"
+else
+  fail "rendered PrometheusRule: $out"
+fi
+off=$("$helm" template t "$chart")
+grep -qE "kind: (PodMonitor|PrometheusRule)" <<<"$off" &&
+  fail "podMonitor/prometheusRule off renders one" || pass "podMonitor and prometheusRule off by default"
 
 echo "== networkPolicy"
 # Off by default: nothing rendered. On: ingress to the webhook and metrics

@@ -15,15 +15,14 @@ Run: python3 charts/tests/dashboard_test.py   (exit 0 when all hold)
 import json
 import os
 import pathlib
-import re
 import shutil
 import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from exported_metrics import METRIC, ROOT, exported_names, missing_metrics  # noqa: E402
+
 DASHBOARD = ROOT / "charts/allocguard/dashboards/allocguard.json"
-METRIC = re.compile(r"\ballocguard_[a-zA-Z0-9_]+")
-SERIES_SUFFIXES = ("_bucket", "_sum", "_count")
 
 failures = []
 
@@ -31,27 +30,6 @@ failures = []
 def fail(message):
     failures.append(message)
     print("FAIL:", message)
-
-
-def exported_names():
-    names = set()
-    literal = re.compile(r'"(allocguard_[a-zA-Z0-9_]+)"')
-    for folder in ("operator", "controllers"):
-        for path in (ROOT / folder).rglob("*"):
-            if path.suffix in (".cc", ".h") and not path.name.endswith("_test.cc"):
-                names.update(literal.findall(path.read_text(errors="replace")))
-    return names
-
-
-def missing_metrics(expr, names):
-    missing = []
-    for name in METRIC.findall(expr):
-        if name in names:
-            continue
-        base = next((name[: -len(s)] for s in SERIES_SUFFIXES if name.endswith(s)), None)
-        if base is None or base not in names:
-            missing.append(name)
-    return missing
 
 
 def query_panels(dashboard):
