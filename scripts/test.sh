@@ -20,9 +20,10 @@
 #      demonstration images (buildah, layers cached on the machine), much of
 #      which waits on downloads; beside them, the release build and its tests;
 #   2. the node tier (e2e/run.sh) starts in the background as soon as the
-#      binaries, those images and the release build are there (the operator
-#      image's C++ build takes its objects from the release build's compiler
-#      cache), whether or not the release tests have finished;
+#      binaries, those images and the release build of the operator and the
+#      demo workload are there (the operator image's C++ build takes its
+#      objects from the release build's compiler cache), while the rest of
+#      the release tree (its tests) builds;
 #   3. after the release tests, at a lower priority (nice 10), so the node
 #      tier's pods and canaries keep the CPU they need: the sanitizer build
 #      and its tests, the fuzz regression gate, the ThreadSanitizer build and
@@ -131,8 +132,10 @@ export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true
 mkdir -p "$CCACHE_DIR"
 ccache --max-size 8G >/dev/null
 ccache --zero-stats >/dev/null
-build() {  # release|asan|tsan
-  local build=$1 dir=build/$1 build_start=$SECONDS flags
+build() {  # release|asan|tsan [TARGET...]: the whole tree, or only TARGETs
+  local build=$1 dir=build/$1 build_start=$SECONDS flags what=$1
+  shift
+  (($#)) && what="$build: $*"
   # The two sanitizer builds use Debian's clang and its runtimes
   # (libclang-rt-14-dev) with line tables only: stack traces keep their file
   # and line, and the compiles take about a fifth less than with full debug
@@ -155,14 +158,15 @@ build() {  # release|asan|tsan
   else
     flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
   fi
-  echo "== building ($build)"
+  echo "== building ($what)"
   cmake -S . -B "$dir" -G Ninja "${flags[@]}" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
     -DCMAKE_C_COMPILER_LAUNCHER=ccache >/dev/null
   # ccache hashes the locale variables (they change the compiler's messages);
   # the Dockerfile's build stage sets the same ones, so it gets these objects.
-  env -u LC_CTYPE -u LC_MESSAGES LANG=C.UTF-8 LC_ALL=C.UTF-8 cmake --build "$dir" -j "$jobs"
-  echo "== built ($build) in $((SECONDS - build_start)) s"
-  took "build ($build)" $((SECONDS - build_start))
+  env -u LC_CTYPE -u LC_MESSAGES LANG=C.UTF-8 LC_ALL=C.UTF-8 \
+    cmake --build "$dir" -j "$jobs" ${1:+--target "$@"}
+  echo "== built ($what) in $((SECONDS - build_start)) s"
+  took "build ($what)" $((SECONDS - build_start))
 }
 # Test counts over every ctest run, for the closing line. ctest counts a
 # skipped test as passed; here it is counted apart, and under CI=true (as
@@ -225,7 +229,11 @@ fuzz_regression() {
 }
 
 status=0
-build release
+# First what the node tier needs of the release tree: the operator binary
+# (whose objects the image's build stage then finds in the compiler cache,
+# and which e2e/run.sh also runs as the gate from outside the cluster) and the
+# demo workload. The node tier can then start while the tests compile.
+build release allocguard ratchet_service
 
 # --- 2. the node tier, in the background -------------------------------------------
 # e2e/run.sh starts a node (containerd, kubelet, scheduler, controller-manager),
@@ -246,6 +254,7 @@ if ((node_tier)); then
   background e2e node_tier_run
 fi
 
+build release
 unit_and_integration release || status=1
 
 # --- 3. at a lower priority: the sanitizer build and tests, the control plane ----
@@ -333,7 +342,7 @@ if ((node_tier)); then
   finished e2e || node_status=$?
   cat "$logs/e2e.log"
   echo "== node tier finished (exit $node_status)"
-  took "node tier (background, from the release build's end; includes waiting for step 1)" \
+  took "node tier (background, from the operator's build; includes waiting for step 1)" \
     "$(cat "$logs/e2e.secs")"
   while read -r secs name; do
     [[ -n $name ]] && took "  e2e: $name" "$secs"
