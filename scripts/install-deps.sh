@@ -25,6 +25,8 @@ packages=(
   openssl curl ca-certificates python3
   # The Argo CD health checks in docs/argocd/ are Lua; their test runs them.
   lua5.4
+  # The replay report's test loads it in a real headless browser.
+  chromium
 )
 
 # The node tier (e2e/cluster/up.sh --with-node, e2e/images/): containerd and

@@ -49,6 +49,9 @@ struct InjectionOptions {
   std::string allocator_dir = "/opt/allocguard/lib";  // where the image keeps the libraries
   // Which build the containers preload (ResolveLibc gives the pod's choice).
   api::Libc libc = api::Libc::kAuto;
+  // Appended to the guard sidecar's arguments: the operator's --log-level
+  // and --log-format when they are not the defaults.
+  std::vector<std::string> guard_log_flags;
 };
 
 // The libc a pod's containers preload for: the pod's allocguard.io/libc

@@ -129,6 +129,20 @@ bool AddGuard(json& spec, const api::AllocatorPolicy& policy, const PodInjection
   spec["shareProcessNamespace"] = true;
   json guard = GuardContainer(policy, input.options, input.native_sidecars);
   FitGuardToWorkload(spec, policy, guard);
+  // On the host's network the guard's port would be the node's: a second
+  // guarded pod on the node could not bind it, and a declared containerPort
+  // becomes a hostPort. Such a guard serves no metrics (its conditions,
+  // events and actions are unchanged).
+  if (const auto host = spec.find("hostNetwork");
+      host != spec.end() && host->is_boolean() && host->get<bool>()) {
+    guard.erase("ports");
+    guard["args"].push_back("--metrics-bind-address");
+    guard["args"].push_back("0");
+    conflicts.push_back(
+        "the pod uses the host's network (hostNetwork: true): the guard serves no /metrics, "
+        "since its port " +
+        std::to_string(api::kGuardMetricsPort) + " would be the node's");
+  }
   if (policy.spec.guard.action == api::GuardAction::kBackpressure) {
     json& gates = spec["readinessGates"];
     if (!gates.is_array()) gates = json::array();
@@ -240,6 +254,7 @@ json GuardContainer(const api::AllocatorPolicy& policy, const InjectionOptions& 
   args.push_back("2s");
   args.push_back("--expected-allocator");
   args.push_back(AllocatorLabel(policy.spec.allocator.name));
+  for (const std::string& flag : options.guard_log_flags) args.push_back(flag);
   json guard = {
       {"name", api::kGuardContainerName},
       {"image", options.image},

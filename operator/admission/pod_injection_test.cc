@@ -1,5 +1,6 @@
 #include "operator/admission/pod_injection.h"
 
+#include <algorithm>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -425,6 +426,37 @@ TEST(PodInjectionTest, ShareProcessNamespaceFalseKeepsTheGuardOut) {
   // No guard, so no label that a PodMonitor would scrape in vain.
   EXPECT_FALSE(mutated["metadata"].value("labels", json::object()).contains(api::kGuardLabel));
   EXPECT_THAT(decision.reason, Not(HasSubstr("guard")));
+}
+
+TEST(PodInjectionTest, HostNetworkPodGetsAGuardWithoutAPort) {
+  PodInjectionInput input = Input();
+  input.policies[0].spec.guard.enabled = true;
+  input.pod["spec"]["hostNetwork"] = true;
+  PodInjectionDecision decision = DecidePodInjection(input);
+  ASSERT_EQ(decision.action, PodInjectionAction::kInject);
+  ASSERT_THAT(decision.conflicts, SizeIs(1));
+  EXPECT_THAT(decision.conflicts[0], HasSubstr("hostNetwork"));
+  const json mutated = Apply(input, decision);
+  const json* guard = FindByName(mutated["spec"]["initContainers"], api::kGuardContainerName);
+  ASSERT_NE(guard, nullptr);
+  // No containerPort (it would become the node's hostPort 9464) and no
+  // server to collide with another guarded pod's on the node.
+  EXPECT_FALSE(guard->contains("ports")) << guard->dump();
+  const json& args = (*guard)["args"];
+  const auto bind = std::find(args.begin(), args.end(), "--metrics-bind-address");
+  ASSERT_NE(bind, args.end()) << args.dump();
+  EXPECT_EQ(*(bind + 1), "0");
+}
+
+TEST(PodInjectionTest, GuardLogsAsTheOperatorDoes) {
+  PodInjectionInput input = Input();
+  input.policies[0].spec.guard.enabled = true;
+  input.options.guard_log_flags = {"--log-format", "json"};
+  const json mutated = Apply(input, DecidePodInjection(input));
+  const json* guard = FindByName(mutated["spec"]["initContainers"], api::kGuardContainerName);
+  ASSERT_NE(guard, nullptr);
+  const json& args = (*guard)["args"];
+  EXPECT_EQ(json(std::vector<json>(args.end() - 2, args.end())), json({"--log-format", "json"}));
 }
 
 TEST(PodInjectionTest, EveryInjectedContainerIsRestricted) {

@@ -54,8 +54,7 @@ void RegisterAnalyzeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("csv", flags->csvs, "replay CSV files")->required()->check(CLI::ExistingFile);
   cmd->add_option("--max-slope", flags->max_slope,
                   "flat threshold in GiB/h (default: as recorded in each CSV)");
-  cmd->add_option("--output,-o", flags->output, "text or json")
-      ->check(CLI::IsMember({"text", "json"}));
+  AddOutputFormatOption(cmd, &flags->output);
   cmd->callback([flags, exit_code] { *exit_code = RunAnalyze(*flags); });
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "operator/cli/cli_util.h"
 #include "operator/cli/commands.h"
 #include "operator/common/status.h"
 #include "operator/memory/floor_judge.h"
@@ -315,7 +316,7 @@ int EvaluateReplayCsvs(const EvaluateArgs& args) {
     if (!run.ok()) {
       std::fprintf(stderr, "evaluate-verdicts: %s: %s\n", path.c_str(),
                    run.status().ToString().c_str());
-      return 2;
+      return kExitError;
     }
     const replay::JudgeSettings& settings = run->settings;
     const memory::JudgeOptions& options = run->options;
@@ -590,10 +591,6 @@ int EvaluateSampleCorpus(const EvaluateArgs& args) {
 // may run on to --max-minutes, with either noise estimate. The figures are
 // those issue 17 set as targets.
 int EvaluateWideCorpus(const EvaluateArgs& args) {
-  if (args.max_minutes < args.planned_minutes) {
-    std::fprintf(stderr, "evaluate-verdicts: --max-minutes must be at least --planned-minutes\n");
-    return 2;
-  }
   const double threshold = args.max_slope_gib_per_h;
   memory::JudgeOptions planned{.max_slope_gib_per_h = threshold,
                                .max_minutes = args.planned_minutes,
@@ -729,6 +726,9 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
 }
 
 int RunEvaluate(const EvaluateArgs& args) {
+  if (args.max_minutes < args.planned_minutes) {
+    return UsageError(InvalidArgument("--max-minutes must be at least --planned-minutes"));
+  }
   if (args.traces_per_class == 0) {
     if (args.sample_traces_per_class > 0) {
       const int rc = EvaluateSampleCorpus(args);

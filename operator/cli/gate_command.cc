@@ -126,16 +126,13 @@ Look LookOnce(kube::Client& client, const std::string& ns, const controllers::Ga
 
 int RunGate(const GateFlags& f) {
   auto target = controllers::ParseGateTarget(f.target);
-  if (!target.ok()) return Fail(target.status());
-  if (f.output != "text" && f.output != "json") {
-    return Fail(InvalidArgument("--output must be text or json"));
-  }
-  auto timeout = ParseDuration(f.timeout);
-  if (!timeout.ok()) return Fail(timeout.status().WithContext("--timeout"));
-  auto poll = ParseDuration(f.poll_interval);
-  if (!poll.ok()) return Fail(poll.status().WithContext("--poll-interval"));
+  if (!target.ok()) return UsageError(target.status());
+  auto timeout = ParseFlagDuration("--timeout", f.timeout);
+  if (!timeout.ok()) return UsageError(timeout.status());
+  auto poll = ParseFlagDuration("--poll-interval", f.poll_interval);
+  if (!poll.ok()) return UsageError(poll.status());
   if (*poll < std::chrono::milliseconds(100)) {
-    return Fail(InvalidArgument("--poll-interval must be at least 100ms"));
+    return UsageError(InvalidArgument("--poll-interval must be at least 100ms"));
   }
   auto config = LoadConfig(f);
   if (!config.ok()) return Fail(config.status().WithContext("Kubernetes configuration"));
@@ -204,7 +201,7 @@ void RegisterGateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--timeout", f->timeout, "how long to wait for a verdict (0: look once)")
       ->capture_default_str();
   cmd->add_option("--poll-interval", f->poll_interval, "time between reads")->capture_default_str();
-  cmd->add_option("-o,--output", f->output, "text (one line) or json")->capture_default_str();
+  AddOutputFormatOption(cmd, &f->output);
   cmd->add_option("--kubeconfig", f->kubeconfig,
                   "kubeconfig file (default: $KUBECONFIG, in a pod its service account, else "
                   "~/.kube/config)");

@@ -332,7 +332,7 @@ TEST_F(GateTest, MissingObjectsExit5) {
 
 TEST_F(GateTest, BadTargetIsAUsageError) {
   GateRun r = Gate("pod/web");
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 64);
   EXPECT_NE(r.err.find("unknown kind"), std::string::npos) << r.err;
 }
 

@@ -19,6 +19,7 @@
 #include "operator/cli/cli_util.h"
 #include "operator/cli/commands.h"
 #include "operator/common/duration.h"
+#include "operator/common/log.h"
 #include "operator/guard/guard.h"
 #include "operator/kube/client.h"
 #include "operator/kube/config.h"
@@ -37,6 +38,8 @@ std::string EnvOr(const char* name, const std::string& fallback) {
 }
 
 struct GuardFlags {
+  std::string log_level = "info";
+  std::string log_format = "text";
   std::string threshold;  // quantity
   std::string action = "None";
   std::string interval = "2s";
@@ -65,12 +68,11 @@ struct GuardFlags {
 
 Result<std::chrono::milliseconds> Duration(const std::string& flag, const std::string& text,
                                            std::chrono::milliseconds min) {
-  auto d = ParseDuration(text);
-  if (!d.ok()) return d.status().WithContext(flag);
-  if (*d < min) {
+  AG_ASSIGN_OR_RETURN(auto d, ParseFlagDuration(flag, text));
+  if (d < min) {
     return InvalidArgument(flag + " must be at least " + std::to_string(min.count()) + "ms");
   }
-  return *d;
+  return d;
 }
 
 Result<guard::GuardOptions> BuildOptions(const GuardFlags& f) {
@@ -129,18 +131,19 @@ int RunGuard(const GuardFlags& f) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  if (Status s = log::Configure(f.log_level, f.log_format); !s.ok()) return UsageError(s);
   auto options = BuildOptions(f);
-  if (!options.ok()) return Fail(options.status());
+  if (!options.ok()) return UsageError(options.status());
 
   guard::ProcWorkloadSourceOptions source_options;
   for (int pid : f.pids) source_options.pids.push_back(static_cast<pid_t>(pid));
   if (f.cgroup != "auto" && f.cgroup != "none") {
-    return Fail(InvalidArgument("--cgroup must be auto or none"));
+    return UsageError(InvalidArgument("--cgroup must be auto or none"));
   }
   source_options.read_cgroup = f.cgroup == "auto";
   if (!f.limit.empty()) {
     auto limit = ParseQuantity(f.limit);
-    if (!limit.ok()) return Fail(limit.status().WithContext("--limit-bytes"));
+    if (!limit.ok()) return UsageError(limit.status().WithContext("--limit-bytes"));
     source_options.limit_bytes = *limit;
   }
   auto source = guard::NewProcWorkloadSource(source_options);
@@ -190,7 +193,7 @@ int RunGuard(const GuardFlags& f) {
   std::thread server_thread;
   if (f.metrics_bind_address != "0") {
     auto hp = manager::ParseBindAddress(f.metrics_bind_address);
-    if (!hp.ok()) return Fail(hp.status().WithContext("--metrics-bind-address"));
+    if (!hp.ok()) return UsageError(hp.status().WithContext("--metrics-bind-address"));
     net::HttpServerOptions server_options;
     server_options.host = hp->first;
     server_options.port = hp->second;
@@ -294,6 +297,7 @@ void RegisterGuardCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--pod-namespace", f->pod_namespace,
                   "the guard's pod namespace (default: $POD_NAMESPACE)");
   cmd->add_option("--pod-uid", f->pod_uid, "the guard's pod UID, for events (default: $POD_UID)");
+  AddLogOptions(cmd, &f->log_level, &f->log_format);
   cmd->callback([f, exit_code] { *exit_code = RunGuard(*f); });
 }
 

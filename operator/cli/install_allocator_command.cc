@@ -35,6 +35,7 @@ void RegisterInstallAllocatorCommand(CLI::App& app, int* exit_code) {
       "install-allocator",
       "Install an allocator library's glibc and musl builds into a pod's library volume "
       "(the injection's init container runs this).");
+  cmd->group("");  // internal: left out of allocguard --help
   cmd->add_option("library", flags->library, "library file name, e.g. libjemalloc.so.2")
       ->required();
   cmd->add_option("--from", flags->from,

@@ -2,7 +2,9 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <cstdio>
 
+#include "operator/cli/cli_util.h"
 #include "operator/cli/commands.h"
 
 int main(int argc, char** argv) {
@@ -11,6 +13,9 @@ int main(int argc, char** argv) {
   CLI::App app{"allocguard: keeps native workloads on memory allocators that give memory back"};
   app.require_subcommand(1);
   app.set_version_flag("--version", allocguard::cli::VersionLine());
+  app.footer(
+      "Exit codes: 0 done, 1 error, 64 usage error; replay, analyze and gate add their own "
+      "(docs/cli.md).");
   int exit_code = 0;
   allocguard::cli::RegisterReplayCommand(app, &exit_code);
   allocguard::cli::RegisterAnalyzeCommand(app, &exit_code);
@@ -21,6 +26,15 @@ int main(int argc, char** argv) {
   allocguard::cli::RegisterGateCommand(app, &exit_code);
   allocguard::cli::RegisterInstallAllocatorCommand(app, &exit_code);
   allocguard::cli::RegisterVersionCommand(app, &exit_code);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help, --help-all, --version: printed, exit 0
+  } catch (const CLI::ParseError& e) {
+    // CLI11's own codes (105, 106, 109, ...) would each need documenting and
+    // collide with nothing useful: every parse error is one usage error.
+    app.exit(e);
+    return allocguard::cli::kExitUsage;
+  }
   return exit_code;
 }

@@ -11,6 +11,7 @@
 
 #include "operator/cli/cli_util.h"
 #include "operator/cli/commands.h"
+#include "operator/common/log.h"
 #include "operator/kube/cancel.h"
 #include "operator/manager/manager.h"
 
@@ -24,6 +25,9 @@ std::string EnvOr(const char* name, const std::string& fallback) {
 }
 
 int RunOperator(manager::ManagerOptions options) {
+  if (Status s = log::Configure(options.log_level, options.log_format); !s.ok()) {
+    return UsageError(s);
+  }
   // SIGTERM (the kubelet stopping the pod) and SIGINT end the operator
   // cleanly: the lease is released so a follower takes over at once.
   sigset_t signals;
@@ -114,6 +118,7 @@ void RegisterOperatorCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--workers", options->workers, "workers per reconciler")
       ->check(CLI::Range(1, 32))
       ->capture_default_str();
+  AddLogOptions(cmd, &options->log_level, &options->log_format);
   cmd->callback([options, exit_code] { *exit_code = RunOperator(*options); });
 }
 

@@ -44,29 +44,34 @@ struct ReplayFlags {
   std::string allocator = "unknown";
   std::string termination_log = "/dev/termination-log";
   std::string target_comm;
+  std::string output = "text";
 };
 
-void PrintProgress(const std::string& line) {
+// Progress lines: on stdout with -o text, on stderr with -o json (stdout
+// then holds the JSON alone).
+void PrintProgressTo(std::FILE* out, const std::string& line) {
   char stamp[16];
   std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&now));
-  std::printf("[%s] %s\n", stamp, line.c_str());
-  std::fflush(stdout);
+  std::fprintf(out, "[%s] %s\n", stamp, line.c_str());
+  std::fflush(out);
 }
+void PrintProgress(const std::string& line) { PrintProgressTo(stdout, line); }
+void PrintProgressToStderr(const std::string& line) { PrintProgressTo(stderr, line); }
 
 // Durations, interval and thresholds, shared by both modes. *duration is
 // the longest the run may go: --max-duration when the judge may run past the
 // planned --duration, else --duration.
 Status ParseRunFlags(const ReplayFlags& f, std::chrono::seconds* duration,
                      replay::JudgeSettings* judge) {
-  auto d = ParseDuration(f.duration);
-  if (!d.ok()) return d.status().WithContext("--duration");
+  auto d = ParseFlagDuration("--duration", f.duration);
+  if (!d.ok()) return d.status();
   const auto planned = std::chrono::duration_cast<std::chrono::seconds>(*d);
   if (planned.count() < 1) return InvalidArgument("--duration must be at least 1s");
   *duration = planned;
   if (!f.max_duration.empty()) {
-    auto m = ParseDuration(f.max_duration);
-    if (!m.ok()) return m.status().WithContext("--max-duration");
+    auto m = ParseFlagDuration("--max-duration", f.max_duration);
+    if (!m.ok()) return m.status();
     *duration = std::chrono::duration_cast<std::chrono::seconds>(*m);
     if (*duration < planned) return InvalidArgument("--max-duration must not be below --duration");
     if (f.no_early_stop) *duration = planned;  // a run that never stops early ends as planned
@@ -76,8 +81,9 @@ Status ParseRunFlags(const ReplayFlags& f, std::chrono::seconds* duration,
   };
   judge->max_minutes = minutes(*duration);
   judge->planned_minutes = minutes(planned);
-  auto interval = ParseDuration(f.interval);
-  if (!interval.ok() || interval->count() < 100) {
+  auto interval = ParseFlagDuration("--interval", f.interval);
+  if (!interval.ok()) return interval.status();
+  if (interval->count() < 100) {
     return InvalidArgument("--interval must be a duration of at least 100ms");
   }
   judge->sample_interval_seconds = static_cast<double>(interval->count()) / 1000.0;
@@ -96,7 +102,7 @@ Status ParseRunFlags(const ReplayFlags& f, std::chrono::seconds* duration,
 int RunInPodCommand(const ReplayFlags& f) {
   replay::InPodOptions options;
   if (!f.load_json.empty() == !f.load_file.empty()) {
-    return Fail(InvalidArgument("--in-pod needs exactly one of --load-file and --load-json"));
+    return UsageError(InvalidArgument("--in-pod needs exactly one of --load-file and --load-json"));
   }
   if (!f.load_json.empty()) {
     options.load_text = f.load_json;
@@ -107,8 +113,9 @@ int RunInPodCommand(const ReplayFlags& f) {
   }
   if (f.port != 0) options.port = f.port;
   Status parsed = ParseRunFlags(f, &options.duration, &options.judge);
-  if (!parsed.ok()) return Fail(parsed);
-  if (f.variants.size() > 1) return Fail(InvalidArgument("--in-pod takes one --variant name"));
+  if (!parsed.ok()) return UsageError(parsed);
+  if (f.variants.size() > 1)
+    return UsageError(InvalidArgument("--in-pod takes one --variant name"));
   if (!f.variants.empty()) options.variant = f.variants.front();
   options.allocator = f.allocator;
   options.termination_log = f.termination_log;
@@ -125,15 +132,15 @@ int RunInPodCommand(const ReplayFlags& f) {
 int RunReplayCommand(const ReplayFlags& f) {
   if (f.in_pod) return RunInPodCommand(f);
   replay::ReplayOptions options;
-  if (f.load_file.empty()) return Fail(InvalidArgument("--load is required"));
+  if (f.load_file.empty()) return UsageError(InvalidArgument("--load is required"));
+  Status parsed = ParseRunFlags(f, &options.duration, &options.judge);
+  if (!parsed.ok()) return UsageError(parsed);
   auto load = replay::ReadLoadSpecFile(f.load_file);
   if (!load.ok()) return Fail(load.status());
   options.load = *load;
-  Status parsed = ParseRunFlags(f, &options.duration, &options.judge);
-  if (!parsed.ok()) return Fail(parsed);
   if (!f.memory_limit.empty()) {
     auto limit = ParseQuantity(f.memory_limit);
-    if (!limit.ok()) return Fail(limit.status().WithContext("--memory-limit"));
+    if (!limit.ok()) return UsageError(limit.status().WithContext("--memory-limit"));
     options.memory_limit_bytes = *limit;
   }
   options.use_cgroup = !f.no_cgroup;
@@ -144,27 +151,33 @@ int RunReplayCommand(const ReplayFlags& f) {
     options.attach_name = f.name;
   } else {
     if (f.command.empty()) {
-      return Fail(InvalidArgument("give the workload command after --, or --pid to attach"));
+      return UsageError(InvalidArgument("give the workload command after --, or --pid to attach"));
     }
     std::vector<std::string> specs =
         f.variants.empty() ? std::vector<std::string>{"glibc"} : f.variants;
     for (const std::string& spec : specs) {
       auto v = replay::ParseVariant(spec);
-      if (!v.ok()) return Fail(v.status());
+      if (!v.ok()) return UsageError(v.status().WithContext("--variant"));
       auto lib = replay::ResolveAllocatorLibrary(v->allocator, replay::DefaultLibrarySearchDirs());
       if (!lib.ok()) return Fail(lib.status().WithContext("variant " + v->name));
       v->library = *lib;
       options.variants.push_back(*v);
     }
   }
-  options.progress = PrintProgress;
+  const bool json = f.output == "json";
+  options.progress = json ? PrintProgressToStderr : PrintProgress;
   auto summary = replay::RunReplay(options, RealClock::Get());
   if (!summary.ok()) return Fail(summary.status());
-  std::printf(
-      "\n%s",
-      replay::FormatSummary(*summary, std::chrono::minutes(options.judge.planned_minutes)).c_str());
-  std::printf("CSV, errors and JSON per variant, and summary.json, are in %s\n",
-              options.out_dir.c_str());
+  std::FILE* notes = json ? stderr : stdout;
+  if (json) {
+    std::printf("%s\n", replay::ToJsonText(*summary).c_str());
+  } else {
+    std::printf("\n%s",
+                replay::FormatSummary(*summary, std::chrono::minutes(options.judge.planned_minutes))
+                    .c_str());
+  }
+  std::fprintf(notes, "CSV, errors and JSON per variant, and summary.json, are in %s\n",
+               options.out_dir.c_str());
   if (!f.report.empty()) {
     std::vector<replay::CsvRun> runs;
     for (const auto& v : summary->variants) {
@@ -173,7 +186,7 @@ int RunReplayCommand(const ReplayFlags& f) {
     }
     Status written = replay::WriteHtmlReport(*summary, runs, f.report);
     if (!written.ok()) return Fail(written);
-    std::printf("report: %s\n", f.report.c_str());
+    std::fprintf(notes, "report: %s\n", f.report.c_str());
   }
   return ExitCodeForVerdict(summary->overall.verdict);
 }
@@ -187,7 +200,7 @@ void RegisterReplayCommand(CLI::App& app, int* exit_code) {
       "Run a workload under each allocator variant on an identical deterministic load, sample "
       "its memory every interval and judge the per-minute floor.\n"
       "Exit codes: 0 Flat, 2 Ratchet, 3 AllocatorRetention, 4 Leak, 5 OOMKilled, 6 Errors, "
-      "7 Failed, 8 Inconclusive, 1 usage or setup error.");
+      "7 Failed, 8 Inconclusive, 1 error, 64 usage error (docs/cli.md).");
   cmd->add_option("--load,--load-file", flags->load_file,
                   "load file (YAML) with the request mix; required");
   cmd->add_option("--variant", flags->variants,
@@ -218,22 +231,32 @@ void RegisterReplayCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--pid", flags->pid, "attach to this running process instead of starting one");
   cmd->add_option("--name", flags->name, "run name when attaching (default attached)");
   cmd->add_option("command", flags->command, "the workload command, after --")->take_all();
+  AddOutputFormatOption(cmd, &flags->output);
+  // The canary driver's flags (the operator's canary Job passes them) are
+  // left out of --help: the empty group hides them.
+  const std::string internal;
   cmd->add_flag("--in-pod", flags->in_pod,
                 "run as the driver container of a canary Pod (shareProcessNamespace): measure the "
                 "Pod's other processes (RssAnon only), drive the load over 127.0.0.1 and write "
                 "the compact result to --termination-log; starts no workload; exits 0 once the "
-                "result is written");
+                "result is written")
+      ->group(internal);
   cmd->add_option("--load-json", flags->load_json,
-                  "with --in-pod: the load as text (JSON or YAML) instead of --load-file");
+                  "with --in-pod: the load as text (JSON or YAML) instead of --load-file")
+      ->group(internal);
   cmd->add_option("--port", flags->port,
-                  "with --in-pod: the workload's port; the load goes to http://127.0.0.1:PORT");
+                  "with --in-pod: the workload's port; the load goes to http://127.0.0.1:PORT")
+      ->group(internal);
   cmd->add_option("--allocator", flags->allocator,
-                  "with --in-pod: the allocator name recorded in the result");
+                  "with --in-pod: the allocator name recorded in the result")
+      ->group(internal);
   cmd->add_option("--termination-log", flags->termination_log,
-                  "with --in-pod: where the result is written (default /dev/termination-log)");
+                  "with --in-pod: where the result is written (default /dev/termination-log)")
+      ->group(internal);
   cmd->add_option("--target-comm", flags->target_comm,
                   "with --in-pod: measure only processes with this command name (and their "
-                  "children), e.g. to leave another sidecar out");
+                  "children), e.g. to leave another sidecar out")
+      ->group(internal);
   cmd->callback([flags, exit_code] { *exit_code = RunReplayCommand(*flags); });
 }
 

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "operator/cli/cli_util.h"
 #include "operator/cli/commands.h"
@@ -13,7 +14,8 @@ namespace {
 
 struct ReportFlags {
   std::vector<std::string> csvs;
-  std::string output = "report.html";
+  std::string html = "report.html";
+  std::string output = "text";
 };
 
 int RunReport(const ReportFlags& f) {
@@ -28,10 +30,17 @@ int RunReport(const ReportFlags& f) {
     runs.push_back(std::move(run).value());
   }
   replay::ReplaySummary summary = replay::Summarize(std::move(results));
-  Status s = replay::WriteHtmlReport(summary, runs, f.output);
+  Status s = replay::WriteHtmlReport(summary, runs, f.html);
   if (!s.ok()) return Fail(s);
-  std::printf("%s: %s — %s\n", f.output.c_str(), VerdictName(summary.overall.verdict),
-              summary.overall.explanation.c_str());
+  if (f.output == "json") {
+    const nlohmann::json j = {{"file", f.html},
+                              {"verdict", VerdictName(summary.overall.verdict)},
+                              {"explanation", summary.overall.explanation}};
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::printf("%s: %s — %s\n", f.html.c_str(), VerdictName(summary.overall.verdict),
+                summary.overall.explanation.c_str());
+  }
   return 0;
 }
 
@@ -42,7 +51,8 @@ void RegisterReportCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "report", "Write one self-contained HTML page from replay CSVs (first is the candidate).");
   cmd->add_option("csv", flags->csvs, "replay CSV files")->required()->check(CLI::ExistingFile);
-  cmd->add_option("-o,--output", flags->output, "HTML file to write (default report.html)");
+  cmd->add_option("--html", flags->html, "the HTML file to write")->capture_default_str();
+  AddOutputFormatOption(cmd, &flags->output);
   cmd->callback([flags, exit_code] { *exit_code = RunReport(*flags); });
 }
 

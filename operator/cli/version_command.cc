@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "operator/cli/cli_util.h"
 #include "operator/cli/commands.h"
 #include "operator/common/version.h"
 
@@ -17,9 +18,7 @@ std::string VersionLine() { return "allocguard " + std::string(Version()); }
 void RegisterVersionCommand(CLI::App& app, int* exit_code) {
   auto output = std::make_shared<std::string>("text");
   CLI::App* cmd = app.add_subcommand("version", "print the allocguard version");
-  cmd->add_option("-o,--output", *output, "text (one line) or json ({\"version\": ...})")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
+  AddOutputFormatOption(cmd, output.get());
   cmd->callback([output, exit_code] {
     if (*output == "json") {
       std::printf("%s\n", nlohmann::json{{"version", std::string(Version())}}.dump().c_str());

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "operator/common/log.h"
+
 namespace allocguard::manager {
 
 ControllerRunner::ControllerRunner(std::unique_ptr<controllers::Reconciler> reconciler,
@@ -86,12 +88,15 @@ void ControllerRunner::Work(Heartbeat* heartbeat) {
   while (auto key = queue_->Get()) {
     const auto start = clock_->Now();
     heartbeat->Beat(start, true);  // busy until this key is done
+    // What is logged while this key is reconciled names the controller, the
+    // object and this reconcile (log.h).
+    const log::ReconcileScope scope(reconciler_->name(), *key);
     Result<controllers::ReconcileResult> result = ReconcileSafely(*key);
     const double seconds = std::chrono::duration<double>(clock_->Now() - start).count();
     std::string outcome;
     if (!result.ok()) {
       outcome = "error";
-      spdlog::warn("{} {}: {} (retry {})", reconciler_->name(), *key, result.status().message(),
+      spdlog::warn("reconcile failed: {} (retry {})", result.status().message(),
                    queue_->NumRequeues(*key) + 1);
       queue_->AddRateLimited(*key);
     } else {

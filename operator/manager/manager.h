@@ -59,6 +59,10 @@ struct ManagerOptions {
   // The image of the injected init container, guard sidecar and replay
   // driver.
   std::string image = "allocguard:dev";
+  // --log-level and --log-format (log.h); the guard sidecars the webhook
+  // injects log the same way.
+  std::string log_level = "info";
+  std::string log_format = "text";
 
   int workers = 2;  // per reconciler
 

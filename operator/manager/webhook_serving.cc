@@ -20,6 +20,17 @@
 namespace allocguard::manager {
 namespace {
 
+// The flags that make an injected guard log as this operator does; none with
+// the defaults, so a default install's injected pods stay as they were.
+std::vector<std::string> GuardLogFlags(const ManagerOptions& options) {
+  std::vector<std::string> flags;
+  if (options.log_level != "info") flags.insert(flags.end(), {"--log-level", options.log_level});
+  if (options.log_format != "text") {
+    flags.insert(flags.end(), {"--log-format", options.log_format});
+  }
+  return flags;
+}
+
 using nlohmann::json;
 
 // JSON accessors that never throw (operator/kube/object.h).
@@ -150,7 +161,8 @@ class WebhookServingImpl final : public WebhookServing {
     admission_ =
         std::make_unique<webhook::AdmissionServer>(server_.get(), deps_.clock, deps_.metrics);
     handlers_ = std::make_unique<AdmissionHandlers>(
-        AdmissionHandlerOptions{options_.operator_namespace, options_.image, own_username_},
+        AdmissionHandlerOptions{options_.operator_namespace, options_.image,
+                                GuardLogFlags(options_), own_username_},
         AdmissionHandlerDeps{deps_.client, deps_.policies, deps_.canaries, deps_.deployments,
                              deps_.events});
     handlers_->RegisterOn(*admission_);

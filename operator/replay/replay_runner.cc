@@ -2,8 +2,10 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "operator/common/rfc3339.h"
+#include "operator/common/version.h"
 #include "operator/net/http.h"
 #include "operator/replay/load_driver.h"
 #include "operator/replay/memory_cgroup.h"
@@ -194,6 +198,14 @@ VariantResult VariantRun::Run() {
   header.push_back({"duration_s", std::to_string(options_.duration.count())});
   header.push_back({"cgroup", cgroup_desc});
   for (const auto& kv : options_.judge.ToHeader()) header.push_back(kv);
+  // Where and when, for the report's run metadata: the start (UTC), the
+  // release that recorded it, the machine and its CPU count (glibc's default
+  // arena limit is 8 per CPU).
+  header.push_back({"started", FormatRfc3339(std::chrono::system_clock::now(), false)});
+  header.push_back({"allocguard_version", std::string(Version())});
+  utsname host{};
+  header.push_back({"host", uname(&host) == 0 ? host.nodename : ""});
+  header.push_back({"cpus", std::to_string(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)))});
   run_.header = header;
   auto writer = SampleCsvWriter::Open(options_.out_dir + "/" + name_ + ".csv", header);
   if (!writer.ok()) {

@@ -1,9 +1,14 @@
 #include "operator/replay/report_html.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+
+#include "operator/common/rfc3339.h"
+#include "operator/common/version.h"
 
 namespace allocguard::replay {
 
@@ -46,22 +51,43 @@ const char* VerdictClass(Verdict v) {
   return "bad";
 }
 
-// A chart of judged memory (MiB) against minutes: samples as a thin line,
-// floors as dots, the least-squares floor line across the floors' span.
-std::string Chart(const CsvRun& run, const VariantResult& r) {
-  const double w = 860, h = 300, left = 60, right = 20, top = 20, bottom = 40;
+// The axes every chart of one report shares, so that variants compare at a
+// glance: minutes up to the longest run, MiB up to the highest sample of
+// any variant, rounded to readable steps.
+struct Scale {
+  double minutes = 1;
+  double y_top = 1;
+  double y_step = 1;
+};
+
+Scale SharedScale(const std::vector<const CsvRun*>& runs) {
   double t_max = 60, y_max = 1;
-  for (const auto& row : run.rows) {
-    t_max = std::max(t_max, row.memory.t_seconds);
-    y_max = std::max(y_max, static_cast<double>(row.memory.JudgedBytes()) / kBytesPerMiB);
+  for (const CsvRun* run : runs) {
+    for (const auto& row : run->rows) {
+      t_max = std::max(t_max, row.memory.t_seconds);
+      y_max = std::max(y_max, static_cast<double>(row.memory.JudgedBytes()) / kBytesPerMiB);
+    }
   }
-  // Round the axes to readable steps.
-  double minutes = std::ceil(t_max / 60.0);
-  double y_step = std::pow(10, std::floor(std::log10(y_max)));
-  if (y_max / y_step < 3) y_step /= 2;
-  double y_top = std::ceil(y_max / y_step) * y_step;
+  Scale s;
+  s.minutes = std::ceil(t_max / 60.0);
+  s.y_step = std::pow(10, std::floor(std::log10(y_max)));
+  if (y_max / s.y_step < 3) s.y_step /= 2;
+  s.y_top = std::ceil(y_max / s.y_step) * s.y_step;
+  return s;
+}
+
+// A chart of judged memory (MiB) against minutes on the report's shared
+// scale: samples as a thin line, floors as dots, the least-squares floor line
+// across the floors' span, and around it the flat threshold's band: the
+// floors a run could have at its start's level while staying within
+// +/- the threshold slope.
+std::string Chart(const CsvRun& run, const VariantResult& r, const Scale& scale) {
+  const double w = 860, h = 300, left = 60, right = 20, top = 20, bottom = 40;
+  const double minutes = scale.minutes, y_top = scale.y_top, y_step = scale.y_step;
   auto X = [&](double t_s) { return left + (t_s / 60.0) / minutes * (w - left - right); };
-  auto Y = [&](double mib) { return top + (1 - mib / y_top) * (h - top - bottom); };
+  auto Y = [&](double mib) {
+    return top + (1 - std::clamp(mib, 0.0, y_top) / y_top) * (h - top - bottom);
+  };
 
   std::string svg = "<svg viewBox=\"0 0 " + F(w, 0) + " " + F(h, 0) +
                     "\" role=\"img\" aria-label=\"memory of " + Escape(r.variant) + "\">";
@@ -85,6 +111,27 @@ std::string Chart(const CsvRun& run, const VariantResult& r) {
            F(X(60.0 * r.settings.warmup_minutes) - X(0)) + "\" height=\"" + F(h - top - bottom) +
            "\"><title>warm-up, not judged</title></rect>";
   }
+  // The fit and its band first, under the samples and floors.
+  std::string fit_line;
+  if (r.floors.size() >= 2) {
+    memory::SlopeFit fit = memory::FitFloorSlope(r.floors);
+    double m0 = r.floors.front().minute, m1 = r.floors.back().minute;
+    auto at = [&](double m) {
+      return (fit.intercept_bytes + fit.slope_bytes_per_minute * m) / kBytesPerMiB;
+    };
+    // The band: from the fit's start, slopes of -threshold to +threshold
+    // (GiB/h as MiB per minute). A fit inside it is a slope below the
+    // threshold; one leaving it through the top is a floor rising faster.
+    const double per_minute = r.settings.max_slope_gib_per_h * 1024.0 / 60.0;
+    const double x0 = X(m0 * 60 + 30), x1 = X(m1 * 60 + 30), y0 = at(m0);
+    svg += "<polygon class=\"band\" points=\"" + F(x0) + "," + F(Y(y0)) + " " + F(x1) + "," +
+           F(Y(y0 + per_minute * (m1 - m0))) + " " + F(x1) + "," +
+           F(Y(y0 - per_minute * (m1 - m0))) + "\"><title>flat threshold: +/-" +
+           F(r.settings.max_slope_gib_per_h, 2) + " GiB/h from the fit's start</title></polygon>";
+    fit_line = "<line class=\"fit\" x1=\"" + F(x0) + "\" y1=\"" + F(Y(y0)) + "\" x2=\"" + F(x1) +
+               "\" y2=\"" + F(Y(at(m1))) + "\"><title>floor slope " + F(fit.SlopeGiBPerHour(), 2) +
+               " GiB/h</title></line>";
+  }
   std::string points;
   for (const auto& row : run.rows) {
     points += F(X(row.memory.t_seconds)) + "," +
@@ -98,18 +145,139 @@ std::string Chart(const CsvRun& run, const VariantResult& r) {
            std::to_string(f.minute) + ": floor " + F(f.floor_bytes / kBytesPerMiB, 0) +
            " MiB</title></circle>";
   }
-  if (r.floors.size() >= 2) {
-    memory::SlopeFit fit = memory::FitFloorSlope(r.floors);
-    double m0 = r.floors.front().minute, m1 = r.floors.back().minute;
-    auto at = [&](double m) {
-      return (fit.intercept_bytes + fit.slope_bytes_per_minute * m) / kBytesPerMiB;
-    };
-    svg += "<line class=\"fit\" x1=\"" + F(X(m0 * 60 + 30)) + "\" y1=\"" + F(Y(at(m0))) +
-           "\" x2=\"" + F(X(m1 * 60 + 30)) + "\" y2=\"" + F(Y(at(m1))) + "\"><title>floor slope " +
-           F(fit.SlopeGiBPerHour(), 2) + " GiB/h</title></line>";
-  }
+  svg += fit_line;
   svg += "</svg>";
   return svg;
+}
+
+// The samples of variant v (matched by name), or null when it has none.
+const CsvRun* RunOf(const std::vector<CsvRun>& runs, const VariantResult& v) {
+  auto run = std::find_if(runs.begin(), runs.end(),
+                          [&](const CsvRun& r) { return r.Header("variant") == v.variant; });
+  return run == runs.end() || run->rows.empty() ? nullptr : &*run;
+}
+
+std::string Recorded(const std::string& value) {
+  return value.empty() ? "<i>not recorded in the CSV</i>" : Escape(value);
+}
+
+// glibc malloc's arena limit for a variant: what MALLOC_ARENA_MAX in its env
+// sets, else glibc's default of 8 per CPU on 64-bit; other allocators have
+// none.
+std::string ArenaLimit(const VariantResult& v, const std::string& cpus) {
+  const std::string key = "MALLOC_ARENA_MAX=";
+  for (size_t pos = v.env.find(key); pos != std::string::npos; pos = v.env.find(key, pos + 1)) {
+    if (pos == 0 || v.env[pos - 1] == ' ') {
+      return Escape(v.env.substr(pos + key.size(), v.env.find(' ', pos) - pos - key.size())) +
+             " (MALLOC_ARENA_MAX)";
+    }
+  }
+  if (v.allocator != "glibc") return "— (" + Escape(v.allocator) + ", not glibc malloc)";
+  char* end = nullptr;
+  const double n = cpus.empty() ? 0 : std::strtod(cpus.c_str(), &end);
+  if (!cpus.empty() && end == cpus.c_str() + cpus.size() && n >= 1 && n <= 1 << 20) {
+    return "glibc's default, 8 per CPU: " + F(8 * n, 0) + " on the " + F(n, 0) + " CPUs it ran on";
+  }
+  return "glibc's default, 8 per CPU";
+}
+
+// What was run, where and how it was judged: the candidate's CSV header (a
+// CSV written before a key was recorded says so), the judge's settings, and
+// per variant its allocator, environment, library and arena limit.
+std::string RunMetadata(const ReplaySummary& summary, const std::vector<CsvRun>& runs) {
+  const CsvRun* candidate = nullptr;
+  for (const auto& r : runs) {
+    if (!summary.variants.empty() && r.Header("variant") == summary.variants.front().variant) {
+      candidate = &r;
+    }
+  }
+  const auto header = [&](const std::string& key) {
+    return candidate == nullptr ? std::string() : candidate->Header(key);
+  };
+  std::string machine = header("host");
+  if (!header("cpus").empty()) {
+    machine += (machine.empty() ? "" : ", ") + header("cpus") + " CPUs";
+  }
+  // "20.000000" as the header writes a rate: "20".
+  std::string rate = header("rate");
+  if (rate.find('.') != std::string::npos) {
+    rate.erase(rate.find_last_not_of('0') + 1);
+    if (!rate.empty() && rate.back() == '.') rate.pop_back();
+  }
+  std::string load;
+  if (!header("base_url").empty()) {
+    load = header("base_url") + ", " + rate + " requests/s open loop, " + header("workers") +
+           " connections, seed " + header("seed");
+  }
+  std::string rows;
+  const auto row = [&](const std::string& key, const std::string& value_html) {
+    rows += "<tr><td>" + key + "</td><td>" + value_html + "</td></tr>\n";
+  };
+  row("recorded", Recorded(header("started")));
+  row("recorded by", header("allocguard_version").empty()
+                         ? Recorded("")
+                         : "allocguard " + Escape(header("allocguard_version")));
+  row("report written", Escape(FormatRfc3339(std::chrono::system_clock::now(), false)) +
+                            " by allocguard " + Escape(std::string(Version())));
+  row("machine", Recorded(machine));
+  row("command", Recorded(header("command").empty() ? header("attached_pid") : header("command")));
+  row("load", Recorded(load));
+  if (!summary.variants.empty()) {
+    const JudgeSettings& j = summary.variants.front().settings;
+    row("judged", "flat below " + F(j.max_slope_gib_per_h, 2) +
+                      " GiB/h of floor slope; samples every " + F(j.sample_interval_seconds, 1) +
+                      " s; " + std::to_string(j.warmup_minutes) +
+                      " warm-up minute(s) not judged; planned " +
+                      std::to_string(j.planned_minutes > 0 ? j.planned_minutes : j.max_minutes) +
+                      " min, at most " + std::to_string(j.max_minutes) + " min");
+  }
+  for (const auto& v : summary.variants) {
+    std::string what = Escape(v.allocator.empty() ? "unknown allocator" : v.allocator);
+    if (!v.env.empty()) what += ", env <code>" + Escape(v.env) + "</code>";
+    if (!v.library.empty()) what += ", <code>" + Escape(v.library) + "</code>";
+    what += "; arena limit: " + ArenaLimit(v, header("cpus"));
+    row("variant " + Escape(v.variant), what);
+  }
+  return "<h2>Run</h2><table class=\"meta\">\n" + rows + "</table>\n";
+}
+
+// What the table's columns and the charts' marks mean.
+std::string Glossary() {
+  static const char* const kTerms[][2] = {
+      {"floor",
+       "the lowest judged sample (anonymous memory plus dirty and writeback pages) of "
+       "each minute after warm-up: memory the process holds even at its quietest"},
+      {"slope GiB/h", "the floors' least-squares slope, per hour: how fast the floor rises"},
+      {"interval",
+       "the slope's confidence interval at the decision; Flat needs its top below "
+       "the threshold, Ratchet its bottom above it"},
+      {"floor MiB", "the median floor: the level the variant settled at"},
+      {"final MiB", "the last minute's floor"},
+      {"peak MiB", "the highest judged sample"},
+      {"limit MiB",
+       "a memory limit for this variant: the peak plus a quarter, rounded up to "
+       "64 MiB"},
+      {"CPU s", "CPU seconds the workload used over the run"},
+      {"p50 ms, p99 ms", "median and 99th-percentile request latency of the load"},
+      {"late", "requests sent later than the open-loop schedule, when the driver fell behind"},
+      {"errors", "responses outside the load's expected statuses"},
+      {"min", "minutes the variant ran"},
+      {"threshold band",
+       "the floors a run starting at the fit's first point could have while "
+       "its slope stays within the flat threshold, up or down"},
+      {"Flat", "the floor's slope is below the threshold"},
+      {"Ratchet", "the floor rose faster than the threshold"},
+      {"AllocatorRetention",
+       "the candidate's floor rose while another allocator's stayed flat "
+       "on the same load: the allocator keeps memory it does not give back"},
+      {"Leak", "every variant's floor rose: the program holds the memory, whatever the allocator"},
+      {"Inconclusive", "the run ended before the floors could decide"},
+  };
+  std::string html = "<h2>Glossary</h2><dl class=\"glossary\">\n";
+  for (const auto& term : kTerms) {
+    html += "<dt>" + std::string(term[0]) + "</dt><dd>" + term[1] + "</dd>\n";
+  }
+  return html + "</dl>\n";
 }
 
 }  // namespace
@@ -132,6 +300,10 @@ svg{width:100%;height:auto;background:#fff;border:1px solid #dde1e8;border-radiu
 .grid{stroke:#eceff3}.axis{font-size:11px;fill:#5b6475}
 .samples{fill:none;stroke:#8fa4c8;stroke-width:1.2}.floor{fill:#1f4fa3}
 .fit{stroke:#d2452f;stroke-width:2.2;stroke-dasharray:6 4}.warmup{fill:#f2f2f2}
+.band{fill:#2e9d4a;fill-opacity:.13;stroke:#2e9d4a;stroke-opacity:.35;stroke-width:1}
+table.meta td{text-align:left;white-space:normal}table.meta td:first-child{width:170px;color:#5b6475}
+dl.glossary{display:grid;grid-template-columns:150px 1fr;gap:4px 14px;font-size:13px}
+dl.glossary dt{font-weight:600}dl.glossary dd{margin:0;color:#3b4354}
 .legend span{display:inline-block;margin-right:16px;font-size:12px;color:#5b6475}
 .sw{display:inline-block;width:18px;height:3px;vertical-align:middle;margin-right:4px}
 .expl{color:#3b4354}
@@ -142,6 +314,7 @@ svg{width:100%;height:auto;background:#fff;border:1px solid #dde1e8;border-radiu
   html += "<div class=\"verdict " + std::string(VerdictClass(summary.overall.verdict)) +
           "\"><strong>" + VerdictName(summary.overall.verdict) + "</strong> — " +
           Escape(summary.overall.explanation) + "</div>\n";
+  html += RunMetadata(summary, runs);
   html +=
       "<table><tr><th>variant</th><th>allocator</th><th>verdict</th><th>slope GiB/h</th>"
       "<th>interval</th><th>floor MiB</th><th>final MiB</th><th>peak MiB</th>"
@@ -164,23 +337,35 @@ svg{width:100%;height:auto;background:#fff;border:1px solid #dde1e8;border-radiu
             F(v.duration_seconds / 60, 1) + "</td></tr>\n";
   }
   html += "</table>\n";
+  // One scale for every chart, so that a flat variant and a climbing one
+  // compare at a glance.
+  std::vector<const CsvRun*> charted;
+  for (const auto& v : summary.variants) {
+    if (const CsvRun* run = RunOf(runs, v); run != nullptr) charted.push_back(run);
+  }
+  const Scale scale = SharedScale(charted);
+  if (charted.size() > 1) {
+    html += "<p class=\"expl\">Every chart below has the same scale: 0–" + F(scale.y_top, 0) +
+            " MiB over " + F(scale.minutes, 0) + " minutes.</p>\n";
+  }
   for (const auto& v : summary.variants) {
     html += "<h2>" + Escape(v.variant) + " — " + memory::VerdictName(v.verdict.verdict) + "</h2>";
     html += "<p class=\"expl\">" + Escape(v.verdict.explanation) + "</p>";
-    auto run = std::find_if(runs.begin(), runs.end(),
-                            [&](const CsvRun& r) { return r.Header("variant") == v.variant; });
-    if (run == runs.end() || run->rows.empty()) {
+    const CsvRun* run = RunOf(runs, v);
+    if (run == nullptr) {
       html += "<p>No samples.</p>\n";
       continue;
     }
-    html += Chart(*run, v);
+    html += Chart(*run, v, scale);
     html +=
         "<div class=\"legend\"><span><i class=\"sw\" style=\"background:#8fa4c8\"></i>samples"
         "</span><span><i class=\"sw\" style=\"background:#1f4fa3;height:8px;width:8px;"
         "border-radius:4px\"></i>per-minute floor</span><span><i class=\"sw\" "
         "style=\"background:#d2452f\"></i>floor slope fit</span><span><i class=\"sw\" "
-        "style=\"background:#e6e6e6;height:10px\"></i>warm-up</span></div>\n";
+        "style=\"background:#cfe9d5;height:10px\"></i>flat threshold band</span><span><i "
+        "class=\"sw\" style=\"background:#e6e6e6;height:10px\"></i>warm-up</span></div>\n";
   }
+  html += Glossary();
   html += "</body></html>\n";
   return html;
 }

@@ -195,7 +195,7 @@ nlohmann::json ToJson(const VariantResult& r) {
   auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
   json floors = json::array();
   for (const auto& f : r.floors)
-    floors.push_back({{"minute", f.minute}, {"floor_mib", mib(f.floor_bytes)}});
+    floors.push_back({{"minute", f.minute}, {"floorMiB", mib(f.floor_bytes)}});
   json j = {
       {"variant", r.variant},
       {"allocator", r.allocator},
@@ -207,32 +207,32 @@ nlohmann::json ToJson(const VariantResult& r) {
       {"judgement",
        {{"decision", memory::FloorDecisionName(r.judgement.decision)},
         {"method", r.judgement.method},
-        {"slope_gib_per_h", num(r.judgement.slope_gib_per_h)},
-        {"slope_low_gib_per_h", num(r.judgement.slope_low_gib_per_h)},
-        {"slope_high_gib_per_h", num(r.judgement.slope_high_gib_per_h)},
-        {"theil_sen_gib_per_h", num(r.judgement.theil_sen_gib_per_h)},
-        {"trend_p_value", num(r.judgement.trend_p_value)},
-        {"minutes_used", r.judgement.minutes_used},
+        {"slopeGiBPerHour", num(r.judgement.slope_gib_per_h)},
+        {"slopeLowGiBPerHour", num(r.judgement.slope_low_gib_per_h)},
+        {"slopeHighGiBPerHour", num(r.judgement.slope_high_gib_per_h)},
+        {"theilSenGiBPerHour", num(r.judgement.theil_sen_gib_per_h)},
+        {"trendPValue", num(r.judgement.trend_p_value)},
+        {"minutesUsed", r.judgement.minutes_used},
         {"confidence", num(r.judgement.confidence)},
-        {"lag1_autocorrelation", num(r.judgement.lag1_autocorrelation)},
-        {"growth_start_minute", r.judgement.growth_start_minute},
+        {"lag1Autocorrelation", num(r.judgement.lag1_autocorrelation)},
+        {"growthStartMinute", r.judgement.growth_start_minute},
         {"explanation", r.judgement.explanation}}},
-      {"decided_at_minute", r.decided_at_minute ? json(*r.decided_at_minute) : json(nullptr)},
-      {"max_slope_gib_per_h", r.settings.max_slope_gib_per_h},
+      {"decidedAtMinute", r.decided_at_minute ? json(*r.decided_at_minute) : json(nullptr)},
+      {"maxSlopeGiBPerHour", r.settings.max_slope_gib_per_h},
       {"floors", floors},
-      {"floor_level_mib", mib(r.floor_level_bytes)},
-      {"final_floor_mib", mib(r.final_floor_bytes)},
-      {"peak_mib", mib(r.peak_bytes)},
-      {"recommended_limit_mib", mib(r.recommended_limit_bytes)},
-      {"duration_s", std::round(r.duration_seconds)},
-      {"cpu_s", std::round(r.cpu_seconds * 10) / 10},
-      {"requests_completed", r.requests_completed},
-      {"requests_late", r.requests_late},
-      {"unexpected_responses", r.unexpected_responses},
-      {"p50_ms", r.p50_ms ? json(*r.p50_ms) : json(nullptr)},
-      {"p99_ms", r.p99_ms ? json(*r.p99_ms) : json(nullptr)},
-      {"oom_minute", r.oom_minute ? json(*r.oom_minute) : json(nullptr)},
-      {"exit_minute", r.exit_minute ? json(*r.exit_minute) : json(nullptr)},
+      {"floorLevelMiB", mib(r.floor_level_bytes)},
+      {"finalFloorMiB", mib(r.final_floor_bytes)},
+      {"peakMiB", mib(r.peak_bytes)},
+      {"recommendedLimitMiB", mib(r.recommended_limit_bytes)},
+      {"durationSeconds", std::round(r.duration_seconds)},
+      {"cpuSeconds", std::round(r.cpu_seconds * 10) / 10},
+      {"requestsCompleted", r.requests_completed},
+      {"requestsLate", r.requests_late},
+      {"unexpectedResponses", r.unexpected_responses},
+      {"p50Milliseconds", r.p50_ms ? json(*r.p50_ms) : json(nullptr)},
+      {"p99Milliseconds", r.p99_ms ? json(*r.p99_ms) : json(nullptr)},
+      {"oomMinute", r.oom_minute ? json(*r.oom_minute) : json(nullptr)},
+      {"exitMinute", r.exit_minute ? json(*r.exit_minute) : json(nullptr)},
       {"failure", r.failure ? json(*r.failure) : json(nullptr)},
   };
   return j;
@@ -256,9 +256,9 @@ nlohmann::json ToJson(const ReplaySummary& s) {
   for (const auto& v : s.variants) variants.push_back(ToJson(v));
   return {{"verdict", VerdictName(s.overall.verdict)},
           {"classification", memory::ClassificationName(s.overall.classification)},
-          {"flat_variants", s.overall.flat_variants},
+          {"flatVariants", s.overall.flat_variants},
           {"explanation", s.overall.explanation},
-          {"exit_code", memory::ExitCodeForVerdict(s.overall.verdict)},
+          {"exitCode", memory::ExitCodeForVerdict(s.overall.verdict)},
           {"variants", variants}};
 }
 

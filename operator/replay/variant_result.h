@@ -94,6 +94,8 @@ struct ReplaySummary {
 ReplaySummary Summarize(std::vector<VariantResult> variants);
 nlohmann::json ToJson(const ReplaySummary& s);
 
+// Keys in camelCase, as Kubernetes and every allocguard JSON output write
+// them, with the unit in the name (floorMiB, slopeGiBPerHour, cpuSeconds).
 // ToJson(r) / ToJson(s) as indented text, as the replay writes <variant>.json
 // and summary.json and `allocguard analyze -o json` prints it. Strings that
 // are not valid UTF-8 (a CSV's header holds whatever bytes the file had) are

@@ -194,7 +194,7 @@ TEST(SummarizeTest, ClassifiesAcrossVariantsInOrder) {
   EXPECT_EQ(s.overall.verdict, Verdict::kAllocatorRetention);
   EXPECT_EQ(s.overall.flat_variants, std::vector<std::string>{"jemalloc"});
   auto json = ToJson(s);
-  EXPECT_EQ(json["exit_code"], 3);
+  EXPECT_EQ(json["exitCode"], 3);
   EXPECT_EQ(json["variants"][1]["verdict"], "Flat");
 }
 
