@@ -11,8 +11,10 @@
 #   0. cluster: the pinned binaries (cached), e2e/cluster/up.sh --with-node,
 #      e2e/cluster/smoke.sh
 #   1. install: the images from the Dockerfile (buildah), imported into the
-#      node's containerd; `helm install` of charts/allocguard; both replicas
-#      Ready, exactly one leader
+#      node's containerd; the release artifacts (scripts/release.sh), the
+#      image archive imported under the chart's default name and `helm
+#      install` of the packaged chart with nothing but e2e/values.yaml; both
+#      replicas Ready, exactly one leader
 #   2. govern: the demo workload (e2e/workloads) runs; an Enforce
 #      AllocatorPolicy (glibc) adopts it; after a restart its pods come up
 #      injected and the guard reports the allocator the process really mapped
@@ -247,15 +249,35 @@ export PATH=$HELM_BIN:$PATH
 "$here/cluster/smoke.sh"
 
 # --- 1. install -----------------------------------------------------------------
-stage "install: images from the Dockerfile, helm install, two replicas, one leader"
+stage "install: images from the Dockerfile, the release artifacts, helm install of the packaged chart, two replicas, one leader"
 "$here/images/allocguard.sh" --tag e2e
 # What the image ships: the allocator builds per libc, their manifests, and
 # the docs' compatibility table generated from them (docs/allocators.md).
 "$here/images/check-allocguard.sh" localhost/allocguard:e2e --workload localhost/ratchet-service:e2e ||
   fail "the allocguard image does not ship what docs/allocators.md says"
-helm install "$release" "$root/charts/allocguard" --namespace "$system_ns" --create-namespace \
-  --set image.repository=localhost/allocguard --set image.tag=e2e --set image.pullPolicy=Never \
-  --wait --timeout 5m
+# The release as a user gets it (docs/install.md, "Installing a release"):
+# scripts/release.sh builds the image again (every layer cached by now), as
+# an OCI archive, and packages the chart; the archive is loaded into the
+# node under the chart's default image name, and the packaged chart installs
+# with its defaults (e2e/values.yaml only says never to pull).
+release_dir=$(mktemp -d /tmp/allocguard-e2e-release.XXXXXX)
+"$root/scripts/release.sh" --out "$release_dir" >/dev/null
+(cd "$release_dir" && sha256sum --quiet -c SHA256SUMS) || fail "the release's SHA256SUMS do not match its files"
+version=$(head -1 "$root/VERSION")
+default_repository=$(helm show values "$release_dir/allocguard-$version.tgz" |
+  sed -n '/^image:/,/^[^ ]/ s/^  repository: *//p')
+ctr --address "$ALLOCGUARD_CONTAINERD_ADDRESS" --namespace k8s.io images import \
+  --base-name "$default_repository" "$release_dir/allocguard-$version.oci.tar" >/dev/null
+ctr --address "$ALLOCGUARD_CONTAINERD_ADDRESS" --namespace k8s.io images ls -q |
+  grep -qx "$default_repository:$version" ||
+  fail "importing the release's image archive did not give the node $default_repository:$version"
+say "release $version: $(cd "$release_dir" && ls -1 | tr '\n' ' ')imported as $default_repository:$version"
+helm install "$release" "$release_dir/allocguard-$version.tgz" --namespace "$system_ns" --create-namespace \
+  -f "$here/values.yaml" --wait --timeout 5m
+image_in_use=$(jp deployment/allocguard -n "$system_ns" -o jsonpath='{.spec.template.spec.containers[0].image}')
+[[ $image_in_use == "$default_repository:$version" ]] ||
+  fail "the packaged chart runs $image_in_use, want its default $default_repository:$version"
+rm -rf "$release_dir"
 ready=$(jp deployment/allocguard -n "$system_ns" -o jsonpath='{.status.readyReplicas}')
 [[ $ready == 2 ]] || fail "the operator Deployment has $ready ready replicas, want 2"
 leader_pod() {

@@ -56,7 +56,7 @@ operator_pid=""
 cleanup() {
   [[ -z $operator_pid ]] || kill -TERM "$operator_pid" 2>/dev/null || true
   "$helm" uninstall "$release" -n "$ns" >/dev/null 2>&1 || true
-  "$kubectl" delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+  "$kubectl" delete namespace "$ns" "$ns-kept" --wait=false >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -64,15 +64,51 @@ jget() {  # kind name jsonpath [namespace]
   "$kubectl" get "$1" "$2" ${4:+-n "$4"} -o "jsonpath=$3"
 }
 
-echo "== the chart ships the CRDs of crds/ unchanged"
-for f in "$repo"/crds/*.yaml; do
-  if cmp -s "$f" "$chart/crds/$(basename "$f")"; then
-    pass "charts/allocguard/crds/$(basename "$f") matches crds/"
+echo "== the chart renders the CRDs of crds/ unchanged (crds.install), kept on uninstall (crds.keep)"
+# The chart's CRDs are templates (templates/crds.yaml, written by
+# crds/generate_crds.py), so that helm upgrade upgrades them: what they
+# render must be the files of crds/ plus the chart's labels and, with
+# crds.keep, Helm's resource policy "keep".
+# crd_check MODE (keep|nokeep|none) < rendered chart
+cat >"$work/crd_check.py" <<'EOF'
+import glob, os, sys, yaml
+want = {}
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.yaml"))):
+    doc = yaml.safe_load(open(path))
+    want[doc["metadata"]["name"]] = doc
+got = {d["metadata"]["name"]: d for d in yaml.safe_load_all(sys.stdin) if d and d.get("kind") == "CustomResourceDefinition"}
+mode = sys.argv[2]
+if mode == "none":
+    if got:
+        sys.exit(f"crds.install=false still renders {sorted(got)}")
+    print("no CRD (none)")
+    sys.exit(0)
+if sorted(got) != sorted(want):
+    sys.exit(f"rendered CRDs {sorted(got)}, crds/ has {sorted(want)}")
+for name, doc in got.items():
+    meta = doc["metadata"]
+    if doc["spec"] != want[name]["spec"] or doc["apiVersion"] != want[name]["apiVersion"]:
+        sys.exit(f"{name}: the rendered spec differs from crds/; run python3 crds/generate_crds.py")
+    if meta.get("labels", {}).get("app.kubernetes.io/managed-by") != "Helm":
+        sys.exit(f"{name}: no chart labels: {meta.get('labels')}")
+    policy = meta.get("annotations", {}).get("helm.sh/resource-policy")
+    if policy != ("keep" if mode == "keep" else None):
+        sys.exit(f"{name}: helm.sh/resource-policy is {policy!r} with {mode}")
+print(f"{len(got)} CRDs ({mode})")
+EOF
+crd_check() { python3 "$work/crd_check.py" "$repo/crds" "$1"; }
+for mode in keep nokeep none; do
+  case $mode in
+    keep) crd_set=() ;;
+    nokeep) crd_set=(--set crds.keep=false) ;;
+    none) crd_set=(--set crds.install=false) ;;
+  esac
+  if out=$("$helm" template t "$chart" "${crd_set[@]}" | crd_check "$mode" 2>&1); then
+    pass "rendered CRDs: $out"
   else
-    fail "charts/allocguard/crds/$(basename "$f") differs from crds/; run python3 crds/generate_crds.py"
+    fail "rendered CRDs ($mode): $out"
   fi
 done
-expect_eq "CRD files in the chart" "$(ls "$chart/crds" | wc -l)" "$(ls "$repo"/crds/*.yaml | wc -l)"
 
 echo "== helm lint"
 for set in "" "--set certManager.enabled=true" \
@@ -198,8 +234,35 @@ else
   pass "no Pod Security \"restricted\" warning"
 fi
 
+echo "== CRDs applied before the chart managed them are adopted as docs/install.md says"
+# CRDs applied with kubectl apply -f crds/ (other tests of this tier do) or
+# by an earlier chart that had them in its crds/ folder carry no Helm
+# ownership metadata. helm install refuses such CRDs until they are
+# labelled and annotated for the release (docs/install.md, "CRDs").
+crd_names=(allocatorpolicies.allocguard.io replaycanaries.allocguard.io)
+"$kubectl" apply --server-side --force-conflicts -f "$repo/crds/" >/dev/null
+for crd in "${crd_names[@]}"; do
+  "$kubectl" label crd "$crd" app.kubernetes.io/managed-by- >/dev/null 2>&1 || true
+  "$kubectl" annotate crd "$crd" meta.helm.sh/release-name- meta.helm.sh/release-namespace- \
+    helm.sh/resource-policy- >/dev/null 2>&1 || true
+done
+if out=$("$helm" install "$release" "$chart" -n "$ns" "${scope[@]}" 2>&1); then
+  fail "helm install adopted CRDs without Helm's ownership metadata"
+  "$helm" uninstall "$release" -n "$ns" >/dev/null 2>&1 || true
+elif grep -q "invalid ownership metadata" <<<"$out"; then
+  pass "helm install refuses the CRDs applied without the chart: $(grep -o 'CustomResourceDefinition "[^"]*"' <<<"$out" | head -1)"
+else
+  fail "helm install failed, but not on the CRDs' ownership: $out"
+fi
+"$helm" uninstall "$release" -n "$ns" >/dev/null 2>&1 || true  # a failed release record, if any
+for crd in "${crd_names[@]}"; do  # the commands of docs/install.md, "CRDs"
+  "$kubectl" label crd "$crd" app.kubernetes.io/managed-by=Helm --overwrite >/dev/null
+  "$kubectl" annotate crd "$crd" "meta.helm.sh/release-name=$release" "meta.helm.sh/release-namespace=$ns" \
+    --overwrite >/dev/null
+done
+
 echo "== helm install"
-if ! out=$("$helm" install "$release" "$chart" -n "$ns" "${scope[@]}" \
+if ! out=$("$helm" install "$release" "$chart" -n "$ns" "${scope[@]}" --set operator.logFormat=json \
   --set image.repository=localhost/allocguard --set image.tag=e2e --set image.pullPolicy=Never 2>&1); then
   fail "helm install: $out"
   exit 1
@@ -215,9 +278,12 @@ elif dry=$("$kubectl" apply -n "$ns" --dry-run=server -f - <<<"$notes_policy" 2>
 else
   fail "NOTES' first AllocatorPolicy is refused: $dry"
 fi
-for crd in allocatorpolicies.allocguard.io replaycanaries.allocguard.io; do
+for crd in "${crd_names[@]}"; do
   "$kubectl" wait --for condition=established --timeout=60s "crd/$crd" >/dev/null &&
     pass "CRD $crd established" || fail "CRD $crd not established"
+  expect_eq "CRD $crd owned by the release" \
+    "$(jget crd "$crd" '{.metadata.annotations.meta\.helm\.sh/release-name} {.metadata.labels.app\.kubernetes\.io/managed-by} {.metadata.annotations.helm\.sh/resource-policy}')" \
+    "$release Helm keep"
 done
 name=$release-allocguard
 for cr in "$name-manager" "$name-viewer" "$name-editor" "$name-webhook-ca-injection" "$name-guard"; do
@@ -324,7 +390,7 @@ expect_eq "operator replicas" "$(jget deployment "$name" '{.spec.replicas}' "$ns
 args=$(jget deployment "$name" '{.spec.template.spec.containers[0].args}' "$ns")
 for a in --leader-elect "--image=$image" "--operator-namespace=$ns" "--webhook-secret-name=$name-webhook-tls" \
   "--webhook-service-name=$name-webhook" "--mutating-webhook-configuration=$name" \
-  "--validating-webhook-configuration=$name"; do
+  "--validating-webhook-configuration=$name" --log-level=info --log-format=json; do
   grep -q -- "\"$a\"" <<<"$args" && pass "operator arg $a" || fail "operator args lack $a: $args"
 done
 expect_eq "image" "$(jget deployment "$name" '{.spec.template.spec.containers[0].image}' "$ns")" "$image"
@@ -460,6 +526,27 @@ for a in json.load(sys.stdin):
   else
     pass "the operator was refused nothing (log: $(wc -l <"$work/operator.log") lines)"
   fi
+  # operator.logFormat=json (the install above): every line one JSON object
+  # with ts, level and msg (docs/operator.md, "Logs").
+  if out=$(python3 - "$work/operator.log" <<'EOF'
+import json, sys
+lines = [l for l in open(sys.argv[1], encoding="utf-8", errors="replace") if l.strip()]
+for n, line in enumerate(lines, 1):
+    try:
+        j = json.loads(line)
+    except ValueError:
+        sys.exit(f"line {n} is not JSON: {line[:200]!r}")
+    if not all(k in j for k in ("ts", "level", "msg")):
+        sys.exit(f"line {n} lacks ts, level or msg: {line[:200]!r}")
+if not lines:
+    sys.exit("the operator logged nothing")
+print(f"{len(lines)} lines")
+EOF
+  ); then
+    pass "operator log in JSON (--log-format=json from the chart): $out"
+  else
+    fail "operator log with --log-format=json: $out"
+  fi
   ca=$secret_ca
 else
   echo "== caBundle written the way the operator writes it (no ALLOCGUARD_TEST_OPERATOR binary)"
@@ -497,8 +584,56 @@ fi
 expect_eq "caBundle after an unchanged upgrade" "$(bundles)" "5 $(short "$ca")"
 expect_eq "revision" "$("$helm" status "$release" -n "$ns" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')" 3
 
-echo "== helm uninstall leaves no webhook configuration"
+echo "== helm upgrade changes a CRD (crds.install)"
+# A next version of the chart whose AllocatorPolicy CRD has one more short
+# name: helm upgrade must change the CRD on the cluster (Helm never upgrades
+# a chart's crds/ folder), and the upgrade back must change it back.
+cp -r "$chart" "$work/chart-next"
+python3 - "$work/chart-next/templates/crds.yaml" <<'EOF'
+import sys
+path = sys.argv[1]
+text = open(path).read()
+old = "    shortNames:\n    - agpolicy\n"
+if text.count(old) != 1:
+    sys.exit("the AllocatorPolicy CRD's shortNames are not where the test looks for them")
+open(path, "w").write(text.replace(old, old + "    - agpnext\n"))
+EOF
+short_names() { jget crd allocatorpolicies.allocguard.io '{.spec.names.shortNames}'; }
+crd_gen_before=$(jget crd allocatorpolicies.allocguard.io '{.metadata.generation}')
+if out=$("$helm" upgrade "$release" "$work/chart-next" -n "$ns" --reuse-values 2>&1); then
+  pass "helm upgrade to a chart with a changed CRD"
+else
+  fail "helm upgrade to a chart with a changed CRD: $out"
+fi
+expect_eq "AllocatorPolicy short names after the upgrade" "$(short_names)" '["agpolicy","agpnext","agp"]'
+expect_eq "AllocatorPolicy CRD generation after the upgrade" \
+  "$(jget crd allocatorpolicies.allocguard.io '{.metadata.generation}')" $((crd_gen_before + 1))
+if out=$("$helm" upgrade "$release" "$chart" -n "$ns" --reuse-values 2>&1); then
+  pass "helm upgrade back to this chart"
+else
+  fail "helm upgrade back to this chart: $out"
+fi
+expect_eq "AllocatorPolicy short names after the upgrade back" "$(short_names)" '["agpolicy","agp"]'
+
+# An AllocatorPolicy in a namespace outside the test's webhook scope (no
+# operator serves the webhooks here): crds.keep must keep it on uninstall.
+kept_ns=$ns-kept
+"$kubectl" create namespace "$kept_ns" >/dev/null
+if out=$("$kubectl" apply -n "$kept_ns" -f - <<<"$notes_policy" 2>&1); then
+  pass "an AllocatorPolicy created before the uninstall ($out)"
+else
+  fail "creating an AllocatorPolicy: $out"
+fi
+
+echo "== helm uninstall leaves no webhook configuration, and keeps the CRDs and their objects"
 if out=$("$helm" uninstall "$release" -n "$ns" 2>&1); then pass "helm uninstall"; else fail "helm uninstall: $out"; fi
+grep -q "kept due to the resource policy" <<<"$out" && pass "helm uninstall says what it kept: $(grep -A3 "kept due" <<<"$out" | tail -n +2 | tr -s " \n" " ")" ||
+  fail "helm uninstall did not report the kept CRDs: $out"
+for crd in "${crd_names[@]}"; do
+  "$kubectl" get crd "$crd" >/dev/null 2>&1 && pass "CRD $crd kept" || fail "CRD $crd deleted by helm uninstall"
+done
+expect_eq "AllocatorPolicies kept" "$("$kubectl" get allocatorpolicies -n "$kept_ns" -o name | wc -l)" 1
+"$kubectl" delete namespace "$kept_ns" --wait=false >/dev/null
 for kind in mutatingwebhookconfiguration validatingwebhookconfiguration clusterrole/"$name-manager" \
   clusterrolebinding/"$name-manager" clusterrole/"$name-webhook-ca-injection"; do
   what=$kind

@@ -7,8 +7,10 @@
 #                                   injection init container, guard
 #   localhost/ratchet-service:TAG   --target demo-workload (e2e/workloads)
 #
-#   e2e/images/allocguard.sh [--tag TAG] [--no-import]
+#   e2e/images/allocguard.sh [--tag TAG] [--no-import] [--operator-only]
 #   e2e/images/allocguard.sh --allocators-only   # base images and allocator stages only
+#
+# --operator-only builds the operator image alone (scripts/release.sh).
 #
 # The same Dockerfile builds unchanged with `docker build` elsewhere. buildah
 # keeps layers (--layers) between builds on this machine, and the build stage
@@ -35,11 +37,13 @@ source "$here/versions.sh"
 tag=${ALLOCGUARD_IMAGE_TAG:-e2e}
 import=1
 allocators_only=0
+operator_only=0
 while (($#)); do
   case $1 in
     --tag) tag=$2; shift 2 ;;
     --no-import) import=0; shift ;;
     --allocators-only) allocators_only=1 import=0; shift ;;
+    --operator-only) operator_only=1; shift ;;
     *) echo "allocguard.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -81,12 +85,15 @@ bud allocators-glibc ""
 bud allocators-musl ""
 ((allocators_only)) && exit 0
 bud "" "$operator_image"
-bud demo-workload "$workload_image"
+images=("$operator_image")
+if ((!operator_only)); then
+  bud demo-workload "$workload_image"
+  images+=("$workload_image")
+fi
 
 if ((import)); then
   start=$SECONDS
-  "$here/import.sh" --buildah "$operator_image" "$workload_image" >&2
+  "$here/import.sh" --buildah "${images[@]}" >&2
   step "imported into the node's containerd in $((SECONDS - start)) s"
 fi
-echo "$operator_image"
-echo "$workload_image"
+printf '%s\n' "${images[@]}"
