@@ -31,12 +31,12 @@ inline constexpr char kCanaryValidationPath[] = "/validate-allocguard-io-v1alpha
 struct AdmissionHandlerOptions {
   std::string operator_namespace;
   std::string image;  // the allocguard image the Pod injection adds
-  // Flags the injected guard gets so that it logs as the operator does
-  // ("--log-format json", ...; empty with the defaults).
-  std::vector<std::string> guard_log_flags;
   // The operator's own user name ("" when unknown), to tell its own release
   // of a hold from a user's edit.
   std::string own_username;
+  // Flags the injected guard gets so that it logs as the operator does
+  // ("--log-format json", ...; empty with the defaults).
+  std::vector<std::string> guard_log_flags;
 };
 
 // All must outlive the handlers; none may be null except events.

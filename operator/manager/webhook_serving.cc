@@ -161,8 +161,8 @@ class WebhookServingImpl final : public WebhookServing {
     admission_ =
         std::make_unique<webhook::AdmissionServer>(server_.get(), deps_.clock, deps_.metrics);
     handlers_ = std::make_unique<AdmissionHandlers>(
-        AdmissionHandlerOptions{options_.operator_namespace, options_.image,
-                                GuardLogFlags(options_), own_username_},
+        AdmissionHandlerOptions{options_.operator_namespace, options_.image, own_username_,
+                                GuardLogFlags(options_)},
         AdmissionHandlerDeps{deps_.client, deps_.policies, deps_.canaries, deps_.deployments,
                              deps_.events});
     handlers_->RegisterOn(*admission_);

@@ -46,13 +46,29 @@ Status CheckKeys(const Fields& f, const YAML::Node& map, const std::string& pref
   return Status::Ok();
 }
 
+// The key a field is written with: its snake_case name (as the load files of
+// docs/replay.md have it) or its camelCase name (as a policy's canary.load
+// has it, so that its requests can be copied into a load file); the
+// snake_case name when neither is there. Both at once is an error.
+Result<std::string> Spelling(const Fields& f, const YAML::Node& map, const std::string& prefix,
+                             const std::string& snake, const std::string& camel) {
+  if (map[snake] && map[camel]) {
+    return f.Error(map[camel], prefix + camel,
+                   "and " + prefix + snake + " are the same field: give one of them");
+  }
+  return map[camel] ? camel : snake;
+}
+
 Result<RequestSpec> ParseRequest(const Fields& f, const YAML::Node& node, size_t index) {
   const std::string p = "requests[" + std::to_string(index) + "].";
   if (!node.IsMap())
     return f.Error(node, "requests[" + std::to_string(index) + "]", "must be a map");
-  AG_RETURN_IF_ERROR(CheckKeys(
-      f, node, p,
-      {"name", "method", "path", "body", "content_type", "weight", "key_space", "expect"}));
+  AG_RETURN_IF_ERROR(CheckKeys(f, node, p,
+                               {"name", "method", "path", "body", "content_type", "contentType",
+                                "weight", "key_space", "keySpace", "expect"}));
+  AG_ASSIGN_OR_RETURN(const std::string content_type,
+                      Spelling(f, node, p, "content_type", "contentType"));
+  AG_ASSIGN_OR_RETURN(const std::string key_space, Spelling(f, node, p, "key_space", "keySpace"));
   RequestSpec r;
   r.name = "request-" + std::to_string(index);
   if (node["name"]) {
@@ -74,9 +90,9 @@ Result<RequestSpec> ParseRequest(const Fields& f, const YAML::Node& node, size_t
   if (node["body"]) {
     AG_ASSIGN_OR_RETURN(r.body, f.Get<std::string>(node["body"], p + "body", "a string"));
   }
-  if (node["content_type"]) {
+  if (node[content_type]) {
     AG_ASSIGN_OR_RETURN(r.content_type,
-                        f.Get<std::string>(node["content_type"], p + "content_type", "a string"));
+                        f.Get<std::string>(node[content_type], p + content_type, "a string"));
   }
   if (node["weight"]) {
     AG_ASSIGN_OR_RETURN(r.weight, f.Get<double>(node["weight"], p + "weight", "a number"));
@@ -85,11 +101,10 @@ Result<RequestSpec> ParseRequest(const Fields& f, const YAML::Node& node, size_t
                      "must be positive, got " + node["weight"].as<std::string>());
     }
   }
-  if (node["key_space"]) {
-    AG_ASSIGN_OR_RETURN(r.key_space,
-                        f.Get<int64_t>(node["key_space"], p + "key_space", "an integer"));
+  if (node[key_space]) {
+    AG_ASSIGN_OR_RETURN(r.key_space, f.Get<int64_t>(node[key_space], p + key_space, "an integer"));
     if (r.key_space < 1) {
-      return f.Error(node["key_space"], p + "key_space",
+      return f.Error(node[key_space], p + key_space,
                      "must be at least 1, got " + std::to_string(r.key_space));
     }
   }
@@ -124,14 +139,20 @@ Result<std::chrono::milliseconds> GetDuration(const Fields& f, const YAML::Node&
 Result<LoadSpec> ParseRoot(const YAML::Node& root) {
   Fields f;
   if (!root.IsMap()) return InvalidArgument("load file: the top level must be a map of fields");
-  AG_RETURN_IF_ERROR(CheckKeys(f, root, "",
-                               {"base_url", "rate", "workers", "seed", "arrival", "late_after",
-                                "request_timeout", "ready", "requests"}));
+  AG_RETURN_IF_ERROR(
+      CheckKeys(f, root, "",
+                {"base_url", "baseUrl", "rate", "workers", "seed", "arrival", "late_after",
+                 "lateAfter", "request_timeout", "requestTimeout", "ready", "requests"}));
+  AG_ASSIGN_OR_RETURN(const std::string base_url, Spelling(f, root, "", "base_url", "baseUrl"));
+  AG_ASSIGN_OR_RETURN(const std::string late_after,
+                      Spelling(f, root, "", "late_after", "lateAfter"));
+  AG_ASSIGN_OR_RETURN(const std::string request_timeout,
+                      Spelling(f, root, "", "request_timeout", "requestTimeout"));
   LoadSpec spec;
-  if (!root["base_url"]) return InvalidArgument("load file: base_url is required");
-  AG_ASSIGN_OR_RETURN(spec.base_url, f.Get<std::string>(root["base_url"], "base_url", "a string"));
+  if (!root[base_url]) return InvalidArgument("load file: base_url is required");
+  AG_ASSIGN_OR_RETURN(spec.base_url, f.Get<std::string>(root[base_url], base_url, "a string"));
   if (spec.base_url.rfind("http://", 0) != 0) {
-    return f.Error(root["base_url"], "base_url",
+    return f.Error(root[base_url], base_url,
                    "must start with http://, got \"" + spec.base_url + "\"");
   }
   if (!root["rate"]) return InvalidArgument("load file: rate (requests per second) is required");
@@ -159,12 +180,12 @@ Result<LoadSpec> ParseRoot(const YAML::Node& root) {
       return f.Error(root["arrival"], "arrival", "must be poisson or uniform, got \"" + a + "\"");
     }
   }
-  if (root["late_after"]) {
-    AG_ASSIGN_OR_RETURN(spec.late_after, GetDuration(f, root["late_after"], "late_after"));
+  if (root[late_after]) {
+    AG_ASSIGN_OR_RETURN(spec.late_after, GetDuration(f, root[late_after], late_after));
   }
-  if (root["request_timeout"]) {
+  if (root[request_timeout]) {
     AG_ASSIGN_OR_RETURN(spec.request_timeout,
-                        GetDuration(f, root["request_timeout"], "request_timeout"));
+                        GetDuration(f, root[request_timeout], request_timeout));
   }
   if (root["ready"]) {
     const YAML::Node& r = root["ready"];

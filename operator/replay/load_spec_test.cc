@@ -84,6 +84,39 @@ TEST(ParseLoadSpecTest, BadFilesNameTheFieldAndLine) {
   }
 }
 
+TEST(ParseLoadSpecTest, ReadsThePolicysCamelCaseSpellingToo) {
+  // A policy's canary.load (the CRD's camelCase) copied into a load file.
+  auto spec = ParseLoadSpec(R"(baseUrl: http://127.0.0.1:{port}
+rate: 20
+lateAfter: 500ms
+requestTimeout: 3s
+requests:
+  - {name: get, path: "/items/{key}", keySpace: 1000, contentType: text/plain, body: x}
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->base_url, "http://127.0.0.1:{port}");
+  EXPECT_EQ(spec->late_after, std::chrono::milliseconds(500));
+  EXPECT_EQ(spec->request_timeout, std::chrono::seconds(3));
+  ASSERT_EQ(spec->requests.size(), 1u);
+  EXPECT_EQ(spec->requests[0].key_space, 1000);
+  EXPECT_EQ(spec->requests[0].content_type, "text/plain");
+}
+
+TEST(ParseLoadSpecTest, BothSpellingsOfOneFieldAreRefusedByName) {
+  auto both =
+      ParseLoadSpec("base_url: http://a\nbaseUrl: http://b\nrate: 1\nrequests: [{path: /}]\n");
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("baseUrl and base_url are the same field"),
+            std::string::npos)
+      << both.status().message();
+  // An error names the field as it was written.
+  auto bad = ParseLoadSpec("baseUrl: http://a\nrate: 1\nrequests: [{path: /, keySpace: 0}]\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("requests[0].keySpace must be at least 1"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 TEST(LoadScheduleTest, SameSeedSameRequestsDifferentSeedDifferent) {
   auto spec = ParseLoadSpec(kGood).value();
   spec.arrival = Arrival::kPoisson;
