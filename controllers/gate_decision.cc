@@ -6,6 +6,7 @@
 #include "controllers/rollout_decision.h"
 #include "operator/admission/deployment_gate.h"
 #include "operator/api/canary_status.h"
+#include "operator/api/json_fields.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 
@@ -24,14 +25,8 @@ std::string Str(const json& object, const char* key) {
   return v.is_string() ? v.get<std::string>() : "";
 }
 
-std::string Annotation(const json& object, const char* key) {
-  return Str(Field(Field(object, "metadata"), "annotations"), key);
-}
-
-bool HasAnnotation(const json& object, const char* key) {
-  const json& a = Field(Field(object, "metadata"), "annotations");
-  return a.is_object() && a.contains(key) && a[key].is_string();
-}
+using api::json_fields::Annotation;
+using api::json_fields::HasAnnotation;
 
 std::map<std::string, std::string> Labels(const json& object) {
   std::map<std::string, std::string> out;

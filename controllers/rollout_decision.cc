@@ -5,6 +5,7 @@
 #include "controllers/canary_decision.h"
 #include "operator/admission/deployment_gate.h"
 #include "operator/api/canary_status.h"
+#include "operator/api/json_fields.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 #include "operator/kube/object.h"
@@ -14,17 +15,8 @@ namespace {
 
 using nlohmann::json;
 
-std::string Annotation(const json& object, const char* key) {
-  const json* annotations = nullptr;
-  if (object.is_object() && object.contains("metadata") && object["metadata"].is_object() &&
-      object["metadata"].contains("annotations") && object["metadata"]["annotations"].is_object()) {
-    annotations = &object["metadata"]["annotations"];
-  }
-  if (annotations == nullptr || !annotations->contains(key) || !(*annotations)[key].is_string()) {
-    return "";
-  }
-  return (*annotations)[key].get<std::string>();
-}
+using api::json_fields::Annotation;
+using api::json_fields::Paused;
 
 std::string ObjectName(const json& object) {
   if (!object.is_object() || !object.contains("metadata") || !object["metadata"].is_object()) {
@@ -153,11 +145,6 @@ std::string OrphanedHoldReason(const RolloutInput& input) {
            api::RolloutModeName(policy.spec.rollout.mode) + ", which never holds";
   }
   return "";
-}
-
-bool Paused(const json& deployment) {
-  return deployment.contains("spec") && deployment["spec"].is_object() &&
-         deployment["spec"].value("paused", false);
 }
 
 }  // namespace

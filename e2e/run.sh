@@ -210,10 +210,13 @@ gate_expect() {
 }
 
 chaos_pid=""
+release_dir=""
 cleanup() {
   local status=$?
   # e2e/chaos.py, if a failure left it running (it would time out on its own).
   if [[ -n $chaos_pid ]]; then kill "$chaos_pid" 2>/dev/null || true; fi
+  # The release's artifacts (stage 1), if a failure came before they were removed.
+  if [[ -n $release_dir ]]; then rm -rf "$release_dir"; fi
   if ((keep)); then
     say "cluster left running: source $ALLOCGUARD_CLUSTER_DIR/env; e2e/cluster/down.sh to stop it"
   else
@@ -278,6 +281,7 @@ image_in_use=$(jp deployment/allocguard -n "$system_ns" -o jsonpath='{.spec.temp
 [[ $image_in_use == "$default_repository:$version" ]] ||
   fail "the packaged chart runs $image_in_use, want its default $default_repository:$version"
 rm -rf "$release_dir"
+release_dir=""
 ready=$(jp deployment/allocguard -n "$system_ns" -o jsonpath='{.status.readyReplicas}')
 [[ $ready == 2 ]] || fail "the operator Deployment has $ready ready replicas, want 2"
 leader_pod() {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "operator/api/json_fields.h"
 #include "operator/api/names.h"
 
 namespace allocguard::admission {
@@ -22,16 +23,9 @@ const json& Field(const json& object, const char* key) {
   return it == object.end() ? kNull : *it;
 }
 
-std::string Annotation(const json& object, const char* key) {
-  const json& value = Field(Field(Field(object, "metadata"), "annotations"), key);
-  return value.is_string() ? value.get<std::string>() : "";
-}
-
-bool HasAnnotation(const json& object, const char* key) {
-  return !Field(Field(Field(object, "metadata"), "annotations"), key).is_null();
-}
-
-bool Paused(const json& deployment) { return Field(Field(deployment, "spec"), "paused") == true; }
+using api::json_fields::Annotation;
+using api::json_fields::HasAnnotation;
+using api::json_fields::Paused;
 
 std::string Sha256Hex(const std::string& data) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};

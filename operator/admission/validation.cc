@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "operator/api/json_fields.h"
 #include "operator/api/names.h"
 
 namespace allocguard::admission {
@@ -13,23 +14,9 @@ namespace {
 
 using nlohmann::json;
 
-const json& Field(const json& object, const char* key) {
-  static const json kNull;
-  if (!object.is_object()) return kNull;
-  auto it = object.find(key);
-  return it == object.end() ? kNull : *it;
-}
-
-const json& AnnotationValue(const json& object, const char* key) {
-  return Field(Field(Field(object, "metadata"), "annotations"), key);
-}
-
-std::string Annotation(const json& object, const char* key) {
-  const json& value = AnnotationValue(object, key);
-  return value.is_string() ? value.get<std::string>() : "";
-}
-
-bool Paused(const json& deployment) { return Field(Field(deployment, "spec"), "paused") == true; }
+using api::json_fields::Annotation;
+using api::json_fields::HasAnnotation;
+using api::json_fields::Paused;
 
 ValidationDecision Refuse(std::string message) {
   ValidationDecision decision;
@@ -102,13 +89,11 @@ bool SelectorsOverlap(const api::LabelSelector& a, const api::LabelSelector& b,
 ValidationDecision ValidateDeploymentUpdate(const json& old_deployment, const json& new_deployment,
                                             Requester requester) {
   const std::string held = Annotation(old_deployment, api::kHeldCandidateAnnotation);
-  if (AnnotationValue(old_deployment, api::kHeldCandidateAnnotation).is_null() ||
-      !Paused(old_deployment)) {
+  if (!HasAnnotation(old_deployment, api::kHeldCandidateAnnotation) || !Paused(old_deployment)) {
     return {};
   }
   const std::string override_reason = Annotation(new_deployment, api::kOverrideHoldAnnotation);
-  const bool still_marked =
-      !AnnotationValue(new_deployment, api::kHeldCandidateAnnotation).is_null();
+  const bool still_marked = HasAnnotation(new_deployment, api::kHeldCandidateAnnotation);
   const std::string how_to_override =
       std::string("wait for its ReplayCanary to be Flat, or set the annotation ") +
       api::kOverrideHoldAnnotation + " to your reason (recorded in an event)";

@@ -40,4 +40,32 @@ Result<int64_t> AsInt(const json& v, const std::string& path) {
   return InvalidArgument(path + ": must be an integer, got " + Dump(v));
 }
 
+namespace {
+
+const nlohmann::json& AnnotationMember(const nlohmann::json& object, const char* key) {
+  static const nlohmann::json kNull;
+  const nlohmann::json* metadata = Member(object, "metadata");
+  const nlohmann::json* annotations =
+      metadata == nullptr ? nullptr : Member(*metadata, "annotations");
+  const nlohmann::json* value = annotations == nullptr ? nullptr : Member(*annotations, key);
+  return value == nullptr ? kNull : *value;
+}
+
+}  // namespace
+
+std::string Annotation(const nlohmann::json& object, const char* key) {
+  const nlohmann::json& value = AnnotationMember(object, key);
+  return value.is_string() ? value.get<std::string>() : "";
+}
+
+bool HasAnnotation(const nlohmann::json& object, const char* key) {
+  return AnnotationMember(object, key).is_string();
+}
+
+bool Paused(const nlohmann::json& deployment) {
+  const nlohmann::json* spec = Member(deployment, "spec");
+  const nlohmann::json* paused = spec == nullptr ? nullptr : Member(*spec, "paused");
+  return paused != nullptr && paused->is_boolean() && paused->get<bool>();
+}
+
 }  // namespace allocguard::api::json_fields

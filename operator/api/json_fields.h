@@ -28,4 +28,14 @@ const nlohmann::json* Member(const nlohmann::json& obj, const char* key);
 // InvalidArgument "<path>: must be an integer, got ...".
 Result<int64_t> AsInt(const nlohmann::json& v, const std::string& path);
 
+// The reads of an object's metadata and a Deployment's pause that the
+// decisions of controllers/ and admission/ share, one meaning each:
+// metadata.annotations[key] when it is a string, "" otherwise (absent, null,
+// another type, or an object without metadata).
+std::string Annotation(const nlohmann::json& object, const char* key);
+// Whether metadata.annotations holds key as a string; an empty string counts.
+bool HasAnnotation(const nlohmann::json& object, const char* key);
+// A Deployment's spec.paused: true only when it is the boolean true.
+bool Paused(const nlohmann::json& deployment);
+
 }  // namespace allocguard::api::json_fields
