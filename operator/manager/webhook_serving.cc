@@ -23,9 +23,12 @@ namespace {
 // The flags that make an injected guard log as this operator does; none with
 // the defaults, so a default install's injected pods stay as they were.
 std::vector<std::string> GuardLogFlags(const ManagerOptions& options) {
+  const ManagerOptions defaults;
   std::vector<std::string> flags;
-  if (options.log_level != "info") flags.insert(flags.end(), {"--log-level", options.log_level});
-  if (options.log_format != "text") {
+  if (options.log_level != defaults.log_level) {
+    flags.insert(flags.end(), {"--log-level", options.log_level});
+  }
+  if (options.log_format != defaults.log_format) {
     flags.insert(flags.end(), {"--log-format", options.log_format});
   }
   return flags;

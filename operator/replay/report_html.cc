@@ -150,11 +150,17 @@ std::string Chart(const CsvRun& run, const VariantResult& r, const Scale& scale)
   return svg;
 }
 
-// The samples of variant v (matched by name), or null when it has none.
-const CsvRun* RunOf(const std::vector<CsvRun>& runs, const VariantResult& v) {
+// The CSV of variant v (matched by name), or null.
+const CsvRun* FindRun(const std::vector<CsvRun>& runs, const VariantResult& v) {
   auto run = std::find_if(runs.begin(), runs.end(),
                           [&](const CsvRun& r) { return r.Header("variant") == v.variant; });
-  return run == runs.end() || run->rows.empty() ? nullptr : &*run;
+  return run == runs.end() ? nullptr : &*run;
+}
+
+// The samples of variant v, or null when it has none.
+const CsvRun* RunOf(const std::vector<CsvRun>& runs, const VariantResult& v) {
+  const CsvRun* run = FindRun(runs, v);
+  return run == nullptr || run->rows.empty() ? nullptr : run;
 }
 
 std::string Recorded(const std::string& value) {
@@ -185,12 +191,8 @@ std::string ArenaLimit(const VariantResult& v, const std::string& cpus) {
 // CSV written before a key was recorded says so), the judge's settings, and
 // per variant its allocator, environment, library and arena limit.
 std::string RunMetadata(const ReplaySummary& summary, const std::vector<CsvRun>& runs) {
-  const CsvRun* candidate = nullptr;
-  for (const auto& r : runs) {
-    if (!summary.variants.empty() && r.Header("variant") == summary.variants.front().variant) {
-      candidate = &r;
-    }
-  }
+  const CsvRun* candidate =
+      summary.variants.empty() ? nullptr : FindRun(runs, summary.variants.front());
   const auto header = [&](const std::string& key) {
     return candidate == nullptr ? std::string() : candidate->Header(key);
   };
