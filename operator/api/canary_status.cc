@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "operator/api/json_fields.h"
+#include "operator/api/json_reader.h"
 
 namespace allocguard::api {
 namespace {
@@ -13,140 +14,30 @@ using json_fields::Member;
 using json_fields::Path;
 using nlohmann::json;
 
-bool IsFiniteNumber(const json& v) { return v.is_number() && std::isfinite(v.get<double>()); }
+using json_fields::Reader;
 
-// Reads the members of one JSON object into typed fields. A member of the
-// wrong type is left unread and reported, with its path, in `problems`.
-class Reader {
- public:
-  Reader(const json& object, std::string path, std::vector<std::string>* problems)
-      : object_(object), path_(std::move(path)), problems_(problems) {}
+// status.phase and status.verdict, read with the meaning the header gives:
+// an unknown phase is reported and reads as absent; an unknown verdict is
+// reported and reads as Failed, kept as written in *unknown.
+void ReadPhase(Reader& r, std::optional<CanaryPhase>* out) {
+  std::string name;
+  r.String("phase", &name);
+  if (name.empty()) return;
+  *out = CanaryPhaseFromName(name);
+  if (!out->has_value()) r.Problem("phase", "\"" + name + "\" is not a phase allocguard writes");
+}
 
-  // Reads the member into *out when `fits` takes it; reports it otherwise.
-  // Returns whether it was read.
-  template <typename T>
-  bool Scalar(const char* key, bool (*fits)(const json&), const char* what, T* out) {
-    const json* v = Member(object_, key);
-    if (v == nullptr) return false;
-    if (!fits(*v)) {
-      Problem(key, std::string("must be ") + what + ", got " + Dump(*v));
-      return false;
-    }
-    *out = v->get<T>();
-    return true;
-  }
-
-  void String(const char* key, std::string* out) {
-    Scalar(
-        key, [](const json& v) { return v.is_string(); }, "a string", out);
-  }
-
-  void Bool(const char* key, bool* out) {
-    Scalar(
-        key, [](const json& v) { return v.is_boolean(); }, "a boolean", out);
-  }
-
-  void Number(const char* key, std::optional<double>* out) {
-    double d = 0;
-    if (Scalar(key, IsFiniteNumber, "a finite number", &d)) *out = d;
-  }
-
-  void Int(const char* key, std::optional<int64_t>* out) {
-    const json* v = Member(object_, key);
-    if (v == nullptr) return;
-    auto n = json_fields::AsInt(*v, Path(path_, key));
-    if (n.ok()) {
-      *out = n.value();
-    } else {
-      Report(n.status().message());
-    }
-  }
-
-  void Numbers(const char* key, std::vector<double>* out) {
-    const json* v = Member(object_, key);
-    if (v == nullptr) return;
-    if (!v->is_array()) {
-      Problem(key, "must be a list of numbers, got " + Dump(*v));
-      return;
-    }
-    for (size_t i = 0; i < v->size(); ++i) {
-      const json& x = (*v)[i];
-      if (IsFiniteNumber(x)) {
-        out->push_back(x.get<double>());
-      } else {
-        Report(Item(Path(path_, key), i) + ": must be a finite number, got " + Dump(x));
-      }
-    }
-  }
-
-  void Phase(std::optional<CanaryPhase>* out) {
-    std::string name;
-    String("phase", &name);
-    if (name.empty()) return;
-    *out = CanaryPhaseFromName(name);
-    if (!out->has_value()) Problem("phase", "\"" + name + "\" is not a phase allocguard writes");
-  }
-
-  void VerdictField(std::optional<Verdict>* out, std::string* unknown) {
-    std::string name;
-    String("verdict", &name);
-    if (name.empty()) return;
-    *out = VerdictFromName(name);
-    if (out->has_value()) return;
-    // Whoever wrote it, it is not a verdict the judge reached: it can only hold.
-    *out = Verdict::kFailed;
-    *unknown = name;
-    Problem("verdict", "\"" + name + "\" is not a verdict allocguard writes; read as Failed");
-  }
-
-  // The member as an array, or nullptr (reported when it is something else).
-  const json* Array(const char* key) {
-    const json* v = Member(object_, key);
-    if (v == nullptr) return nullptr;
-    if (v->is_array()) return v;
-    Problem(key, "must be a list, got " + Dump(*v));
-    return nullptr;
-  }
-
-  // The member as an object, or nullptr (reported when it is something else).
-  const json* Object(const char* key) {
-    const json* v = Member(object_, key);
-    if (v == nullptr) return nullptr;
-    if (v->is_object()) return v;
-    Problem(key, "must be an object, got " + Dump(*v));
-    return nullptr;
-  }
-
-  // Calls each(item, item_path) for every object in the member's list; an
-  // entry that is not an object is reported and skipped, as is a member
-  // that is not a list.
-  template <typename Each>
-  void Objects(const char* key, Each each) {
-    const json* list = Array(key);
-    if (list == nullptr) return;
-    for (size_t i = 0; i < list->size(); ++i) {
-      const json& item = (*list)[i];
-      const std::string item_path = Item(PathOf(key), i);
-      if (item.is_object()) {
-        each(item, item_path);
-      } else {
-        Report(item_path + ": must be an object, got " + Dump(item));
-      }
-    }
-  }
-
-  std::string PathOf(const char* key) const { return Path(path_, key); }
-  void Report(const std::string& problem) {
-    if (problems_ != nullptr) problems_->push_back(problem);
-  }
-
- private:
-  void Problem(const char* key, const std::string& what) { Report(Path(path_, key) + ": " + what); }
-
-  const json& object_;
-  std::string path_;
-  std::vector<std::string>* problems_;
-};
+void ReadVerdict(Reader& r, std::optional<Verdict>* out, std::string* unknown) {
+  std::string name;
+  r.String("verdict", &name);
+  if (name.empty()) return;
+  *out = VerdictFromName(name);
+  if (out->has_value()) return;
+  // Whoever wrote it, it is not a verdict the judge reached: it can only hold.
+  *out = Verdict::kFailed;
+  *unknown = name;
+  r.Problem("verdict", "\"" + name + "\" is not a verdict allocguard writes; read as Failed");
+}
 
 // Each member written only when it holds something (see the header).
 void PutString(json& out, const char* key, const std::string& value) {
@@ -165,7 +56,7 @@ void PutOptional(json& out, const char* key, const std::optional<T>& value) {
 // them).
 void ReadRun(Reader& r, VariantRun* out) {
   r.String("job", &out->job);
-  r.VerdictField(&out->verdict, &out->unknown_verdict);
+  ReadVerdict(r, &out->verdict, &out->unknown_verdict);
   r.Numbers("floorsMiB", &out->floors_mib);
   r.Number("floorSlopeGiBPerHour", &out->floor_slope_gib_per_hour);
   r.Number("slopeLowGiBPerHour", &out->slope_low_gib_per_hour);
@@ -182,7 +73,7 @@ VariantStatus ParseVariant(const json& v, const std::string& path,
   Reader r(v, path, problems);
   r.String("name", &out.name);
   r.String("allocator", &out.allocator);
-  r.Phase(&out.phase);
+  ReadPhase(r, &out.phase);
   ReadRun(r, &out);
   r.Number("peakMiB", &out.peak_mib);
   r.Number("recommendedLimitMiB", &out.recommended_limit_mib);
@@ -293,8 +184,8 @@ ReplayCanaryStatus ParseReplayCanaryStatus(const json& status, std::vector<std::
   }
   Reader r(status, "status", problems);
   r.Int("observedGeneration", &out.observed_generation);
-  r.Phase(&out.phase);
-  r.VerdictField(&out.verdict, &out.unknown_verdict);
+  ReadPhase(r, &out.phase);
+  ReadVerdict(r, &out.verdict, &out.unknown_verdict);
   r.String("explanation", &out.explanation);
   r.String("floorSlope", &out.floor_slope);
   r.String("flatVariant", &out.flat_variant);
@@ -327,7 +218,8 @@ std::optional<CanaryPhase> CanaryPhaseOf(const json& canary) {
   std::optional<CanaryPhase> phase;
   const json* status = Member(canary, "status");
   if (status == nullptr) return phase;
-  Reader(*status, "status", nullptr).Phase(&phase);
+  Reader r(*status, "status", nullptr);
+  ReadPhase(r, &phase);
   return phase;
 }
 
