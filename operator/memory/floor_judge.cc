@@ -3,18 +3,21 @@
 #include <cmath>
 #include <cstdio>
 
+#include "operator/common/verdict.h"
+
 namespace allocguard::memory {
 
 const char* FloorDecisionName(FloorDecision d) {
   switch (d) {
     case FloorDecision::kContinue:
       return "Continue";
+    // A decision that ends a run is named as the verdict it becomes.
     case FloorDecision::kFlat:
-      return "Flat";
+      return VerdictName(Verdict::kFlat);
     case FloorDecision::kRatchet:
-      return "Ratchet";
+      return VerdictName(Verdict::kRatchet);
     case FloorDecision::kInconclusive:
-      return "Inconclusive";
+      return VerdictName(Verdict::kInconclusive);
   }
   return "Unknown";
 }

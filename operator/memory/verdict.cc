@@ -10,9 +10,9 @@ const char* ClassificationName(Classification c) {
     case Classification::kNone:
       return "None";
     case Classification::kAllocatorRetention:
-      return "AllocatorRetention";
+      return VerdictName(Verdict::kAllocatorRetention);
     case Classification::kLeak:
-      return "Leak";
+      return VerdictName(Verdict::kLeak);
   }
   return "Unknown";
 }
