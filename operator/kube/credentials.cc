@@ -1,23 +1,15 @@
 #include "operator/kube/credentials.h"
 
-#include "operator/common/rfc3339.h"
-#include "operator/kube/object.h"
-
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
-extern char** environ;
+#include "operator/common/rfc3339.h"
+#include "operator/common/subprocess.h"
+#include "operator/kube/object.h"
 
 namespace allocguard::kube {
 
@@ -122,73 +114,32 @@ Result<std::string> ExecTokenSource::Run() {
                               "without a terminal");
   }
 
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
-  for (const auto& [k, v] : exec_.env) env_strings.push_back(k + "=" + v);
-  env_strings.push_back("KUBERNETES_EXEC_INFO=" + info.dump());
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_strings = {exec_.command};
-  argv_strings.insert(argv_strings.end(), exec_.args.begin(), exec_.args.end());
-  std::vector<char*> argv;
-  for (auto& s : argv_strings) argv.push_back(s.data());
-  argv.push_back(nullptr);
-
-  int out_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) return Internal(what + ": pipe failed");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, exec_.command.c_str(), &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  close(out_pipe[1]);
-  if (rc != 0) {
-    close(out_pipe[0]);
+  SubprocessOptions spawn;
+  spawn.argv = {exec_.command};
+  spawn.argv.insert(spawn.argv.end(), exec_.args.begin(), exec_.args.end());
+  spawn.env = CurrentEnvironment();
+  for (const auto& [k, v] : exec_.env) (*spawn.env)[k] = v;
+  (*spawn.env)["KUBERNETES_EXEC_INFO"] = info.dump();
+  spawn.capture_stdout = true;
+  auto plugin = Subprocess::Spawn(spawn);
+  if (!plugin.ok()) {
     std::string hint = exec_.install_hint.empty() ? "" : " (" + exec_.install_hint + ")";
-    return NotFound(what + " cannot be started: " + std::strerror(rc) + hint);
+    return NotFound(what + " cannot be started: " + plugin.status().message() + hint);
   }
-
-  std::string output;
-  bool timed_out = false;
-  auto deadline = std::chrono::steady_clock::now() + timeout_;
-  while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd pfd{out_pipe[0], POLLIN, 0};
-    int n = poll(&pfd, 1, static_cast<int>(left.count()));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      timed_out = n == 0;
-      break;
-    }
-    char buf[4096];
-    ssize_t r = read(out_pipe[0], buf, sizeof buf);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    output.append(buf, static_cast<size_t>(r));
-    if (output.size() > (1u << 20)) break;  // a credential is never this large
-  }
-  close(out_pipe[0]);
-  if (timed_out) kill(pid, SIGKILL);
-  int wstatus = 0;
-  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) {
+  // A credential is never larger than 1 MiB.
+  auto output = plugin->ReadStdout(timeout_, 1u << 20);
+  if (!output.ok() && output.status().code() == StatusCode::kDeadlineExceeded) {
+    plugin->Signal(SIGKILL);
+    plugin->Wait();
     return DeadlineExceeded(what + " did not finish within " + std::to_string(timeout_.count()) +
                             " ms and was killed");
   }
-  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+  SubprocessExit exit = plugin->Wait();
+  if (exit.signal != 0 || exit.exit_code != 0) {
     return Unavailable(what + " failed (exit status " +
-                       std::to_string(WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1) + ")");
+                       std::to_string(exit.signal == 0 ? exit.exit_code : -1) + ")");
   }
-  auto cred = nlohmann::json::parse(output, nullptr, false);
+  auto cred = nlohmann::json::parse(output.ok() ? *output : std::string(), nullptr, false);
   if (!cred.is_object() || !cred.contains("status") || !cred["status"].is_object()) {
     return InvalidArgument(what + " did not print an ExecCredential with a status");
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "operator/common/status.h"
+#include "operator/common/subprocess.h"
 
 namespace allocguard::replay {
 
@@ -24,17 +25,14 @@ struct WorkloadLaunch {
   std::string cgroup_procs_path;
 };
 
-struct WorkloadExit {
-  bool exited = false;           // false: still running
-  int exit_code = -1;            // when it exited normally
-  int signal = 0;                // when a signal ended it
-  std::string Describe() const;  // "exit code 3", "killed by signal 9 (SIGKILL)"
-};
+// How the workload ended: "exit code 3", "killed by signal 9 (SIGKILL)".
+using WorkloadExit = SubprocessExit;
 
 class WorkloadProcess {
  public:
-  // Starts argv[0] (searched in PATH) in a process group of its own. Fails
-  // when the program cannot be executed, with the reason.
+  // Starts argv[0] (searched in PATH) in a process group of its own, killed
+  // when this process dies (a Subprocess with those options). Fails when the
+  // program cannot be executed, with the reason.
   static Result<WorkloadProcess> Start(const WorkloadLaunch& launch);
 
   WorkloadProcess(WorkloadProcess&& other) noexcept;
@@ -42,17 +40,16 @@ class WorkloadProcess {
   // Stops the workload if it still runs.
   ~WorkloadProcess();
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.pid(); }
   // Non-blocking; once exited, stays exited.
   WorkloadExit Poll();
   // SIGTERM to the process group, SIGKILL after `grace`. Returns how it ended.
   WorkloadExit Stop(std::chrono::milliseconds grace);
 
  private:
-  explicit WorkloadProcess(pid_t pid) : pid_(pid) {}
+  explicit WorkloadProcess(Subprocess process) : process_(std::move(process)) {}
 
-  pid_t pid_ = -1;
-  WorkloadExit exit_;
+  Subprocess process_;
 };
 
 // The last `lines` lines of a text file, for reporting why a workload failed.
