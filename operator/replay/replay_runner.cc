@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "operator/common/rfc3339.h"
+#include "operator/common/subprocess.h"
 #include "operator/common/version.h"
 #include "operator/net/http.h"
 #include "operator/replay/load_driver.h"
@@ -22,8 +23,6 @@
 #include "operator/replay/proc_reader.h"
 #include "operator/replay/sample_csv.h"
 #include "operator/replay/workload_process.h"
-
-extern char** environ;
 
 namespace allocguard::replay {
 
@@ -50,16 +49,6 @@ Result<int> PickFreePort() {
   }
   close(fd);
   return static_cast<int>(ntohs(addr.sin_port));
-}
-
-std::map<std::string, std::string> CurrentEnvironment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string kv = *e;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return env;
 }
 
 // Says how the workload ended, or nullopt while it runs.
@@ -100,7 +89,7 @@ class VariantRun {
 
  private:
   void Progress(const std::string& line) { options_.progress(name_ + ": " + line); }
-  void Event(const std::string& e) {
+  void Event(const RunEvent& e) {
     run_.events.push_back(e);
     if (csv_) {
       Status s = csv_->AppendEvent(e);
@@ -154,7 +143,9 @@ VariantResult VariantRun::Run() {
   // The cgroup first: its outcome goes into the CSV header.
   std::string cgroup_desc;
   if (options_.attach_processes) {
-    cgroup_desc = "none: the workload's cgroup is not visible from the driver; RssAnon only";
+    cgroup_desc =
+        "none: the workload's cgroup is not visible from the driver; "
+        "RssAnon only";
   } else if (options_.attach_pid) {
     auto cg = MemoryCgroup::OfProcess(*options_.attach_pid);
     if (cg.ok()) cgroup_ = std::move(cg).value();
@@ -171,7 +162,8 @@ VariantResult VariantRun::Run() {
   }
   if (!cgroup_) {
     Progress("no memory cgroup (" + cgroup_desc.substr(6) +
-             "); sampling /proc only: dirty and writeback pages and OOM kills are not seen");
+             "); sampling /proc only: dirty and writeback pages and OOM kills "
+             "are not seen");
   }
 
   std::vector<std::pair<std::string, std::string>> header = {{"variant", name_}};
@@ -209,7 +201,7 @@ VariantResult VariantRun::Run() {
   run_.header = header;
   auto writer = SampleCsvWriter::Open(options_.out_dir + "/" + name_ + ".csv", header);
   if (!writer.ok()) {
-    run_.events.push_back("failed: " + writer.status().message());
+    run_.events.push_back(RunEvent::Failed(writer.status().message()));
     return Finish(true);
   }
   csv_.emplace(std::move(writer).value());
@@ -227,7 +219,7 @@ VariantResult VariantRun::Run() {
     if (cgroup_) launch.cgroup_procs_path = cgroup_->path() + "/cgroup.procs";
     auto started = WorkloadProcess::Start(launch);
     if (!started.ok()) {
-      Event("failed: " + started.status().message());
+      Event(RunEvent::Failed(started.status().message()));
       return Finish(true);
     }
     process.emplace(std::move(started).value());
@@ -260,7 +252,7 @@ VariantResult VariantRun::Run() {
       clock_->SleepUntil(clock_->Now() + milliseconds(200));
     }
     if (targets.empty()) {
-      Event("failed: no workload process appeared in the pod within the ready timeout");
+      Event(RunEvent::Failed("no workload process appeared in the pod within the ready timeout"));
       return Finish(true);
     }
     std::string pids;
@@ -278,7 +270,7 @@ VariantResult VariantRun::Run() {
 
   Status ready = WaitReady(load, exited, ready_deadline, clock_);
   if (!ready.ok()) {
-    Event("failed: " + failure_of_process("workload not ready: " + ready.message()));
+    Event(RunEvent::Failed(failure_of_process("workload not ready: " + ready.message())));
     return Finish(true);
   }
   if (variant_ && !variant_->library.empty()) {
@@ -298,12 +290,13 @@ VariantResult VariantRun::Run() {
       }
     }
     if (!loaded) {
-      Event("failed: " + variant_->library +
-            " is not mapped into the workload: LD_PRELOAD was ignored (static binary, setuid "
-            "program, or a loader that cannot load this library)");
+      Event(RunEvent::Failed(variant_->library +
+                             " is not mapped into the workload: LD_PRELOAD was ignored (static "
+                             "binary, setuid program, or a loader that cannot load this "
+                             "library)"));
       return Finish(true);
     }
-    Event("allocator loaded: " + variant_->library);
+    Event(RunEvent::AllocatorLoaded(variant_->library));
   }
 
   // Drive the load and sample.
@@ -327,7 +320,7 @@ VariantResult VariantRun::Run() {
       });
   Status started = driver.Start();
   if (!started.ok()) {
-    Event("failed: " + started.message());
+    Event(RunEvent::Failed(started.message()));
     return Finish(true);
   }
   ProcReader proc;
@@ -346,14 +339,15 @@ VariantResult VariantRun::Run() {
     auto now = clock_->Now();
     SampleRow row;
     row.memory.t_seconds = std::chrono::duration<double>(now - t0).count();
-    // The cgroup first: a workload the OOM killer ended is OOMKilled, not Failed.
+    // The cgroup first: a workload the OOM killer ended is OOMKilled, not
+    // Failed.
     std::optional<CgroupMemoryStat> cg_stat;
     if (cgroup_) {
       auto st = cgroup_->ReadStat();
       if (st.ok()) cg_stat = *st;
       if (cg_stat && cg_stat->oom_kills > initial_oom_kills) {
-        Event("oom: minute " + std::to_string(static_cast<int>(
-                                   std::chrono::duration<double>(now - t0).count() / 60)));
+        Event(
+            RunEvent::Oom(static_cast<int>(std::chrono::duration<double>(now - t0).count() / 60)));
         break;
       }
     }
@@ -369,13 +363,13 @@ VariantResult VariantRun::Run() {
       if (cgroup_) {
         auto st = cgroup_->ReadStat();
         if (st.ok() && st->oom_kills > initial_oom_kills) {
-          Event("oom: minute " + std::to_string(minute));
+          Event(RunEvent::Oom(minute));
           break;
         }
       }
-      Event("exited: minute " + std::to_string(minute));
-      Event("failed: " + failure_of_process("the workload died during the run in minute " +
-                                            std::to_string(minute) + " (" + how + ")"));
+      Event(RunEvent::Exited(minute));
+      Event(RunEvent::Failed(failure_of_process("the workload died during the run in minute " +
+                                                std::to_string(minute) + " (" + how + ")")));
       break;
     }
     row.memory.anon_bytes = usage->anon_bytes;
@@ -400,7 +394,7 @@ VariantResult VariantRun::Run() {
     run_.rows.push_back(row);
     Status appended = csv_->Append(row);
     if (!appended.ok()) {
-      Event("failed: " + appended.message());
+      Event(RunEvent::Failed(appended.message()));
       break;
     }
     // Floors change only when a minute completes (within one interval of its
@@ -418,8 +412,8 @@ VariantResult VariantRun::Run() {
       floors_reported = live.floors.size();
       ReportMinute(live, stats);
       if (live.decided_at_minute) {
-        Event("decided: " + std::string(memory::FloorDecisionName(live.judgement.decision)) +
-              " at minute " + std::to_string(*live.decided_at_minute));
+        Event(RunEvent::Decided(memory::FloorDecisionName(live.judgement.decision),
+                                *live.decided_at_minute));
         finished = true;
         break;
       }
@@ -430,10 +424,7 @@ VariantResult VariantRun::Run() {
   }
   driver.Stop();
   LoadStats final_stats = driver.Snapshot();
-  char latency[128];
-  std::snprintf(latency, sizeof latency, "latency: p50_ms=%.1f p99_ms=%.1f max_ms=%.1f",
-                final_stats.p50_ms, final_stats.p99_ms, final_stats.max_ms);
-  Event(latency);
+  Event(RunEvent::Latency(final_stats.p50_ms, final_stats.p99_ms, final_stats.max_ms));
   if (process) {
     WorkloadExit exit = process->Stop(std::chrono::seconds(5));
     Progress("stopped (" + exit.Describe() + ")");

@@ -58,7 +58,7 @@ TEST(RenderHtmlReportTest, OneChartPerVariantWithSamplesFloorsAndFit) {
 TEST(RenderHtmlReportTest, VariantWithoutSamplesGetsARowAndNoChart) {
   CsvRun failed;
   failed.header = {{"variant", "mimalloc"}};
-  failed.events = {"failed: cannot start workload"};
+  failed.events = {ParseRunEvent("failed: cannot start workload")};
   VariantResult r = AnalyzeRun(failed, JudgeSettings{}, true);
   std::string html = RenderHtmlReport(Summarize({r}), {failed});
   EXPECT_EQ(Count(html, "<svg"), 0u);

@@ -70,8 +70,8 @@ Status SampleCsvWriter::Append(const SampleRow& r) {
   return Status::Ok();
 }
 
-Status SampleCsvWriter::AppendEvent(const std::string& event) {
-  std::string e = event;
+Status SampleCsvWriter::AppendEvent(const RunEvent& event) {
+  std::string e = FormatRunEvent(event);
   for (char& c : e) {
     if (c == '\n') c = ' ';
   }
@@ -136,7 +136,7 @@ Result<CsvRun> ParseSampleCsv(const std::string& text) {
       if (colon == std::string::npos) continue;
       std::string key = body.substr(0, colon), value = body.substr(colon + 2);
       if (key == "event") {
-        run.events.push_back(value);
+        run.events.push_back(ParseRunEvent(value));
       } else {
         run.header.emplace_back(key, value);
       }

@@ -7,8 +7,8 @@
 // Format: '#'-prefixed "key: value" header lines that describe the run
 // (variant, allocator, env, thresholds, cgroup), one column-header line, one
 // row per sample, and "# event: ..." lines where something happened (the
-// workload failed, the run stopped early). Empty cells mean "not measured"
-// (e.g. cgroup figures without a cgroup).
+// workload failed, the run stopped early), read back as typed RunEvents. Empty cells mean "not
+// measured" (e.g. cgroup figures without a cgroup).
 
 #include <cstdio>
 #include <map>
@@ -18,6 +18,7 @@
 
 #include "operator/common/status.h"
 #include "operator/memory/memory_sample.h"
+#include "operator/replay/run_event.h"
 
 namespace allocguard::replay {
 
@@ -40,7 +41,7 @@ struct CsvRun {
   // Header values in file order, e.g. {"variant", "glibc"}.
   std::vector<std::pair<std::string, std::string>> header;
   std::vector<SampleRow> rows;
-  std::vector<std::string> events;
+  std::vector<RunEvent> events;
 
   // The header value for key, or fallback.
   std::string Header(const std::string& key, const std::string& fallback = "") const;
@@ -57,7 +58,8 @@ class SampleCsvWriter {
   ~SampleCsvWriter();
 
   Status Append(const SampleRow& row);
-  Status AppendEvent(const std::string& event);
+  // Writes "# event: " and FormatRunEvent(event), newlines turned to spaces.
+  Status AppendEvent(const RunEvent& event);
 
  private:
   explicit SampleCsvWriter(std::FILE* f) : file_(f) {}

@@ -45,7 +45,7 @@ TEST(SampleCsvTest, WrittenLineByLineAndReadBack) {
     b.memory.t_seconds = 4;
     b.memory.anon_bytes = 2000;
     ASSERT_TRUE(w->Append(b).ok());
-    ASSERT_TRUE(w->AppendEvent("failed: exit code 3").ok());
+    ASSERT_TRUE(w->AppendEvent(RunEvent::Failed("exit code 3")).ok());
   }
   auto run = ReadSampleCsv(path);
   ASSERT_TRUE(run.ok()) << run.status().ToString();
@@ -56,7 +56,8 @@ TEST(SampleCsvTest, WrittenLineByLineAndReadBack) {
   EXPECT_FALSE(run->rows[0].memory.cgroup_anon_bytes.has_value());
   EXPECT_EQ(run->rows[0].late, 1);
   EXPECT_EQ(run->rows[1].memory.anon_bytes, 2000);
-  EXPECT_EQ(run->events, std::vector<std::string>{"failed: exit code 3"});
+  EXPECT_NE(Slurp(path).find("\n# event: failed: exit code 3\n"), std::string::npos);
+  EXPECT_EQ(run->events, std::vector<RunEvent>{RunEvent::Failed("exit code 3")});
   std::filesystem::remove(path);
 }
 

@@ -1,11 +1,9 @@
 #include "operator/replay/variant_result.h"
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "operator/common/duration.h"
 #include "operator/memory/sequential_judge.h"
@@ -103,19 +101,6 @@ memory::FloorJudgement JudgeMinuteByMinute(std::span<const memory::MinuteFloor> 
   return j;
 }
 
-namespace {
-
-// The minute an event names ("oom: minute 7"), when it is one: a number from
-// 0 to what an int holds (5.6e77 from a damaged file was undefined behaviour
-// to convert, found by fuzz/sample_csv_fuzzer).
-std::optional<int> EventMinute(const std::string& text) {
-  double m;
-  if (!ParseDouble(text, &m) || !(m >= 0 && m <= INT_MAX)) return std::nullopt;
-  return static_cast<int>(m);
-}
-
-}  // namespace
-
 VariantResult AnalyzeRun(const CsvRun& run, const JudgeSettings& settings, bool finished) {
   VariantResult r;
   r.variant = run.Header("variant", "unnamed");
@@ -143,22 +128,13 @@ VariantResult AnalyzeRun(const CsvRun& run, const JudgeSettings& settings, bool 
     r.requests_late = last.late;
     r.unexpected_responses = last.errors;
   }
-  for (const std::string& e : run.events) {
-    if (e.rfind("failed: ", 0) == 0 && !r.failure) r.failure = e.substr(8);
-    if (e.rfind("oom: minute ", 0) == 0 && !r.oom_minute) r.oom_minute = EventMinute(e.substr(12));
-    if (e.rfind("exited: minute ", 0) == 0 && !r.exit_minute) {
-      r.exit_minute = EventMinute(e.substr(15));
-    }
-    if (e.rfind("latency: ", 0) == 0) {
-      std::istringstream in(e.substr(9));
-      std::string kv;
-      while (in >> kv) {
-        double v;
-        auto eq = kv.find('=');
-        if (eq == std::string::npos || !ParseDouble(kv.substr(eq + 1), &v)) continue;
-        if (kv.substr(0, eq) == "p50_ms") r.p50_ms = v;
-        if (kv.substr(0, eq) == "p99_ms") r.p99_ms = v;
-      }
+  for (const RunEvent& e : run.events) {
+    if (e.kind == RunEventKind::kFailed && !r.failure) r.failure = e.text;
+    if (e.kind == RunEventKind::kOom && !r.oom_minute) r.oom_minute = e.minute;
+    if (e.kind == RunEventKind::kExited && !r.exit_minute) r.exit_minute = e.minute;
+    if (e.kind == RunEventKind::kLatency) {
+      if (e.p50_ms) r.p50_ms = e.p50_ms;
+      if (e.p99_ms) r.p99_ms = e.p99_ms;
     }
   }
 

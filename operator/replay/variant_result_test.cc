@@ -76,7 +76,7 @@ TEST(AnalyzeRunTest, EarlyStopDecidesAtTheFirstMinuteTheJudgeIsSureAndAnalyzeAgr
 TEST(AnalyzeRunTest, EventsAndCountersBecomeVerdicts) {
   JudgeSettings settings;
   CsvRun failed = SampledRun(3, 0);
-  failed.events.push_back("failed: the workload died during the run (exit code 3)");
+  failed.events.push_back(ParseRunEvent("failed: the workload died during the run (exit code 3)"));
   EXPECT_EQ(AnalyzeRun(failed, settings, true).verdict.verdict, memory::Verdict::kFailed);
 
   CsvRun oom = SampledRun(5, 0);
@@ -92,8 +92,9 @@ TEST(AnalyzeRunTest, EventsAndCountersBecomeVerdicts) {
 
 TEST(AnalyzeRunTest, ExitEventGivesTheMinuteTheWorkloadDisappeared) {
   CsvRun run = SampledRun(4, 0);
-  run.events.push_back("exited: minute 3");
-  run.events.push_back("failed: the workload died during the run in minute 3 (gone)");
+  run.events.push_back(ParseRunEvent("exited: minute 3"));
+  run.events.push_back(
+      ParseRunEvent("failed: the workload died during the run in minute 3 (gone)"));
   VariantResult r = AnalyzeRun(run, JudgeSettings{}, true);
   EXPECT_EQ(r.exit_minute, 3);
   EXPECT_EQ(r.verdict.verdict, memory::Verdict::kFailed);
@@ -105,20 +106,20 @@ TEST(AnalyzeRunTest, ExitEventGivesTheMinuteTheWorkloadDisappeared) {
 TEST(AnalyzeRunTest, AnEventMinuteNoIntHoldsIsIgnored) {
   for (const char* minute : {"5.6e77", "-1", "nan", "3e9"}) {
     CsvRun run = SampledRun(4, 0);
-    run.events.push_back(std::string("oom: minute ") + minute);
-    run.events.push_back(std::string("exited: minute ") + minute);
+    run.events.push_back(ParseRunEvent(std::string("oom: minute ") + minute));
+    run.events.push_back(ParseRunEvent(std::string("exited: minute ") + minute));
     VariantResult r = AnalyzeRun(run, JudgeSettings{}, true);
     EXPECT_FALSE(r.oom_minute.has_value()) << minute;
     EXPECT_FALSE(r.exit_minute.has_value()) << minute;
   }
   CsvRun run = SampledRun(4, 0);
-  run.events.push_back("oom: minute 2");
+  run.events.push_back(ParseRunEvent("oom: minute 2"));
   EXPECT_EQ(AnalyzeRun(run, JudgeSettings{}, true).oom_minute, 2);
 }
 
 TEST(AnalyzeRunTest, LatencyEventIsRead) {
   CsvRun run = SampledRun(2, 0);
-  run.events.push_back("latency: p50_ms=12.5 p99_ms=80.0 max_ms=100.0");
+  run.events.push_back(ParseRunEvent("latency: p50_ms=12.5 p99_ms=80.0 max_ms=100.0"));
   VariantResult r = AnalyzeRun(run, JudgeSettings{}, true);
   EXPECT_EQ(r.p50_ms, 12.5);
   EXPECT_EQ(r.p99_ms, 80.0);
