@@ -9,7 +9,6 @@
 
 #include "operator/memory/verdict.h"
 #include "operator/replay/pod_processes.h"
-#include "operator/replay/proc_reader.h"
 #include "operator/replay/replay_runner.h"
 
 namespace allocguard::replay {
@@ -99,11 +98,12 @@ Result<CanaryResult> RunInPod(const InPodOptions& options, Clock* clock) {
   replay.attach_name = options.variant;
   replay.attach_allocator = options.allocator;
   replay.progress = options.progress;
+  replay.env = options.env ? options.env : ReplayEnv::Default();
   PodProcessFilter filter{.self = getpid(),
                           .target_comm = options.target_comm,
                           .pod_pids_for_test = options.pod_pids_for_test};
-  replay.attach_processes = [filter]() {
-    return SelectWorkloadProcesses(ProcReader().ListProcesses(), filter);
+  replay.attach_processes = [filter, env = replay.env]() {
+    return SelectWorkloadProcesses(env->ListProcesses(), filter);
   };
   auto summary = RunReplay(replay, clock);
   if (!summary.ok()) return FailSetup(options, summary.status());

@@ -21,6 +21,7 @@
 #include "operator/common/clock.h"
 #include "operator/replay/canary_result.h"
 #include "operator/replay/load_spec.h"
+#include "operator/replay/replay_env.h"
 #include "operator/replay/variant_result.h"
 
 namespace allocguard::replay {
@@ -39,6 +40,8 @@ struct InPodOptions {
   // See PodProcessFilter::pod_pids_for_test.
   std::vector<pid_t> pod_pids_for_test;
   std::function<void(const std::string&)> progress = [](const std::string&) {};
+  // The machine the driver measures; nullptr: ReplayEnv::Default(). Not owned.
+  ReplayEnv* env = nullptr;
 };
 
 // Parses the load; with a port, its base_url is replaced (or supplied, since

@@ -1,68 +1,35 @@
 #include "operator/replay/replay_runner.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <nlohmann/json.hpp>
-#include <thread>
 
 #include "operator/common/rfc3339.h"
-#include "operator/common/subprocess.h"
 #include "operator/common/version.h"
-#include "operator/net/http.h"
-#include "operator/replay/load_driver.h"
-#include "operator/replay/memory_cgroup.h"
-#include "operator/replay/proc_reader.h"
 #include "operator/replay/sample_csv.h"
 #include "operator/replay/workload_process.h"
+#include "operator/replay/workload_target.h"
 
 namespace allocguard::replay {
 
-using memory::kBytesPerMiB;
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
 namespace {
 
-// A port that was free a moment ago. The workload binds it next; the window
-// in which another process could take it is small and only costs a Failed run.
-Result<int> PickFreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Unavailable("socket() failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return Unavailable("cannot find a free port");
-  }
-  close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
-}
-
-// Says how the workload ended, or nullopt while it runs.
-using ExitCheck = std::function<std::optional<std::string>()>;
-
 // Waits until GET ready.path answers 2xx, the workload exits, or `deadline`.
-Status WaitReady(const LoadSpec& load, const ExitCheck& exited, Clock::TimePoint deadline,
-                 Clock* clock) {
+Status WaitReady(const LoadSpec& load, WorkloadTarget* target, Clock::TimePoint deadline,
+                 ReplayEnv* env, Clock* clock) {
   Status last = Unavailable("no answer yet");
   while (clock->Now() < deadline) {
-    if (auto how = exited()) {
+    if (auto how = target->ExitedBeforeReady()) {
       return FailedPrecondition("the workload exited before it was ready (" + *how + ")");
     }
-    auto client = net::NewHttpClient({.base_url = load.base_url,
+    auto client = env->NewHttpClient({.base_url = load.base_url,
                                       .connect_timeout = milliseconds(1000),
                                       .read_timeout = milliseconds(5000),
                                       .keep_alive = false});
@@ -80,12 +47,60 @@ Status WaitReady(const LoadSpec& load, const ExitCheck& exited, Clock::TimePoint
       " s: " + last.message());
 }
 
+// Where and when, for the report's run metadata: the start (UTC), the release
+// that recorded it, the machine and its CPU count (glibc's default arena
+// limit is 8 per CPU).
+void AddRunMetadata(CsvHeader* header) {
+  header->push_back({"started", FormatRfc3339(std::chrono::system_clock::now(), false)});
+  header->push_back({"allocguard_version", std::string(Version())});
+  utsname host{};
+  header->push_back({"host", uname(&host) == 0 ? host.nodename : ""});
+  header->push_back({"cpus", std::to_string(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)))});
+}
+
+SampleRow MakeRow(double t_seconds, const ProcessTreeUsage& usage,
+                  const std::optional<CgroupMemoryStat>& cgroup, const LoadStats& stats) {
+  SampleRow row;
+  row.memory.t_seconds = t_seconds;
+  row.memory.anon_bytes = usage.anon_bytes;
+  row.memory.rss_bytes = usage.rss_bytes;
+  row.cpu_seconds = usage.cpu_seconds;
+  row.processes = usage.processes;
+  row.threads = usage.threads;
+  if (cgroup) {
+    row.memory.cgroup_anon_bytes = cgroup->anon_bytes;
+    row.memory.cgroup_dirty_bytes = cgroup->dirty_bytes;
+    row.memory.cgroup_writeback_bytes = cgroup->writeback_bytes;
+    row.memory.cgroup_usage_bytes = cgroup->usage_bytes;
+    row.oom_kills = cgroup->oom_kills;
+  }
+  row.released = stats.released;
+  row.sent = stats.sent;
+  row.completed = stats.completed;
+  row.late = stats.late;
+  row.errors = stats.errors;
+  row.in_flight = stats.in_flight;
+  return row;
+}
+
+// One variant's run (or the one run of an attached workload): set up, start,
+// wait until ready, drive the load while sampling and judging, stop.
 class VariantRun {
  public:
-  VariantRun(const ReplayOptions& options, const AllocatorVariant* variant, Clock* clock)
-      : options_(options), variant_(variant), clock_(clock) {}
+  VariantRun(const ReplayOptions& options, ReplayEnv* env, Clock* clock)
+      : options_(options), env_(env), clock_(clock) {}
 
-  VariantResult Run();
+  // REQUIRES: target was made with Context().
+  VariantResult Run(std::unique_ptr<WorkloadTarget> target);
+
+  // What a target gets of this run.
+  TargetContext Context() {
+    return {.options = &options_,
+            .env = env_,
+            .clock = clock_,
+            .progress = [this](const std::string& line) { Progress(line); },
+            .event = [this](const RunEvent& e) { Event(e); }};
+  }
 
  private:
   void Progress(const std::string& line) { options_.progress(name_ + ": " + line); }
@@ -96,20 +111,210 @@ class VariantRun {
       (void)s;  // a full disk shows in the next Append, which stops the run
     }
   }
-  VariantResult Finish(bool finished);
+  CsvHeader Header(const std::string& cgroup) const;
+  Status StartWorkload();
+  std::string FailureOfProcess(const std::string& what) const;
+  void DriveAndSample();
+  void SampleUntilDone();
+  bool TakeSample(Clock::TimePoint t0);
+  void RecordEnd(int minute);
+  bool OomKilled(const std::optional<CgroupMemoryStat>& stat) const;
+  std::optional<CgroupMemoryStat> ReadCgroup() const;
+  bool JudgeIfMinuteEnded();
+  VariantResult Finish();
   void ReportMinute(const VariantResult& r, const LoadStats& stats);
 
   const ReplayOptions& options_;
-  const AllocatorVariant* variant_;  // null when attached
-  Clock* clock_;
+  ReplayEnv* const env_;
+  Clock* const clock_;
+  std::unique_ptr<WorkloadTarget> target_;
   std::string name_;
+  LoadSpec load_;
   CsvRun run_;
   std::optional<SampleCsvWriter> csv_;
-  std::unique_ptr<MemoryCgroup> cgroup_;
+  std::mutex errors_mu_;
+  std::ofstream errors_;             // <name>.errors: the unexpected responses
+  std::unique_ptr<RunLoad> driver_;  // destroyed first: its threads write errors_
+  LoadStats stats_;                  // at the last sample
+  int64_t initial_oom_kills_ = 0;
+  size_t floors_reported_ = 0;
 };
 
-VariantResult VariantRun::Finish(bool finished) {
-  VariantResult r = AnalyzeRun(run_, options_.judge, finished);
+VariantResult VariantRun::Run(std::unique_ptr<WorkloadTarget> target) {
+  target_ = std::move(target);
+  name_ = target_->name();
+  load_ = options_.load;
+  target_->PrepareLoad(&load_);
+  // The cgroup first: its outcome goes into the CSV header.
+  const std::string cgroup = target_->OpenCgroup();
+  if (!target_->cgroup()) {
+    Progress("no memory cgroup (" + cgroup.substr(6) +
+             "); sampling /proc only: dirty and writeback pages and OOM kills are not seen");
+  }
+  run_.header = Header(cgroup);
+  auto writer = SampleCsvWriter::Open(options_.out_dir + "/" + name_ + ".csv", run_.header);
+  if (!writer.ok()) {
+    run_.events.push_back(RunEvent::Failed(writer.status().message()));
+    return Finish();
+  }
+  csv_.emplace(std::move(writer).value());
+  if (Status started = StartWorkload(); !started.ok()) {
+    Event(RunEvent::Failed(started.message()));
+    return Finish();
+  }
+  DriveAndSample();
+  return Finish();
+}
+
+CsvHeader VariantRun::Header(const std::string& cgroup) const {
+  CsvHeader header = {{"variant", name_}};
+  target_->DescribeIn(&header);
+  header.push_back({"base_url", load_.base_url});
+  header.push_back({"rate", std::to_string(load_.rate)});
+  header.push_back({"workers", std::to_string(load_.workers)});
+  header.push_back({"seed", std::to_string(load_.seed)});
+  header.push_back({"duration_s", std::to_string(options_.duration.count())});
+  header.push_back({"cgroup", cgroup});
+  for (const auto& kv : options_.judge.ToHeader()) header.push_back(kv);
+  AddRunMetadata(&header);
+  return header;
+}
+
+// Starts (or finds) the workload and waits until it is ready for the load.
+// A failure's message is the run's failure.
+Status VariantRun::StartWorkload() {
+  AG_RETURN_IF_ERROR(target_->Start());
+  const auto ready_deadline = clock_->Now() + load_.ready.timeout;
+  AG_RETURN_IF_ERROR(target_->AwaitProcesses(ready_deadline));
+  Status ready = WaitReady(load_, target_.get(), ready_deadline, env_, clock_);
+  if (!ready.ok()) {
+    return FailedPrecondition(FailureOfProcess("workload not ready: " + ready.message()));
+  }
+  return target_->VerifyAllocator();
+}
+
+// `what`, with the last lines the workload wrote to stderr when it wrote any.
+std::string VariantRun::FailureOfProcess(const std::string& what) const {
+  std::string tail = TailOfFile(options_.out_dir + "/" + name_ + ".stderr", 5);
+  return what + (tail.empty() ? "" : "; last stderr lines: " + tail);
+}
+
+void VariantRun::DriveAndSample() {
+  errors_.open(options_.out_dir + "/" + name_ + ".errors");
+  errors_ << "t_s,request,method,path,status,detail\n";
+  errors_.flush();
+  driver_ = env_->NewLoad(
+      load_,
+      [this]() {
+        return env_->NewHttpClient({.base_url = load_.base_url,
+                                    .read_timeout = load_.request_timeout,
+                                    .write_timeout = load_.request_timeout});
+      },
+      clock_,
+      [this](const UnexpectedResponse& u) {
+        std::lock_guard<std::mutex> lock(errors_mu_);
+        errors_ << u.t_seconds << "," << u.request_name << "," << u.method << "," << u.path << ","
+                << u.status << "," << u.detail << "\n";
+        errors_.flush();
+      });
+  Status started = driver_->Start();
+  if (!started.ok()) {
+    Event(RunEvent::Failed(started.message()));
+    return;
+  }
+  SampleUntilDone();
+  driver_->Stop();
+  LoadStats final_stats = driver_->Snapshot();
+  Event(RunEvent::Latency(final_stats.p50_ms, final_stats.p99_ms, final_stats.max_ms));
+  target_->Stop();
+}
+
+// Samples every interval until the duration is over, the judge decided, or
+// the workload ended.
+void VariantRun::SampleUntilDone() {
+  const auto interval = duration_cast<Clock::Duration>(
+      std::chrono::duration<double>(options_.judge.sample_interval_seconds));
+  const auto t0 = clock_->Now();
+  const auto end = t0 + options_.duration;
+  if (auto stat = ReadCgroup()) initial_oom_kills_ = stat->oom_kills;
+  for (int64_t i = 0;; ++i) {
+    if (!TakeSample(t0) || JudgeIfMinuteEnded()) return;
+    auto next = t0 + interval * (i + 1);
+    if (next > end) return;
+    clock_->SleepUntil(next);
+  }
+}
+
+std::optional<CgroupMemoryStat> VariantRun::ReadCgroup() const {
+  if (!target_->cgroup()) return std::nullopt;
+  auto stat = target_->cgroup()->ReadStat();
+  if (!stat.ok()) return std::nullopt;
+  return *stat;
+}
+
+bool VariantRun::OomKilled(const std::optional<CgroupMemoryStat>& stat) const {
+  return stat && stat->oom_kills > initial_oom_kills_;
+}
+
+// Reads and records one sample. False when the run must end (an OOM kill,
+// the workload gone, the CSV unwritable), with the event saying why.
+bool VariantRun::TakeSample(Clock::TimePoint t0) {
+  const double t = std::chrono::duration<double>(clock_->Now() - t0).count();
+  const int minute = static_cast<int>(t / 60);
+  // The cgroup first: a workload the OOM killer ended is OOMKilled, not Failed.
+  std::optional<CgroupMemoryStat> cgroup = ReadCgroup();
+  if (OomKilled(cgroup)) {
+    Event(RunEvent::Oom(minute));
+    return false;
+  }
+  auto usage = env_->ReadUsage(target_->Processes());
+  if (!usage.ok() || target_->Ended()) {
+    RecordEnd(minute);
+    return false;
+  }
+  stats_ = driver_->Snapshot();
+  run_.rows.push_back(MakeRow(t, *usage, cgroup, stats_));
+  Status appended = csv_->Append(run_.rows.back());
+  if (!appended.ok()) {
+    Event(RunEvent::Failed(appended.message()));
+    return false;
+  }
+  return true;
+}
+
+// The workload is gone during the run, in `minute`.
+void VariantRun::RecordEnd(int minute) {
+  const std::string how = target_->HowItEnded();
+  // The OOM killer may have struck between the cgroup read and now.
+  if (OomKilled(ReadCgroup())) {
+    Event(RunEvent::Oom(minute));
+    return;
+  }
+  Event(RunEvent::Exited(minute));
+  Event(RunEvent::Failed(FailureOfProcess("the workload died during the run in minute " +
+                                          std::to_string(minute) + " (" + how + ")")));
+}
+
+// Floors change only when a minute completes (within one interval of its end,
+// as ComputeMinuteFloors counts it): analyzes then, reports the minute, and
+// says whether the judge decided (the run stops).
+bool VariantRun::JudgeIfMinuteEnded() {
+  const double t = run_.rows.back().memory.t_seconds;
+  const double next_minute_end =
+      60.0 * (options_.judge.warmup_minutes + static_cast<double>(floors_reported_) + 1);
+  if (t + options_.judge.sample_interval_seconds + 1e-9 < next_minute_end) return false;
+  VariantResult live = AnalyzeRun(run_, options_.judge, /*finished=*/false);
+  if (live.floors.size() <= floors_reported_) return false;
+  floors_reported_ = live.floors.size();
+  ReportMinute(live, stats_);
+  if (!live.decided_at_minute) return false;
+  Event(RunEvent::Decided(memory::FloorDecisionName(live.judgement.decision),
+                          *live.decided_at_minute));
+  return true;
+}
+
+VariantResult VariantRun::Finish() {
+  VariantResult r = AnalyzeRun(run_, options_.judge, /*finished=*/true);
   std::ofstream json(options_.out_dir + "/" + name_ + ".json");
   json << ToJsonText(r) << "\n";
   return r;
@@ -124,312 +329,13 @@ void VariantRun::ReportMinute(const VariantResult& r, const LoadStats& stats) {
   Progress(line);
 }
 
-VariantResult VariantRun::Run() {
-  name_ = variant_ ? variant_->name : options_.attach_name;
-  LoadSpec load = options_.load;
-  std::vector<std::string> argv = options_.command;
-  if (variant_) {
-    bool wants_port = load.base_url.find("{port}") != std::string::npos;
-    for (const auto& a : argv) wants_port = wants_port || a.find("{port}") != std::string::npos;
-    if (wants_port) {
-      auto port = PickFreePort();
-      if (port.ok()) {
-        for (auto& a : argv) a = ReplaceAll(a, "{port}", std::to_string(*port));
-        load.base_url = ReplaceAll(load.base_url, "{port}", std::to_string(*port));
-      }
-    }
+// The run of an attached workload: the Pod's processes, else a pid.
+VariantResult RunAttached(const ReplayOptions& options, ReplayEnv* env, Clock* clock) {
+  VariantRun run(options, env, clock);
+  if (options.attach_processes) {
+    return run.Run(NewPodProcessesTarget(run.Context(), options.attach_processes));
   }
-
-  // The cgroup first: its outcome goes into the CSV header.
-  std::string cgroup_desc;
-  if (options_.attach_processes) {
-    cgroup_desc =
-        "none: the workload's cgroup is not visible from the driver; "
-        "RssAnon only";
-  } else if (options_.attach_pid) {
-    auto cg = MemoryCgroup::OfProcess(*options_.attach_pid);
-    if (cg.ok()) cgroup_ = std::move(cg).value();
-    cgroup_desc = cg.ok() ? "v" + std::to_string(cgroup_->version()) + " " + cgroup_->path()
-                          : "none: " + cg.status().message();
-  } else if (options_.use_cgroup) {
-    auto cg = MemoryCgroup::Create("allocguard-" + name_ + "-" + std::to_string(getpid()),
-                                   options_.memory_limit_bytes);
-    if (cg.ok()) cgroup_ = std::move(cg).value();
-    cgroup_desc = cg.ok() ? "v" + std::to_string(cgroup_->version()) + " " + cgroup_->path()
-                          : "none: " + cg.status().message();
-  } else {
-    cgroup_desc = "none: disabled by --no-cgroup";
-  }
-  if (!cgroup_) {
-    Progress("no memory cgroup (" + cgroup_desc.substr(6) +
-             "); sampling /proc only: dirty and writeback pages and OOM kills "
-             "are not seen");
-  }
-
-  std::vector<std::pair<std::string, std::string>> header = {{"variant", name_}};
-  std::string env_text;
-  if (variant_) {
-    for (const auto& [k, v] : variant_->env)
-      env_text += (env_text.empty() ? "" : " ") + k + "=" + v;
-    header.push_back({"allocator", AllocatorName(variant_->allocator)});
-    header.push_back({"env", env_text});
-    header.push_back({"library", variant_->library});
-    std::string cmd;
-    for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
-    header.push_back({"command", cmd});
-  } else {
-    header.push_back({"allocator", options_.attach_allocator});
-    header.push_back({"attached_pid", options_.attach_processes
-                                          ? std::string("processes of the pod")
-                                          : std::to_string(*options_.attach_pid)});
-  }
-  header.push_back({"base_url", load.base_url});
-  header.push_back({"rate", std::to_string(load.rate)});
-  header.push_back({"workers", std::to_string(load.workers)});
-  header.push_back({"seed", std::to_string(load.seed)});
-  header.push_back({"duration_s", std::to_string(options_.duration.count())});
-  header.push_back({"cgroup", cgroup_desc});
-  for (const auto& kv : options_.judge.ToHeader()) header.push_back(kv);
-  // Where and when, for the report's run metadata: the start (UTC), the
-  // release that recorded it, the machine and its CPU count (glibc's default
-  // arena limit is 8 per CPU).
-  header.push_back({"started", FormatRfc3339(std::chrono::system_clock::now(), false)});
-  header.push_back({"allocguard_version", std::string(Version())});
-  utsname host{};
-  header.push_back({"host", uname(&host) == 0 ? host.nodename : ""});
-  header.push_back({"cpus", std::to_string(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)))});
-  run_.header = header;
-  auto writer = SampleCsvWriter::Open(options_.out_dir + "/" + name_ + ".csv", header);
-  if (!writer.ok()) {
-    run_.events.push_back(RunEvent::Failed(writer.status().message()));
-    return Finish(true);
-  }
-  csv_.emplace(std::move(writer).value());
-
-  // Start the workload.
-  std::optional<WorkloadProcess> process;
-  pid_t root = 0;
-  std::string stderr_path = options_.out_dir + "/" + name_ + ".stderr";
-  if (variant_) {
-    WorkloadLaunch launch;
-    launch.argv = argv;
-    launch.env = VariantEnvironment(*variant_, CurrentEnvironment());
-    launch.stdout_path = options_.out_dir + "/" + name_ + ".stdout";
-    launch.stderr_path = stderr_path;
-    if (cgroup_) launch.cgroup_procs_path = cgroup_->path() + "/cgroup.procs";
-    auto started = WorkloadProcess::Start(launch);
-    if (!started.ok()) {
-      Event(RunEvent::Failed(started.status().message()));
-      return Finish(true);
-    }
-    process.emplace(std::move(started).value());
-    root = process->pid();
-    Progress("started pid " + std::to_string(root) + " (" + AllocatorName(variant_->allocator) +
-             (env_text.empty() ? "" : ", " + env_text) + ")");
-  } else if (options_.attach_pid) {
-    root = *options_.attach_pid;
-  }
-
-  auto failure_of_process = [&](const std::string& what) {
-    std::string tail = TailOfFile(stderr_path, 5);
-    return what + (tail.empty() ? "" : "; last stderr lines: " + tail);
-  };
-
-  // The processes measured: the started or attached root, or the pod's.
-  std::vector<pid_t> targets;
-  auto find_targets = [&]() {
-    if (options_.attach_processes) {
-      targets = options_.attach_processes();
-    } else {
-      targets = {root};
-    }
-  };
-  find_targets();
-  const auto ready_deadline = clock_->Now() + load.ready.timeout;
-  if (options_.attach_processes) {
-    // The workload's container may start after the driver's.
-    for (; targets.empty() && clock_->Now() < ready_deadline; find_targets()) {
-      clock_->SleepUntil(clock_->Now() + milliseconds(200));
-    }
-    if (targets.empty()) {
-      Event(RunEvent::Failed("no workload process appeared in the pod within the ready timeout"));
-      return Finish(true);
-    }
-    std::string pids;
-    for (pid_t p : targets) pids += (pids.empty() ? "" : " ") + std::to_string(p);
-    Progress("measuring pid " + pids);
-  }
-  ExitCheck exited = [&]() -> std::optional<std::string> {
-    if (process && process->Poll().exited) return process->Poll().Describe();
-    if (options_.attach_processes) {
-      find_targets();
-      if (targets.empty()) return std::string("its processes are gone");
-    }
-    return std::nullopt;
-  };
-
-  Status ready = WaitReady(load, exited, ready_deadline, clock_);
-  if (!ready.ok()) {
-    Event(RunEvent::Failed(failure_of_process("workload not ready: " + ready.message())));
-    return Finish(true);
-  }
-  if (variant_ && !variant_->library.empty()) {
-    // LD_PRELOAD is silently ignored by static binaries, setuid programs and
-    // musl loaders given a glibc library: check the library is really mapped.
-    // maps shows the resolved file (libtcmalloc_minimal.so.4.5.10 for the
-    // .so.4 link), so compare canonical paths.
-    std::error_code ec;
-    auto wanted = std::filesystem::canonical(variant_->library, ec);
-    ProcReader proc;
-    auto libs = proc.MappedLibraries(root);
-    bool loaded = false;
-    if (libs.ok() && !ec) {
-      for (const auto& l : *libs) {
-        auto mapped = std::filesystem::canonical(l, ec);
-        loaded = loaded || (!ec && mapped == wanted);
-      }
-    }
-    if (!loaded) {
-      Event(RunEvent::Failed(variant_->library +
-                             " is not mapped into the workload: LD_PRELOAD was ignored (static "
-                             "binary, setuid program, or a loader that cannot load this "
-                             "library)"));
-      return Finish(true);
-    }
-    Event(RunEvent::AllocatorLoaded(variant_->library));
-  }
-
-  // Drive the load and sample.
-  std::mutex errors_mu;
-  std::ofstream errors(options_.out_dir + "/" + name_ + ".errors");
-  errors << "t_s,request,method,path,status,detail\n";
-  errors.flush();
-  LoadDriver driver(
-      load,
-      [&load]() {
-        return net::NewHttpClient({.base_url = load.base_url,
-                                   .read_timeout = load.request_timeout,
-                                   .write_timeout = load.request_timeout});
-      },
-      clock_,
-      [&](const UnexpectedResponse& u) {
-        std::lock_guard<std::mutex> lock(errors_mu);
-        errors << u.t_seconds << "," << u.request_name << "," << u.method << "," << u.path << ","
-               << u.status << "," << u.detail << "\n";
-        errors.flush();
-      });
-  Status started = driver.Start();
-  if (!started.ok()) {
-    Event(RunEvent::Failed(started.message()));
-    return Finish(true);
-  }
-  ProcReader proc;
-  const auto interval = duration_cast<Clock::Duration>(
-      std::chrono::duration<double>(options_.judge.sample_interval_seconds));
-  const auto t0 = clock_->Now();
-  const auto end = t0 + options_.duration;
-  size_t floors_reported = 0;
-  int64_t initial_oom_kills = 0;
-  if (cgroup_) {
-    auto st = cgroup_->ReadStat();
-    if (st.ok()) initial_oom_kills = st->oom_kills;
-  }
-  bool finished = true;
-  for (int64_t i = 0;; ++i) {
-    auto now = clock_->Now();
-    SampleRow row;
-    row.memory.t_seconds = std::chrono::duration<double>(now - t0).count();
-    // The cgroup first: a workload the OOM killer ended is OOMKilled, not
-    // Failed.
-    std::optional<CgroupMemoryStat> cg_stat;
-    if (cgroup_) {
-      auto st = cgroup_->ReadStat();
-      if (st.ok()) cg_stat = *st;
-      if (cg_stat && cg_stat->oom_kills > initial_oom_kills) {
-        Event(
-            RunEvent::Oom(static_cast<int>(std::chrono::duration<double>(now - t0).count() / 60)));
-        break;
-      }
-    }
-    if (options_.attach_processes) find_targets();
-    auto usage = proc.ReadUsage(targets);
-    if (!usage.ok() || (process && process->Poll().exited)) {
-      std::string how = process ? process->Poll().Describe()
-                                : (options_.attach_processes ? "its processes are gone: exited or "
-                                                               "killed by the OOM killer"
-                                                             : "process is gone");
-      const int minute = static_cast<int>(row.memory.t_seconds / 60);
-      // The OOM killer may have struck between the cgroup read above and now.
-      if (cgroup_) {
-        auto st = cgroup_->ReadStat();
-        if (st.ok() && st->oom_kills > initial_oom_kills) {
-          Event(RunEvent::Oom(minute));
-          break;
-        }
-      }
-      Event(RunEvent::Exited(minute));
-      Event(RunEvent::Failed(failure_of_process("the workload died during the run in minute " +
-                                                std::to_string(minute) + " (" + how + ")")));
-      break;
-    }
-    row.memory.anon_bytes = usage->anon_bytes;
-    row.memory.rss_bytes = usage->rss_bytes;
-    row.cpu_seconds = usage->cpu_seconds;
-    row.processes = usage->processes;
-    row.threads = usage->threads;
-    if (cg_stat) {
-      row.memory.cgroup_anon_bytes = cg_stat->anon_bytes;
-      row.memory.cgroup_dirty_bytes = cg_stat->dirty_bytes;
-      row.memory.cgroup_writeback_bytes = cg_stat->writeback_bytes;
-      row.memory.cgroup_usage_bytes = cg_stat->usage_bytes;
-      row.oom_kills = cg_stat->oom_kills;
-    }
-    LoadStats stats = driver.Snapshot();
-    row.released = stats.released;
-    row.sent = stats.sent;
-    row.completed = stats.completed;
-    row.late = stats.late;
-    row.errors = stats.errors;
-    row.in_flight = stats.in_flight;
-    run_.rows.push_back(row);
-    Status appended = csv_->Append(row);
-    if (!appended.ok()) {
-      Event(RunEvent::Failed(appended.message()));
-      break;
-    }
-    // Floors change only when a minute completes (within one interval of its
-    // end, as ComputeMinuteFloors counts it); analyze only then.
-    const double next_minute_end =
-        60.0 * (options_.judge.warmup_minutes + static_cast<double>(floors_reported) + 1);
-    if (row.memory.t_seconds + options_.judge.sample_interval_seconds + 1e-9 < next_minute_end) {
-      auto next = t0 + interval * (i + 1);
-      if (next > end) break;
-      clock_->SleepUntil(next);
-      continue;
-    }
-    VariantResult live = AnalyzeRun(run_, options_.judge, /*finished=*/false);
-    if (live.floors.size() > floors_reported) {
-      floors_reported = live.floors.size();
-      ReportMinute(live, stats);
-      if (live.decided_at_minute) {
-        Event(RunEvent::Decided(memory::FloorDecisionName(live.judgement.decision),
-                                *live.decided_at_minute));
-        finished = true;
-        break;
-      }
-    }
-    auto next = t0 + interval * (i + 1);
-    if (next > end) break;
-    clock_->SleepUntil(next);
-  }
-  driver.Stop();
-  LoadStats final_stats = driver.Snapshot();
-  Event(RunEvent::Latency(final_stats.p50_ms, final_stats.p99_ms, final_stats.max_ms));
-  if (process) {
-    WorkloadExit exit = process->Stop(std::chrono::seconds(5));
-    Progress("stopped (" + exit.Describe() + ")");
-  }
-  return Finish(finished);
+  return run.Run(NewAttachedPidTarget(run.Context(), *options.attach_pid));
 }
 
 }  // namespace
@@ -438,14 +344,16 @@ Result<ReplaySummary> RunReplay(const ReplayOptions& options, Clock* clock) {
   if (access(options.out_dir.c_str(), W_OK) != 0) {
     return PermissionDenied("output directory " + options.out_dir + " is not writable");
   }
+  ReplayEnv* env = options.env ? options.env : ReplayEnv::Default();
   std::vector<VariantResult> results;
   if (options.attach_pid || options.attach_processes) {
-    results.push_back(VariantRun(options, nullptr, clock).Run());
+    results.push_back(RunAttached(options, env, clock));
   } else {
     if (options.command.empty()) return InvalidArgument("no workload command and no --pid");
     if (options.variants.empty()) return InvalidArgument("no allocator variant to run");
     for (const AllocatorVariant& v : options.variants) {
-      VariantResult r = VariantRun(options, &v, clock).Run();
+      VariantRun run(options, env, clock);
+      VariantResult r = run.Run(NewLocalProcessTarget(run.Context(), &v));
       options.progress(v.name + ": " + memory::VerdictName(r.verdict.verdict) + " — " +
                        r.verdict.explanation);
       results.push_back(std::move(r));

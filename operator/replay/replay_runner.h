@@ -6,6 +6,11 @@
 // drive the identical load, sample memory every interval into <variant>.csv,
 // judge the floors minute by minute, stop, and write <variant>.json. Then
 // classify the variants side by side and write summary.json.
+//
+// What is measured is a WorkloadTarget (workload_target.h): a process the run
+// starts, a running pid, or the processes of the in-pod driver's Pod. All the
+// outside world (/proc, cgroups, processes, HTTP) is reached through
+// options.env, so the engine runs against replay_env_for_test.h in tests.
 
 #include <sys/types.h>
 
@@ -18,6 +23,7 @@
 #include "operator/common/clock.h"
 #include "operator/replay/allocator_variant.h"
 #include "operator/replay/load_spec.h"
+#include "operator/replay/replay_env.h"
 #include "operator/replay/variant_result.h"
 
 namespace allocguard::replay {
@@ -47,6 +53,8 @@ struct ReplayOptions {
   std::string out_dir = ".";
   // Receives one human-readable line per event and per minute.
   std::function<void(const std::string&)> progress = [](const std::string&) {};
+  // The machine the run measures; nullptr: ReplayEnv::Default(). Not owned.
+  ReplayEnv* env = nullptr;
 };
 
 // Fails only when the replay could not be set up (unwritable output
