@@ -59,6 +59,53 @@ Result<std::string> Spelling(const Fields& f, const YAML::Node& map, const std::
   return map[camel] ? camel : snake;
 }
 
+Result<std::string> ParseMethod(const Fields& f, const YAML::Node& node, const std::string& p) {
+  AG_ASSIGN_OR_RETURN(std::string method, f.Get<std::string>(node, p + "method", "a string"));
+  static const std::set<std::string> kMethods = {"GET", "POST", "PUT", "DELETE", "PATCH"};
+  if (!kMethods.contains(method)) {
+    return f.Error(node, p + "method",
+                   "must be one of GET, POST, PUT, DELETE, PATCH, got \"" + method + "\"");
+  }
+  return method;
+}
+
+// weight and key_space (spelled `key_space`), both optional.
+Status ParseWeightAndKeys(const Fields& f, const YAML::Node& node, const std::string& p,
+                          const std::string& key_space, RequestSpec* r) {
+  if (node["weight"]) {
+    AG_ASSIGN_OR_RETURN(r->weight, f.Get<double>(node["weight"], p + "weight", "a number"));
+    if (!(r->weight > 0) || !std::isfinite(r->weight)) {
+      return f.Error(node["weight"], p + "weight",
+                     "must be positive, got " + node["weight"].as<std::string>());
+    }
+  }
+  if (node[key_space]) {
+    AG_ASSIGN_OR_RETURN(r->key_space, f.Get<int64_t>(node[key_space], p + key_space, "an integer"));
+    if (r->key_space < 1) {
+      return f.Error(node[key_space], p + key_space,
+                     "must be at least 1, got " + std::to_string(r->key_space));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<int>> ParseExpect(const Fields& f, const YAML::Node& e, const std::string& p) {
+  if (!e.IsSequence() || e.size() == 0) {
+    return f.Error(e, p + "expect", "must be a non-empty list of HTTP status codes");
+  }
+  std::vector<int> expect;
+  for (size_t i = 0; i < e.size(); ++i) {
+    AG_ASSIGN_OR_RETURN(
+        int code, f.Get<int>(e[i], p + "expect[" + std::to_string(i) + "]", "an HTTP status code"));
+    if (code < 100 || code > 599) {
+      return f.Error(e[i], p + "expect[" + std::to_string(i) + "]",
+                     "must be an HTTP status code (100-599), got " + std::to_string(code));
+    }
+    expect.push_back(code);
+  }
+  return expect;
+}
+
 Result<RequestSpec> ParseRequest(const Fields& f, const YAML::Node& node, size_t index) {
   const std::string p = "requests[" + std::to_string(index) + "].";
   if (!node.IsMap())
@@ -80,12 +127,7 @@ Result<RequestSpec> ParseRequest(const Fields& f, const YAML::Node& node, size_t
     return f.Error(node["path"], p + "path", "must start with '/', got \"" + r.path + "\"");
   }
   if (node["method"]) {
-    AG_ASSIGN_OR_RETURN(r.method, f.Get<std::string>(node["method"], p + "method", "a string"));
-    static const std::set<std::string> kMethods = {"GET", "POST", "PUT", "DELETE", "PATCH"};
-    if (!kMethods.contains(r.method)) {
-      return f.Error(node["method"], p + "method",
-                     "must be one of GET, POST, PUT, DELETE, PATCH, got \"" + r.method + "\"");
-    }
+    AG_ASSIGN_OR_RETURN(r.method, ParseMethod(f, node["method"], p));
   }
   if (node["body"]) {
     AG_ASSIGN_OR_RETURN(r.body, f.Get<std::string>(node["body"], p + "body", "a string"));
@@ -94,35 +136,9 @@ Result<RequestSpec> ParseRequest(const Fields& f, const YAML::Node& node, size_t
     AG_ASSIGN_OR_RETURN(r.content_type,
                         f.Get<std::string>(node[content_type], p + content_type, "a string"));
   }
-  if (node["weight"]) {
-    AG_ASSIGN_OR_RETURN(r.weight, f.Get<double>(node["weight"], p + "weight", "a number"));
-    if (!(r.weight > 0) || !std::isfinite(r.weight)) {
-      return f.Error(node["weight"], p + "weight",
-                     "must be positive, got " + node["weight"].as<std::string>());
-    }
-  }
-  if (node[key_space]) {
-    AG_ASSIGN_OR_RETURN(r.key_space, f.Get<int64_t>(node[key_space], p + key_space, "an integer"));
-    if (r.key_space < 1) {
-      return f.Error(node[key_space], p + key_space,
-                     "must be at least 1, got " + std::to_string(r.key_space));
-    }
-  }
+  AG_RETURN_IF_ERROR(ParseWeightAndKeys(f, node, p, key_space, &r));
   if (node["expect"]) {
-    const YAML::Node& e = node["expect"];
-    if (!e.IsSequence() || e.size() == 0) {
-      return f.Error(e, p + "expect", "must be a non-empty list of HTTP status codes");
-    }
-    r.expect.clear();
-    for (size_t i = 0; i < e.size(); ++i) {
-      AG_ASSIGN_OR_RETURN(int code, f.Get<int>(e[i], p + "expect[" + std::to_string(i) + "]",
-                                               "an HTTP status code"));
-      if (code < 100 || code > 599) {
-        return f.Error(e[i], p + "expect[" + std::to_string(i) + "]",
-                       "must be an HTTP status code (100-599), got " + std::to_string(code));
-      }
-      r.expect.push_back(code);
-    }
+    AG_ASSIGN_OR_RETURN(r.expect, ParseExpect(f, node["expect"], p));
   }
   return r;
 }
@@ -134,6 +150,66 @@ Result<std::chrono::milliseconds> GetDuration(const Fields& f, const YAML::Node&
   if (!d.ok()) return f.Error(node, field, "is not a duration: " + d.status().message());
   if (d->count() <= 0) return f.Error(node, field, "must be positive");
   return *d;
+}
+
+Status ParseWorkersSeedArrival(const Fields& f, const YAML::Node& root, LoadSpec* spec) {
+  if (root["workers"]) {
+    AG_ASSIGN_OR_RETURN(spec->workers, f.Get<int>(root["workers"], "workers", "an integer"));
+    if (spec->workers < 1 || spec->workers > 1024) {
+      return f.Error(root["workers"], "workers",
+                     "must be between 1 and 1024, got " + std::to_string(spec->workers));
+    }
+  }
+  if (root["seed"]) {
+    AG_ASSIGN_OR_RETURN(spec->seed,
+                        f.Get<uint64_t>(root["seed"], "seed", "a non-negative integer"));
+  }
+  if (root["arrival"]) {
+    AG_ASSIGN_OR_RETURN(std::string a, f.Get<std::string>(root["arrival"], "arrival", "a string"));
+    if (a == "poisson") {
+      spec->arrival = Arrival::kPoisson;
+    } else if (a == "uniform") {
+      spec->arrival = Arrival::kUniform;
+    } else {
+      return f.Error(root["arrival"], "arrival", "must be poisson or uniform, got \"" + a + "\"");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<ReadyProbe> ParseReady(const Fields& f, const YAML::Node& r) {
+  ReadyProbe ready;
+  if (!r.IsMap()) return f.Error(r, "ready", "must be a map with path and timeout");
+  AG_RETURN_IF_ERROR(CheckKeys(f, r, "ready.", {"path", "timeout"}));
+  if (r["path"]) {
+    AG_ASSIGN_OR_RETURN(ready.path, f.Get<std::string>(r["path"], "ready.path", "a string"));
+    if (ready.path.empty() || ready.path[0] != '/') {
+      return f.Error(r["path"], "ready.path", "must start with '/'");
+    }
+  }
+  if (r["timeout"]) {
+    AG_ASSIGN_OR_RETURN(ready.timeout, GetDuration(f, r["timeout"], "ready.timeout"));
+  }
+  return ready;
+}
+
+// The requests, each name used once.
+Result<std::vector<RequestSpec>> ParseRequests(const Fields& f, const YAML::Node& reqs) {
+  if (!reqs) return InvalidArgument("load file: requests is required (a list of requests)");
+  if (!reqs.IsSequence() || reqs.size() == 0) {
+    return f.Error(reqs, "requests", "must be a non-empty list");
+  }
+  std::vector<RequestSpec> requests;
+  std::set<std::string> names;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    AG_ASSIGN_OR_RETURN(RequestSpec r, ParseRequest(f, reqs[i], i));
+    if (!names.insert(r.name).second) {
+      return f.Error(reqs[i]["name"], "requests[" + std::to_string(i) + "].name",
+                     "\"" + r.name + "\" is used twice");
+    }
+    requests.push_back(std::move(r));
+  }
+  return requests;
 }
 
 Result<LoadSpec> ParseRoot(const YAML::Node& root) {
@@ -160,26 +236,7 @@ Result<LoadSpec> ParseRoot(const YAML::Node& root) {
   if (!(spec.rate > 0) || spec.rate > 1e6) {
     return f.Error(root["rate"], "rate", "must be between 0 and 1000000 requests per second");
   }
-  if (root["workers"]) {
-    AG_ASSIGN_OR_RETURN(spec.workers, f.Get<int>(root["workers"], "workers", "an integer"));
-    if (spec.workers < 1 || spec.workers > 1024) {
-      return f.Error(root["workers"], "workers",
-                     "must be between 1 and 1024, got " + std::to_string(spec.workers));
-    }
-  }
-  if (root["seed"]) {
-    AG_ASSIGN_OR_RETURN(spec.seed, f.Get<uint64_t>(root["seed"], "seed", "a non-negative integer"));
-  }
-  if (root["arrival"]) {
-    AG_ASSIGN_OR_RETURN(std::string a, f.Get<std::string>(root["arrival"], "arrival", "a string"));
-    if (a == "poisson") {
-      spec.arrival = Arrival::kPoisson;
-    } else if (a == "uniform") {
-      spec.arrival = Arrival::kUniform;
-    } else {
-      return f.Error(root["arrival"], "arrival", "must be poisson or uniform, got \"" + a + "\"");
-    }
-  }
+  AG_RETURN_IF_ERROR(ParseWorkersSeedArrival(f, root, &spec));
   if (root[late_after]) {
     AG_ASSIGN_OR_RETURN(spec.late_after, GetDuration(f, root[late_after], late_after));
   }
@@ -188,33 +245,9 @@ Result<LoadSpec> ParseRoot(const YAML::Node& root) {
                         GetDuration(f, root[request_timeout], request_timeout));
   }
   if (root["ready"]) {
-    const YAML::Node& r = root["ready"];
-    if (!r.IsMap()) return f.Error(r, "ready", "must be a map with path and timeout");
-    AG_RETURN_IF_ERROR(CheckKeys(f, r, "ready.", {"path", "timeout"}));
-    if (r["path"]) {
-      AG_ASSIGN_OR_RETURN(spec.ready.path, f.Get<std::string>(r["path"], "ready.path", "a string"));
-      if (spec.ready.path.empty() || spec.ready.path[0] != '/') {
-        return f.Error(r["path"], "ready.path", "must start with '/'");
-      }
-    }
-    if (r["timeout"]) {
-      AG_ASSIGN_OR_RETURN(spec.ready.timeout, GetDuration(f, r["timeout"], "ready.timeout"));
-    }
+    AG_ASSIGN_OR_RETURN(spec.ready, ParseReady(f, root["ready"]));
   }
-  const YAML::Node& reqs = root["requests"];
-  if (!reqs) return InvalidArgument("load file: requests is required (a list of requests)");
-  if (!reqs.IsSequence() || reqs.size() == 0) {
-    return f.Error(reqs, "requests", "must be a non-empty list");
-  }
-  std::set<std::string> names;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    AG_ASSIGN_OR_RETURN(RequestSpec r, ParseRequest(f, reqs[i], i));
-    if (!names.insert(r.name).second) {
-      return f.Error(reqs[i]["name"], "requests[" + std::to_string(i) + "].name",
-                     "\"" + r.name + "\" is used twice");
-    }
-    spec.requests.push_back(std::move(r));
-  }
+  AG_ASSIGN_OR_RETURN(spec.requests, ParseRequests(f, root["requests"]));
   return spec;
 }
 

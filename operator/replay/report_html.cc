@@ -81,24 +81,29 @@ Scale SharedScale(const std::vector<const CsvRun*>& runs) {
 // across the floors' span, and around it the flat threshold's band: the
 // floors a run could have at its start's level while staying within
 // +/- the threshold slope.
-std::string Chart(const CsvRun& run, const VariantResult& r, const Scale& scale) {
-  const double w = 860, h = 300, left = 60, right = 20, top = 20, bottom = 40;
-  const double minutes = scale.minutes, y_top = scale.y_top, y_step = scale.y_step;
-  auto X = [&](double t_s) { return left + (t_s / 60.0) / minutes * (w - left - right); };
-  auto Y = [&](double mib) {
+// Where a time and a memory figure land in a chart.
+struct Frame {
+  double w = 860, h = 300, left = 60, right = 20, top = 20, bottom = 40;
+  double minutes = 1, y_top = 1;
+  double X(double t_s) const { return left + (t_s / 60.0) / minutes * (w - left - right); }
+  double Y(double mib) const {
     return top + (1 - std::clamp(mib, 0.0, y_top) / y_top) * (h - top - bottom);
-  };
+  }
+};
 
-  std::string svg = "<svg viewBox=\"0 0 " + F(w, 0) + " " + F(h, 0) +
-                    "\" role=\"img\" aria-label=\"memory of " + Escape(r.variant) + "\">";
+// The grid, the axes and their labels, and the warm-up shading.
+std::string Axes(const Frame& fr, double y_step, int warmup_minutes) {
+  const double w = fr.w, h = fr.h, left = fr.left, right = fr.right, top = fr.top;
+  const double bottom = fr.bottom, minutes = fr.minutes, y_top = fr.y_top;
+  std::string svg;
   for (double y = 0; y <= y_top + 1e-9; y += y_step) {
     svg += "<line class=\"grid\" x1=\"" + F(left) + "\" x2=\"" + F(w - right) + "\" y1=\"" +
-           F(Y(y)) + "\" y2=\"" + F(Y(y)) + "\"/><text class=\"axis\" x=\"" + F(left - 6) +
-           "\" y=\"" + F(Y(y) + 4) + "\" text-anchor=\"end\">" + F(y, 0) + "</text>";
+           F(fr.Y(y)) + "\" y2=\"" + F(fr.Y(y)) + "\"/><text class=\"axis\" x=\"" + F(left - 6) +
+           "\" y=\"" + F(fr.Y(y) + 4) + "\" text-anchor=\"end\">" + F(y, 0) + "</text>";
   }
   int tick = minutes > 20 ? 5 : 1;
   for (int m = 0; m <= minutes; m += tick) {
-    svg += "<text class=\"axis\" x=\"" + F(X(m * 60.0)) + "\" y=\"" + F(h - bottom + 16) +
+    svg += "<text class=\"axis\" x=\"" + F(fr.X(m * 60.0)) + "\" y=\"" + F(h - bottom + 16) +
            "\" text-anchor=\"middle\">" + std::to_string(m) + "</text>";
   }
   svg += "<text class=\"axis\" x=\"" + F((left + w - right) / 2) + "\" y=\"" + F(h - 6) +
@@ -106,42 +111,55 @@ std::string Chart(const CsvRun& run, const VariantResult& r, const Scale& scale)
   svg += "<text class=\"axis\" x=\"14\" y=\"" + F(top + (h - top - bottom) / 2) +
          "\" transform=\"rotate(-90 14 " + F(top + (h - top - bottom) / 2) +
          ")\" text-anchor=\"middle\">anon + dirty, MiB</text>";
-  if (r.settings.warmup_minutes > 0) {
-    svg += "<rect class=\"warmup\" x=\"" + F(X(0)) + "\" y=\"" + F(top) + "\" width=\"" +
-           F(X(60.0 * r.settings.warmup_minutes) - X(0)) + "\" height=\"" + F(h - top - bottom) +
+  if (warmup_minutes > 0) {
+    svg += "<rect class=\"warmup\" x=\"" + F(fr.X(0)) + "\" y=\"" + F(top) + "\" width=\"" +
+           F(fr.X(60.0 * warmup_minutes) - fr.X(0)) + "\" height=\"" + F(h - top - bottom) +
            "\"><title>warm-up, not judged</title></rect>";
   }
+  return svg;
+}
+
+// The flat threshold's band (returned) and the fitted floor line (into
+// *fit_line, drawn last, over the samples); nothing below two floors.
+std::string BandAndFit(const Frame& fr, const VariantResult& r, std::string* fit_line) {
+  if (r.floors.size() < 2) return "";
+  memory::SlopeFit fit = memory::FitFloorSlope(r.floors);
+  double m0 = r.floors.front().minute, m1 = r.floors.back().minute;
+  auto at = [&](double m) {
+    return (fit.intercept_bytes + fit.slope_bytes_per_minute * m) / kBytesPerMiB;
+  };
+  // The band: from the fit's start, slopes of -threshold to +threshold
+  // (GiB/h as MiB per minute). A fit inside it is a slope below the
+  // threshold; one leaving it through the top is a floor rising faster.
+  const double per_minute = r.settings.max_slope_gib_per_h * 1024.0 / 60.0;
+  const double x0 = fr.X(m0 * 60 + 30), x1 = fr.X(m1 * 60 + 30), y0 = at(m0);
+  *fit_line = "<line class=\"fit\" x1=\"" + F(x0) + "\" y1=\"" + F(fr.Y(y0)) + "\" x2=\"" + F(x1) +
+              "\" y2=\"" + F(fr.Y(at(m1))) + "\"><title>floor slope " +
+              F(fit.SlopeGiBPerHour(), 2) + " GiB/h</title></line>";
+  return "<polygon class=\"band\" points=\"" + F(x0) + "," + F(fr.Y(y0)) + " " + F(x1) + "," +
+         F(fr.Y(y0 + per_minute * (m1 - m0))) + " " + F(x1) + "," +
+         F(fr.Y(y0 - per_minute * (m1 - m0))) + "\"><title>flat threshold: +/-" +
+         F(r.settings.max_slope_gib_per_h, 2) + " GiB/h from the fit's start</title></polygon>";
+}
+
+std::string Chart(const CsvRun& run, const VariantResult& r, const Scale& scale) {
+  const Frame fr{.minutes = scale.minutes, .y_top = scale.y_top};
+  std::string svg = "<svg viewBox=\"0 0 " + F(fr.w, 0) + " " + F(fr.h, 0) +
+                    "\" role=\"img\" aria-label=\"memory of " + Escape(r.variant) + "\">";
+  svg += Axes(fr, scale.y_step, r.settings.warmup_minutes);
   // The fit and its band first, under the samples and floors.
   std::string fit_line;
-  if (r.floors.size() >= 2) {
-    memory::SlopeFit fit = memory::FitFloorSlope(r.floors);
-    double m0 = r.floors.front().minute, m1 = r.floors.back().minute;
-    auto at = [&](double m) {
-      return (fit.intercept_bytes + fit.slope_bytes_per_minute * m) / kBytesPerMiB;
-    };
-    // The band: from the fit's start, slopes of -threshold to +threshold
-    // (GiB/h as MiB per minute). A fit inside it is a slope below the
-    // threshold; one leaving it through the top is a floor rising faster.
-    const double per_minute = r.settings.max_slope_gib_per_h * 1024.0 / 60.0;
-    const double x0 = X(m0 * 60 + 30), x1 = X(m1 * 60 + 30), y0 = at(m0);
-    svg += "<polygon class=\"band\" points=\"" + F(x0) + "," + F(Y(y0)) + " " + F(x1) + "," +
-           F(Y(y0 + per_minute * (m1 - m0))) + " " + F(x1) + "," +
-           F(Y(y0 - per_minute * (m1 - m0))) + "\"><title>flat threshold: +/-" +
-           F(r.settings.max_slope_gib_per_h, 2) + " GiB/h from the fit's start</title></polygon>";
-    fit_line = "<line class=\"fit\" x1=\"" + F(x0) + "\" y1=\"" + F(Y(y0)) + "\" x2=\"" + F(x1) +
-               "\" y2=\"" + F(Y(at(m1))) + "\"><title>floor slope " + F(fit.SlopeGiBPerHour(), 2) +
-               " GiB/h</title></line>";
-  }
+  svg += BandAndFit(fr, r, &fit_line);
   std::string points;
   for (const auto& row : run.rows) {
-    points += F(X(row.memory.t_seconds)) + "," +
-              F(Y(static_cast<double>(row.memory.JudgedBytes()) / kBytesPerMiB)) + " ";
+    points += F(fr.X(row.memory.t_seconds)) + "," +
+              F(fr.Y(static_cast<double>(row.memory.JudgedBytes()) / kBytesPerMiB)) + " ";
   }
   svg += "<polyline class=\"samples\" points=\"" + points + "\"/>";
   for (const auto& f : r.floors) {
     // Dot at the middle of the minute it is the floor of.
-    svg += "<circle class=\"floor\" cx=\"" + F(X(f.minute * 60.0 + 30)) + "\" cy=\"" +
-           F(Y(f.floor_bytes / kBytesPerMiB)) + "\" r=\"4\"><title>minute " +
+    svg += "<circle class=\"floor\" cx=\"" + F(fr.X(f.minute * 60.0 + 30)) + "\" cy=\"" +
+           F(fr.Y(f.floor_bytes / kBytesPerMiB)) + "\" r=\"4\"><title>minute " +
            std::to_string(f.minute) + ": floor " + F(f.floor_bytes / kBytesPerMiB, 0) +
            " MiB</title></circle>";
   }
@@ -187,6 +205,38 @@ std::string ArenaLimit(const VariantResult& v, const std::string& cpus) {
   return "glibc's default, 8 per CPU";
 }
 
+std::string MachineText(const std::string& host, const std::string& cpus) {
+  std::string machine = host;
+  if (!cpus.empty()) machine += (machine.empty() ? "" : ", ") + cpus + " CPUs";
+  return machine;
+}
+
+// "20.000000" as the header writes a rate: "20".
+std::string RateText(std::string rate) {
+  if (rate.find('.') != std::string::npos) {
+    rate.erase(rate.find_last_not_of('0') + 1);
+    if (!rate.empty() && rate.back() == '.') rate.pop_back();
+  }
+  return rate;
+}
+
+std::string JudgedText(const JudgeSettings& j) {
+  return "flat below " + F(j.max_slope_gib_per_h, 2) + " GiB/h of floor slope; samples every " +
+         F(j.sample_interval_seconds, 1) + " s; " + std::to_string(j.warmup_minutes) +
+         " warm-up minute(s) not judged; planned " +
+         std::to_string(j.planned_minutes > 0 ? j.planned_minutes : j.max_minutes) +
+         " min, at most " + std::to_string(j.max_minutes) + " min";
+}
+
+// A variant's allocator, environment, library and arena limit, as HTML.
+std::string VariantText(const VariantResult& v, const std::string& cpus) {
+  std::string what = Escape(v.allocator.empty() ? "unknown allocator" : v.allocator);
+  if (!v.env.empty()) what += ", env <code>" + Escape(v.env) + "</code>";
+  if (!v.library.empty()) what += ", <code>" + Escape(v.library) + "</code>";
+  what += "; arena limit: " + ArenaLimit(v, cpus);
+  return what;
+}
+
 // What was run, where and how it was judged: the candidate's CSV header (a
 // CSV written before a key was recorded says so), the judge's settings, and
 // per variant its allocator, environment, library and arena limit.
@@ -196,20 +246,11 @@ std::string RunMetadata(const ReplaySummary& summary, const std::vector<CsvRun>&
   const auto header = [&](const std::string& key) {
     return candidate == nullptr ? std::string() : candidate->Header(key);
   };
-  std::string machine = header("host");
-  if (!header("cpus").empty()) {
-    machine += (machine.empty() ? "" : ", ") + header("cpus") + " CPUs";
-  }
-  // "20.000000" as the header writes a rate: "20".
-  std::string rate = header("rate");
-  if (rate.find('.') != std::string::npos) {
-    rate.erase(rate.find_last_not_of('0') + 1);
-    if (!rate.empty() && rate.back() == '.') rate.pop_back();
-  }
+  const std::string machine = MachineText(header("host"), header("cpus"));
   std::string load;
   if (!header("base_url").empty()) {
-    load = header("base_url") + ", " + rate + " requests/s open loop, " + header("workers") +
-           " connections, seed " + header("seed");
+    load = header("base_url") + ", " + RateText(header("rate")) + " requests/s open loop, " +
+           header("workers") + " connections, seed " + header("seed");
   }
   std::string rows;
   const auto row = [&](const std::string& key, const std::string& value_html) {
@@ -224,21 +265,9 @@ std::string RunMetadata(const ReplaySummary& summary, const std::vector<CsvRun>&
   row("machine", Recorded(machine));
   row("command", Recorded(header("command").empty() ? header("attached_pid") : header("command")));
   row("load", Recorded(load));
-  if (!summary.variants.empty()) {
-    const JudgeSettings& j = summary.variants.front().settings;
-    row("judged", "flat below " + F(j.max_slope_gib_per_h, 2) +
-                      " GiB/h of floor slope; samples every " + F(j.sample_interval_seconds, 1) +
-                      " s; " + std::to_string(j.warmup_minutes) +
-                      " warm-up minute(s) not judged; planned " +
-                      std::to_string(j.planned_minutes > 0 ? j.planned_minutes : j.max_minutes) +
-                      " min, at most " + std::to_string(j.max_minutes) + " min");
-  }
+  if (!summary.variants.empty()) row("judged", JudgedText(summary.variants.front().settings));
   for (const auto& v : summary.variants) {
-    std::string what = Escape(v.allocator.empty() ? "unknown allocator" : v.allocator);
-    if (!v.env.empty()) what += ", env <code>" + Escape(v.env) + "</code>";
-    if (!v.library.empty()) what += ", <code>" + Escape(v.library) + "</code>";
-    what += "; arena limit: " + ArenaLimit(v, header("cpus"));
-    row("variant " + Escape(v.variant), what);
+    row("variant " + Escape(v.variant), VariantText(v, header("cpus")));
   }
   return "<h2>Run</h2><table class=\"meta\">\n" + rows + "</table>\n";
 }
@@ -282,10 +311,8 @@ std::string Glossary() {
   return html + "</dl>\n";
 }
 
-}  // namespace
-
-std::string RenderHtmlReport(const ReplaySummary& summary, const std::vector<CsvRun>& runs) {
-  std::string html = R"(<!doctype html>
+// The page's head, style and title, up to the overall verdict.
+constexpr char kPageHead[] = R"(<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>allocguard replay report</title>
@@ -313,10 +340,10 @@ dl.glossary dt{font-weight:600}dl.glossary dd{margin:0;color:#3b4354}
 <h1>allocguard replay report</h1>
 <p class="expl">Memory judged: anonymous memory of the workload's processes plus the cgroup's dirty and writeback pages. The per-minute floor is the lowest sample of each minute after warm-up; its least-squares slope decides Flat or Ratchet.</p>
 )";
-  html += "<div class=\"verdict " + std::string(VerdictClass(summary.overall.verdict)) +
-          "\"><strong>" + VerdictName(summary.overall.verdict) + "</strong> — " +
-          Escape(summary.overall.explanation) + "</div>\n";
-  html += RunMetadata(summary, runs);
+
+// One row per variant, side by side.
+std::string VariantTable(const ReplaySummary& summary) {
+  std::string html;
   html +=
       "<table><tr><th>variant</th><th>allocator</th><th>verdict</th><th>slope GiB/h</th>"
       "<th>interval</th><th>floor MiB</th><th>final MiB</th><th>peak MiB</th>"
@@ -339,8 +366,13 @@ dl.glossary dt{font-weight:600}dl.glossary dd{margin:0;color:#3b4354}
             F(v.duration_seconds / 60, 1) + "</td></tr>\n";
   }
   html += "</table>\n";
-  // One scale for every chart, so that a flat variant and a climbing one
-  // compare at a glance.
+  return html;
+}
+
+// One chart per variant with samples, all on one scale, so that a flat
+// variant and a climbing one compare at a glance.
+std::string Charts(const ReplaySummary& summary, const std::vector<CsvRun>& runs) {
+  std::string html;
   std::vector<const CsvRun*> charted;
   for (const auto& v : summary.variants) {
     if (const CsvRun* run = RunOf(runs, v); run != nullptr) charted.push_back(run);
@@ -367,6 +399,19 @@ dl.glossary dt{font-weight:600}dl.glossary dd{margin:0;color:#3b4354}
         "style=\"background:#cfe9d5;height:10px\"></i>flat threshold band</span><span><i "
         "class=\"sw\" style=\"background:#e6e6e6;height:10px\"></i>warm-up</span></div>\n";
   }
+  return html;
+}
+
+}  // namespace
+
+std::string RenderHtmlReport(const ReplaySummary& summary, const std::vector<CsvRun>& runs) {
+  std::string html = kPageHead;
+  html += "<div class=\"verdict " + std::string(VerdictClass(summary.overall.verdict)) +
+          "\"><strong>" + VerdictName(summary.overall.verdict) + "</strong> — " +
+          Escape(summary.overall.explanation) + "</div>\n";
+  html += RunMetadata(summary, runs);
+  html += VariantTable(summary);
+  html += Charts(summary, runs);
   html += Glossary();
   html += "</body></html>\n";
   return html;

@@ -113,6 +113,64 @@ Result<double> Real(const std::string& cell, int line, const char* column) {
   }
 }
 
+// "# key: value": a header value, or with key "event" an event. Lines
+// without ": " are comments.
+void ParseCommentLine(const std::string& line, CsvRun* run) {
+  std::string body = line.substr(1);
+  if (!body.empty() && body[0] == ' ') body = body.substr(1);
+  auto colon = body.find(": ");
+  if (colon == std::string::npos) return;
+  std::string key = body.substr(0, colon), value = body.substr(colon + 2);
+  if (key == "event") {
+    run->events.push_back(ParseRunEvent(value));
+  } else {
+    run->header.emplace_back(key, value);
+  }
+}
+
+std::vector<std::string> SplitCells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::string cell;
+  std::istringstream row(line);
+  while (std::getline(row, cell, ',')) cells.push_back(cell);
+  if (!line.empty() && line.back() == ',') cells.emplace_back();
+  return cells;
+}
+
+// REQUIRES: cells.size() == kColumnCount.
+Result<SampleRow> ParseRow(const std::vector<std::string>& cells, int line_no) {
+  SampleRow r;
+  auto& m = r.memory;
+  AG_ASSIGN_OR_RETURN(m.t_seconds, Real(cells[0], line_no, "t_s"));
+  // About three years: beyond any run, and its minutes still fit an int
+  // (the analysis counts minutes in ints; 1.7e26 s was undefined behaviour).
+  constexpr double kMaxSampleSeconds = 1e8;
+  if (!(m.t_seconds >= 0 && m.t_seconds <= kMaxSampleSeconds)) {
+    return InvalidArgument("line " + std::to_string(line_no) + ": column t_s is \"" + cells[0] +
+                           "\", not a time from 0 to 1e8 seconds");
+  }
+  AG_ASSIGN_OR_RETURN(m.anon_bytes, Int(cells[1], line_no, "anon_bytes"));
+  AG_ASSIGN_OR_RETURN(m.rss_bytes, Int(cells[2], line_no, "rss_bytes"));
+  AG_ASSIGN_OR_RETURN(m.cgroup_anon_bytes, OptInt(cells[3], line_no, "cg_anon_bytes"));
+  AG_ASSIGN_OR_RETURN(m.cgroup_dirty_bytes, OptInt(cells[4], line_no, "cg_dirty_bytes"));
+  AG_ASSIGN_OR_RETURN(m.cgroup_writeback_bytes, OptInt(cells[5], line_no, "cg_writeback_bytes"));
+  AG_ASSIGN_OR_RETURN(m.cgroup_usage_bytes, OptInt(cells[6], line_no, "cg_usage_bytes"));
+  // judged_bytes (cells[7]) is derived; it is recomputed, not trusted.
+  AG_ASSIGN_OR_RETURN(r.cpu_seconds, Real(cells[8], line_no, "cpu_s"));
+  AG_ASSIGN_OR_RETURN(int64_t processes, Int(cells[9], line_no, "processes"));
+  AG_ASSIGN_OR_RETURN(int64_t threads, Int(cells[10], line_no, "threads"));
+  r.processes = static_cast<int>(processes);
+  r.threads = static_cast<int>(threads);
+  AG_ASSIGN_OR_RETURN(r.released, Int(cells[11], line_no, "released"));
+  AG_ASSIGN_OR_RETURN(r.sent, Int(cells[12], line_no, "sent"));
+  AG_ASSIGN_OR_RETURN(r.completed, Int(cells[13], line_no, "completed"));
+  AG_ASSIGN_OR_RETURN(r.late, Int(cells[14], line_no, "late"));
+  AG_ASSIGN_OR_RETURN(r.errors, Int(cells[15], line_no, "errors"));
+  AG_ASSIGN_OR_RETURN(r.in_flight, Int(cells[16], line_no, "in_flight"));
+  AG_ASSIGN_OR_RETURN(r.oom_kills, Int(cells[17], line_no, "oom_kills"));
+  return r;
+}
+
 }  // namespace
 
 Result<CsvRun> ParseSampleCsv(const std::string& text) {
@@ -130,16 +188,7 @@ Result<CsvRun> ParseSampleCsv(const std::string& text) {
     if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF from other tools
     if (line.empty()) continue;
     if (line[0] == '#') {
-      std::string body = line.substr(1);
-      if (!body.empty() && body[0] == ' ') body = body.substr(1);
-      auto colon = body.find(": ");
-      if (colon == std::string::npos) continue;
-      std::string key = body.substr(0, colon), value = body.substr(colon + 2);
-      if (key == "event") {
-        run.events.push_back(ParseRunEvent(value));
-      } else {
-        run.header.emplace_back(key, value);
-      }
+      ParseCommentLine(line, &run);
       continue;
     }
     if (!saw_columns) {
@@ -151,11 +200,7 @@ Result<CsvRun> ParseSampleCsv(const std::string& text) {
       saw_columns = true;
       continue;
     }
-    std::vector<std::string> cells;
-    std::string cell;
-    std::istringstream row(line);
-    while (std::getline(row, cell, ',')) cells.push_back(cell);
-    if (!line.empty() && line.back() == ',') cells.emplace_back();
+    std::vector<std::string> cells = SplitCells(line);
     if (static_cast<int>(cells.size()) != kColumnCount) {
       // A run killed mid-write leaves a partial last line: keep what came before.
       if (static_cast<size_t>(line_no) == total_lines && !complete_last) break;
@@ -163,36 +208,8 @@ Result<CsvRun> ParseSampleCsv(const std::string& text) {
                              std::to_string(kColumnCount) + " columns, got " +
                              std::to_string(cells.size()));
     }
-    SampleRow r;
-    auto& m = r.memory;
-    AG_ASSIGN_OR_RETURN(m.t_seconds, Real(cells[0], line_no, "t_s"));
-    // About three years: beyond any run, and its minutes still fit an int
-    // (the analysis counts minutes in ints; 1.7e26 s was undefined behaviour).
-    constexpr double kMaxSampleSeconds = 1e8;
-    if (!(m.t_seconds >= 0 && m.t_seconds <= kMaxSampleSeconds)) {
-      return InvalidArgument("line " + std::to_string(line_no) + ": column t_s is \"" + cells[0] +
-                             "\", not a time from 0 to 1e8 seconds");
-    }
-    AG_ASSIGN_OR_RETURN(m.anon_bytes, Int(cells[1], line_no, "anon_bytes"));
-    AG_ASSIGN_OR_RETURN(m.rss_bytes, Int(cells[2], line_no, "rss_bytes"));
-    AG_ASSIGN_OR_RETURN(m.cgroup_anon_bytes, OptInt(cells[3], line_no, "cg_anon_bytes"));
-    AG_ASSIGN_OR_RETURN(m.cgroup_dirty_bytes, OptInt(cells[4], line_no, "cg_dirty_bytes"));
-    AG_ASSIGN_OR_RETURN(m.cgroup_writeback_bytes, OptInt(cells[5], line_no, "cg_writeback_bytes"));
-    AG_ASSIGN_OR_RETURN(m.cgroup_usage_bytes, OptInt(cells[6], line_no, "cg_usage_bytes"));
-    // judged_bytes (cells[7]) is derived; it is recomputed, not trusted.
-    AG_ASSIGN_OR_RETURN(r.cpu_seconds, Real(cells[8], line_no, "cpu_s"));
-    AG_ASSIGN_OR_RETURN(int64_t processes, Int(cells[9], line_no, "processes"));
-    AG_ASSIGN_OR_RETURN(int64_t threads, Int(cells[10], line_no, "threads"));
-    r.processes = static_cast<int>(processes);
-    r.threads = static_cast<int>(threads);
-    AG_ASSIGN_OR_RETURN(r.released, Int(cells[11], line_no, "released"));
-    AG_ASSIGN_OR_RETURN(r.sent, Int(cells[12], line_no, "sent"));
-    AG_ASSIGN_OR_RETURN(r.completed, Int(cells[13], line_no, "completed"));
-    AG_ASSIGN_OR_RETURN(r.late, Int(cells[14], line_no, "late"));
-    AG_ASSIGN_OR_RETURN(r.errors, Int(cells[15], line_no, "errors"));
-    AG_ASSIGN_OR_RETURN(r.in_flight, Int(cells[16], line_no, "in_flight"));
-    AG_ASSIGN_OR_RETURN(r.oom_kills, Int(cells[17], line_no, "oom_kills"));
-    run.rows.push_back(r);
+    AG_ASSIGN_OR_RETURN(SampleRow row, ParseRow(cells, line_no));
+    run.rows.push_back(row);
   }
   if (!saw_columns) return InvalidArgument("no column header line (is this a replay CSV?)");
   return run;

@@ -101,6 +101,65 @@ memory::FloorJudgement JudgeMinuteByMinute(std::span<const memory::MinuteFloor> 
   return j;
 }
 
+namespace {
+
+// The samples of `run`, with the peak, an OOM kill the counters show, and
+// the last row's totals recorded in `r`.
+std::vector<memory::MemorySample> ReadRows(const CsvRun& run, VariantResult* r) {
+  std::vector<memory::MemorySample> samples;
+  samples.reserve(run.rows.size());
+  int64_t first_ooms = run.rows.empty() ? 0 : run.rows.front().oom_kills;
+  for (const SampleRow& row : run.rows) {
+    samples.push_back(row.memory);
+    r->peak_bytes = std::max(r->peak_bytes, static_cast<double>(row.memory.JudgedBytes()));
+    if (!r->oom_minute && row.oom_kills > first_ooms) {
+      r->oom_minute = static_cast<int>(row.memory.t_seconds / 60.0);
+    }
+  }
+  if (!run.rows.empty()) {
+    const SampleRow& last = run.rows.back();
+    r->duration_seconds = last.memory.t_seconds;
+    r->cpu_seconds = last.cpu_seconds;
+    r->requests_completed = last.completed;
+    r->requests_late = last.late;
+    r->unexpected_responses = last.errors;
+  }
+  return samples;
+}
+
+// The first failure, OOM and exit, and the last latency figures.
+void ReadEvents(const std::vector<RunEvent>& events, VariantResult* r) {
+  for (const RunEvent& e : events) {
+    if (e.kind == RunEventKind::kFailed && !r->failure) r->failure = e.text;
+    if (e.kind == RunEventKind::kOom && !r->oom_minute) r->oom_minute = e.minute;
+    if (e.kind == RunEventKind::kExited && !r->exit_minute) r->exit_minute = e.minute;
+    if (e.kind == RunEventKind::kLatency) {
+      if (e.p50_ms) r->p50_ms = e.p50_ms;
+      if (e.p99_ms) r->p99_ms = e.p99_ms;
+    }
+  }
+}
+
+// The floors after warm-up, their median and last, and the recommended limit.
+void ReadFloors(const std::vector<memory::MemorySample>& samples, const JudgeSettings& settings,
+                VariantResult* r) {
+  r->floors = memory::ComputeMinuteFloors(
+      samples, {.warmup_minutes = settings.warmup_minutes,
+                .sample_interval_seconds = settings.sample_interval_seconds});
+  if (!r->floors.empty()) {
+    std::vector<double> levels;
+    for (const auto& f : r->floors) levels.push_back(f.floor_bytes);
+    std::sort(levels.begin(), levels.end());
+    size_t n = levels.size();
+    r->floor_level_bytes = n % 2 ? levels[n / 2] : (levels[n / 2 - 1] + levels[n / 2]) / 2;
+    r->final_floor_bytes = r->floors.back().floor_bytes;
+  }
+  const double step = 64 * kBytesPerMiB;
+  r->recommended_limit_bytes = std::ceil(r->peak_bytes * 1.25 / step) * step;
+}
+
+}  // namespace
+
 VariantResult AnalyzeRun(const CsvRun& run, const JudgeSettings& settings, bool finished) {
   VariantResult r;
   r.variant = run.Header("variant", "unnamed");
@@ -109,48 +168,9 @@ VariantResult AnalyzeRun(const CsvRun& run, const JudgeSettings& settings, bool 
   r.library = run.Header("library");
   r.cgroup = run.Header("cgroup");
   r.settings = settings;
-
-  std::vector<memory::MemorySample> samples;
-  samples.reserve(run.rows.size());
-  int64_t first_ooms = run.rows.empty() ? 0 : run.rows.front().oom_kills;
-  for (const SampleRow& row : run.rows) {
-    samples.push_back(row.memory);
-    r.peak_bytes = std::max(r.peak_bytes, static_cast<double>(row.memory.JudgedBytes()));
-    if (!r.oom_minute && row.oom_kills > first_ooms) {
-      r.oom_minute = static_cast<int>(row.memory.t_seconds / 60.0);
-    }
-  }
-  if (!run.rows.empty()) {
-    const SampleRow& last = run.rows.back();
-    r.duration_seconds = last.memory.t_seconds;
-    r.cpu_seconds = last.cpu_seconds;
-    r.requests_completed = last.completed;
-    r.requests_late = last.late;
-    r.unexpected_responses = last.errors;
-  }
-  for (const RunEvent& e : run.events) {
-    if (e.kind == RunEventKind::kFailed && !r.failure) r.failure = e.text;
-    if (e.kind == RunEventKind::kOom && !r.oom_minute) r.oom_minute = e.minute;
-    if (e.kind == RunEventKind::kExited && !r.exit_minute) r.exit_minute = e.minute;
-    if (e.kind == RunEventKind::kLatency) {
-      if (e.p50_ms) r.p50_ms = e.p50_ms;
-      if (e.p99_ms) r.p99_ms = e.p99_ms;
-    }
-  }
-
-  r.floors = memory::ComputeMinuteFloors(
-      samples, {.warmup_minutes = settings.warmup_minutes,
-                .sample_interval_seconds = settings.sample_interval_seconds});
-  if (!r.floors.empty()) {
-    std::vector<double> levels;
-    for (const auto& f : r.floors) levels.push_back(f.floor_bytes);
-    std::sort(levels.begin(), levels.end());
-    size_t n = levels.size();
-    r.floor_level_bytes = n % 2 ? levels[n / 2] : (levels[n / 2 - 1] + levels[n / 2]) / 2;
-    r.final_floor_bytes = r.floors.back().floor_bytes;
-  }
-  const double step = 64 * kBytesPerMiB;
-  r.recommended_limit_bytes = std::ceil(r.peak_bytes * 1.25 / step) * step;
+  const std::vector<memory::MemorySample> samples = ReadRows(run, &r);
+  ReadEvents(run.events, &r);
+  ReadFloors(samples, settings, &r);
 
   auto judge = JudgeFor(settings);
   r.judgement =
