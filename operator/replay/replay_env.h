@@ -8,8 +8,9 @@
 // (readiness, sampling, judging, OOM and exit handling, the files it writes)
 // is tested without processes, cgroups or sockets.
 //
-// Implementations must be thread-safe: the load driver's threads create HTTP
-// clients while the runner samples.
+// The runner calls an env from its own thread only (the load driver makes its
+// connections in Start, on that thread); ReplayEnv::Default() is thread-safe
+// all the same, and the objects it returns may be used from any one thread.
 
 #include <sys/types.h>
 
