@@ -199,6 +199,27 @@ echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
   EXPECT_EQ(tokens.runs_for_test(), 2);
 }
 
+TEST(ExecTokenSourceTest, ClusterInfoCarriesTheServerAndTheCaAsBase64) {
+  TempDir dir;
+  // The plugin answers only when KUBERNETES_EXEC_INFO names the server and
+  // the CA, base64 with its padding ("PEM-X" is 5 bytes: one '=').
+  std::string plugin = dir.Write("plugin.sh", R"(#!/bin/sh
+case "$KUBERNETES_EXEC_INFO" in *'"server":"https://x"'*) ;; *) exit 3 ;; esac
+case "$KUBERNETES_EXEC_INFO" in *'"certificate-authority-data":"UEVNLVg="'*) ;; *) exit 4 ;; esac
+echo '{"kind":"ExecCredential","status":{"token":"with-cluster-info"}}'
+)",
+                                 true);
+  ExecConfig exec;
+  exec.api_version = "client.authentication.k8s.io/v1";
+  exec.command = plugin;
+  exec.provide_cluster_info = true;
+  FakeClock clock;
+  ExecTokenSource tokens(exec, "https://x", "PEM-X", &clock);
+  auto t = tokens.Token(false);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(*t, "with-cluster-info");
+}
+
 TEST(ExecTokenSourceTest, ExpiredCredentialRunsThePluginAgain) {
   TempDir dir;
   std::string plugin = dir.Write("plugin.sh", R"(#!/bin/sh

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "operator/common/base64.h"
 #include "operator/common/rfc3339.h"
 #include "operator/common/subprocess.h"
 #include "operator/kube/object.h"
@@ -87,25 +88,7 @@ Result<std::string> ExecTokenSource::Run() {
   if (exec_.provide_cluster_info) {
     info["spec"]["cluster"] = {{"server", server_}};
     if (!ca_pem_.empty()) {
-      static const char* kAlphabet =
-          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-      std::string b64;
-      size_t i = 0;
-      for (; i + 2 < ca_pem_.size(); i += 3) {
-        unsigned v = (static_cast<unsigned char>(ca_pem_[i]) << 16) |
-                     (static_cast<unsigned char>(ca_pem_[i + 1]) << 8) |
-                     static_cast<unsigned char>(ca_pem_[i + 2]);
-        for (int k = 18; k >= 0; k -= 6) b64.push_back(kAlphabet[(v >> k) & 63]);
-      }
-      if (i < ca_pem_.size()) {
-        unsigned v = static_cast<unsigned char>(ca_pem_[i]) << 16;
-        if (i + 1 < ca_pem_.size()) v |= static_cast<unsigned char>(ca_pem_[i + 1]) << 8;
-        b64.push_back(kAlphabet[(v >> 18) & 63]);
-        b64.push_back(kAlphabet[(v >> 12) & 63]);
-        b64.push_back(i + 1 < ca_pem_.size() ? kAlphabet[(v >> 6) & 63] : '=');
-        b64.push_back('=');
-      }
-      info["spec"]["cluster"]["certificate-authority-data"] = b64;
+      info["spec"]["cluster"]["certificate-authority-data"] = EncodeBase64(ca_pem_);
     }
   }
   if (exec_.interactive_mode == "Always") {
