@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "operator/common/rfc3339.h"
+#include "operator/common/verdict.h"
 #include "operator/common/version.h"
 
 namespace allocguard::replay {
@@ -274,6 +275,7 @@ std::string RunMetadata(const ReplaySummary& summary, const std::vector<CsvRun>&
 
 // What the table's columns and the charts' marks mean.
 std::string Glossary() {
+  // The verdicts are named by VerdictName, as everywhere they are shown.
   static const char* const kTerms[][2] = {
       {"floor",
        "the lowest judged sample (anonymous memory plus dirty and writeback pages) of "
@@ -296,13 +298,14 @@ std::string Glossary() {
       {"threshold band",
        "the floors a run starting at the fit's first point could have while "
        "its slope stays within the flat threshold, up or down"},
-      {"Flat", "the floor's slope is below the threshold"},
-      {"Ratchet", "the floor rose faster than the threshold"},
-      {"AllocatorRetention",
+      {VerdictName(Verdict::kFlat), "the floor's slope is below the threshold"},
+      {VerdictName(Verdict::kRatchet), "the floor rose faster than the threshold"},
+      {VerdictName(Verdict::kAllocatorRetention),
        "the candidate's floor rose while another allocator's stayed flat "
        "on the same load: the allocator keeps memory it does not give back"},
-      {"Leak", "every variant's floor rose: the program holds the memory, whatever the allocator"},
-      {"Inconclusive", "the run ended before the floors could decide"},
+      {VerdictName(Verdict::kLeak),
+       "every variant's floor rose: the program holds the memory, whatever the allocator"},
+      {VerdictName(Verdict::kInconclusive), "the run ended before the floors could decide"},
   };
   std::string html = "<h2>Glossary</h2><dl class=\"glossary\">\n";
   for (const auto& term : kTerms) {
