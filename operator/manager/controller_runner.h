@@ -15,6 +15,7 @@
 #include "controllers/reconcilers.h"
 #include "operator/common/heartbeat.h"
 #include "operator/kube/workqueue.h"
+#include "operator/manager/runnable_manager.h"
 #include "operator/metrics/registry.h"
 
 namespace allocguard::manager {
@@ -66,6 +67,28 @@ class ControllerRunner {
   metrics::Counter* reconciles_ = nullptr;
   metrics::Counter* unexpected_ = nullptr;
   metrics::Histogram* durations_ = nullptr;
+};
+
+// A ControllerRunner as the Manager's leader-only Controller: Start starts
+// `workers` workers, Stop stops them; requests naming name() are enqueued.
+class ControllerRunnable final : public Controller {
+ public:
+  ControllerRunnable(std::unique_ptr<ControllerRunner> runner, int workers)
+      : runner_(std::move(runner)), workers_(workers) {}
+
+  std::string name() const override { return runner_->name(); }
+  Status Start(kube::Canceller* /*cancel*/) override {
+    runner_->Start(workers_);
+    return Status::Ok();
+  }
+  void Stop() override { runner_->Stop(); }
+  void Enqueue(const std::string& key) override { runner_->Enqueue(key); }
+
+  ControllerRunner& runner() { return *runner_; }
+
+ private:
+  std::unique_ptr<ControllerRunner> runner_;
+  int workers_;
 };
 
 }  // namespace allocguard::manager

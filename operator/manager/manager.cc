@@ -1,45 +1,104 @@
 #include "operator/manager/manager.h"
 
-#include <unistd.h>
-
+#include <cstdio>
 #include <fstream>
-#include <random>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "controllers/reconcilers.h"
-#include "controllers/rollout_decision.h"
 #include "operator/api/names.h"
-#include "operator/api/policy.h"
 #include "operator/kube/client.h"
-#include "operator/kube/config.h"
 #include "operator/kube/event_recorder.h"
 #include "operator/kube/informer.h"
 #include "operator/kube/leader_election.h"
+#include "operator/kube/object.h"
 #include "operator/manager/canary_metrics.h"
 #include "operator/manager/controller_runner.h"
+#include "operator/manager/event_routing.h"
+#include "operator/manager/http_server_runnable.h"
 #include "operator/manager/liveness.h"
 #include "operator/manager/rollout_metrics.h"
+#include "operator/manager/runnable_manager.h"
 #include "operator/manager/webhook_serving.h"
 #include "operator/metrics/process_metrics.h"
 #include "operator/metrics/registry.h"
-#include "operator/net/http.h"
 
 namespace allocguard::manager {
 namespace {
 
 using nlohmann::json;
 
-// JSON accessors that never throw (operator/kube/object.h).
-const auto& Field = kube::FieldOrNull;
-const auto& Str = kube::StringField;
+// One reconcile may make several API calls, each bounded by the client's
+// 30 s timeouts; longer than this inside one key is a wedged worker.
+constexpr Clock::Duration kReconcileStallBound = std::chrono::minutes(5);
+// The webhook server's event loop turns at least once a second.
+constexpr Clock::Duration kWebhookLoopStallBound = std::chrono::seconds(30);
+// Certificate rotation and caBundle upkeep, on every replica.
+constexpr Clock::Duration kWebhookUpkeepPeriod = std::chrono::seconds(30);
 
-std::map<std::string, std::string> Labels(const json& object) {
-  return kube::StringMap(Field(Field(object, "metadata"), "labels"));
-}
+// --- runnables ---------------------------------------------------------------
 
-std::string Namespace(const json& object) { return Str(Field(object, "metadata"), "namespace"); }
+class InformerRunnable final : public Runnable {
+ public:
+  InformerRunnable(std::string kind, kube::Informer* informer)
+      : name_("informer " + std::move(kind)), informer_(informer) {}
+  std::string name() const override { return name_; }
+  Status Start(kube::Canceller* /*cancel*/) override {
+    informer_->Start();
+    return Status::Ok();
+  }
+  void Stop() override { informer_->Stop(); }
+  bool WaitForSync() override { return informer_->WaitForSync(); }
+
+ private:
+  std::string name_;
+  kube::Informer* informer_;
+};
+
+// Calls tick every period on its own thread until the manager cancels.
+class Ticker final : public Runnable {
+ public:
+  Ticker(std::string name, Clock* clock, Clock::Duration period, std::function<void()> tick)
+      : name_(std::move(name)), clock_(clock), period_(period), tick_(std::move(tick)) {}
+  ~Ticker() override { Stop(); }
+  std::string name() const override { return name_; }
+  Status Start(kube::Canceller* cancel) override {
+    thread_ = std::thread([this, cancel] {
+      while (cancel->SleepFor(clock_, period_)) tick_();
+    });
+    return Status::Ok();
+  }
+  void Stop() override {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::string name_;
+  Clock* clock_;
+  Clock::Duration period_;
+  std::function<void()> tick_;
+  std::thread thread_;
+};
+
+class LeaseLeaderElection final : public LeaderElection {
+ public:
+  LeaseLeaderElection(kube::Client* client, kube::LeaderElectionConfig config)
+      : client_(client), config_(std::move(config)) {}
+  Status Run(kube::Canceller* cancel, std::function<void()> on_started_leading) override {
+    kube::LeaderElectionConfig le = config_;
+    le.on_started_leading = std::move(on_started_leading);
+    le.on_new_leader = [](const std::string& holder) { spdlog::info("leader is {}", holder); };
+    kube::LeaderElector elector(client_, le);
+    return elector.Run(cancel);
+  }
+
+ private:
+  kube::Client* client_;
+  kube::LeaderElectionConfig config_;
+};
+
+// --- caches ------------------------------------------------------------------
 
 // Informer transform: drop managedFields and give list items the apiVersion
 // and kind that lists leave out, so cached objects can be named in events and
@@ -56,103 +115,27 @@ std::function<void(json&)> TypedTransform(const kube::ResourceType& type) {
 // the spec is most of a pod's size.
 void SlimPod(json& pod) {
   if (pod.contains("spec") && pod["spec"].is_object()) {
-    pod["spec"] = json{{"nodeName", Str(pod["spec"], "nodeName")}};
+    pod["spec"] = json{{"nodeName", kube::StringField(pod["spec"], "nodeName")}};
   }
 }
 
-std::string Identity(const ManagerOptions& options) {
-  std::string base = options.pod_name;
-  if (base.empty()) {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    base = host;
-  }
-  std::random_device rd;
-  return base + "_" + std::to_string(rd() % 1000000);
-}
+struct Caches {
+  std::unique_ptr<kube::Informer> policies, canaries, deployments, pods, jobs;
 
-// One reconcile may make several API calls, each bounded by the client's
-// 30 s timeouts; longer than this inside one key is a wedged worker.
-constexpr Clock::Duration kReconcileStallBound = std::chrono::minutes(5);
-// The webhook server's event loop turns at least once a second.
-constexpr Clock::Duration kWebhookLoopStallBound = std::chrono::seconds(30);
-
-// Serves /healthz and /readyz, or /metrics, on its own thread.
-class SideServer {
- public:
-  Status Start(const std::string& address, std::function<void(net::HttpServer&)> routes) {
-    AG_ASSIGN_OR_RETURN(auto hp, ParseBindAddress(address));
-    net::HttpServerOptions options;
-    options.host = hp.first;
-    options.port = hp.second;
-    options.worker_threads = 2;
-    server_ = net::NewHttpServer(options);
-    routes(*server_);
-    AG_RETURN_IF_ERROR(server_->Bind());
-    thread_ = std::thread([this] { server_->Serve(); });
-    return Status::Ok();
+  std::vector<std::pair<std::string, kube::Informer*>> All() const {
+    return {{"allocatorpolicies", policies.get()},
+            {"replaycanaries", canaries.get()},
+            {"deployments", deployments.get()},
+            {"pods", pods.get()},
+            {"jobs", jobs.get()}};
   }
-  void Stop() {
-    if (server_ != nullptr) server_->Stop();
-    if (thread_.joinable()) thread_.join();
+  WatchedStores Stores() const {
+    return {&policies->store(), &canaries->store(), &deployments->store(), &pods->store(),
+            &jobs->store()};
   }
-  int port() const { return server_ == nullptr ? 0 : server_->port(); }
-  ~SideServer() { Stop(); }
-
- private:
-  std::unique_ptr<net::HttpServer> server_;
-  std::thread thread_;
 };
 
-net::HttpResponse Text(int status, const std::string& body) {
-  net::HttpResponse r;
-  r.status = status;
-  r.body = body;
-  r.headers.emplace("Content-Type", "text/plain; charset=utf-8");
-  return r;
-}
-
-}  // namespace
-
-Result<std::pair<std::string, int>> ParseBindAddress(const std::string& address) {
-  auto colon = address.rfind(':');
-  if (colon == std::string::npos) {
-    return InvalidArgument("bind address \"" + address + "\" must be host:port");
-  }
-  std::string host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (host.empty()) host = "0.0.0.0";
-  const std::string port_text = address.substr(colon + 1);
-  int port = -1;
-  try {
-    size_t used = 0;
-    port = std::stoi(port_text, &used);
-    if (used != port_text.size()) port = -1;
-  } catch (const std::exception&) {
-    port = -1;
-  }
-  if (port < 0 || port > 65535) {
-    return InvalidArgument("bind address \"" + address + "\": port must be 0..65535");
-  }
-  return std::make_pair(host, port);
-}
-
-Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
-  Clock* clock = RealClock::Get();
-  Result<kube::RestConfig> rest =
-      options.kubeconfig.empty() && std::getenv("KUBECONFIG") == nullptr
-          ? kube::InClusterConfigFromEnvironment()
-          : kube::LoadKubeconfigFromEnvironment(options.kubeconfig, options.context);
-  if (!rest.ok()) return Status(rest.status().code(), "kubeconfig: " + rest.status().message());
-  AG_ASSIGN_OR_RETURN(std::unique_ptr<kube::Client> client, kube::Client::Create(rest.value()));
-
-  metrics::Registry registry;
-  metrics::AddProcessMetrics(registry);
-  metrics::AddBuildInfo(registry);
-
-  // --- caches --------------------------------------------------------------
+Caches MakeCaches(kube::Client* client, const ManagerOptions& options) {
   auto make = [&](kube::ResourceType type, const std::string& label_selector,
                   std::function<void(json&)> slim) {
     kube::InformerOptions io;
@@ -162,238 +145,205 @@ Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
       typed(object);
       if (slim) slim(object);
     };
-    return std::make_unique<kube::Informer>(client.get(), type, io);
+    return std::make_unique<kube::Informer>(client, type, io);
   };
-  auto policies = make(kube::AllocatorPolicies(), "", nullptr);
-  auto canaries = make(kube::ReplayCanaries(), "", nullptr);
-  auto deployments = make(kube::Deployments(), "", controllers::SlimDeployment);
-  auto pods = make(kube::Pods(), "", SlimPod);
-  auto jobs =
+  Caches c;
+  c.policies = make(kube::AllocatorPolicies(), "", nullptr);
+  c.canaries = make(kube::ReplayCanaries(), "", nullptr);
+  c.deployments = make(kube::Deployments(), "", controllers::SlimDeployment);
+  c.pods = make(kube::Pods(), "", SlimPod);
+  c.jobs =
       make(kube::Jobs(), std::string(api::kManagedByLabel) + "=" + api::kManagedByValue, nullptr);
-  for (kube::Informer* i :
-       {policies.get(), canaries.get(), deployments.get(), pods.get(), jobs.get()}) {
-    controllers::AddNamespaceIndex(i->store());
-  }
-  controllers::AddCanaryJobIndex(pods->store());
-  AddHeldIndex(deployments->store());
+  for (const auto& [kind, informer] : c.All()) controllers::AddNamespaceIndex(informer->store());
+  controllers::AddCanaryJobIndex(c.pods->store());
+  AddHeldIndex(c.deployments->store());
+  return c;
+}
+
+void AddCacheMetrics(metrics::Registry& registry, const Caches& c) {
+  kube::Store* policies = &c.policies->store();
+  kube::Store* deployments = &c.deployments->store();
+  kube::Store* pods = &c.pods->store();
   registry.AddGaugeFunc("allocguard_governed_policies", "AllocatorPolicies in the cache.",
-                        [&] { return static_cast<double>(policies->store().size()); });
+                        [policies] { return static_cast<double>(policies->size()); });
   registry.AddGaugeFunc("allocguard_cached_deployments", "Deployments in the cache.",
-                        [&] { return static_cast<double>(deployments->store().size()); });
+                        [deployments] { return static_cast<double>(deployments->size()); });
   registry.AddGaugeFunc("allocguard_cached_pods", "Pods in the cache.",
-                        [&] { return static_cast<double>(pods->store().size()); });
-  AddHeldRolloutMetrics(registry, "Deployment", deployments->store());
+                        [pods] { return static_cast<double>(pods->size()); });
+  AddHeldRolloutMetrics(registry, "Deployment", *deployments);
+}
 
-  kube::EventRecorderOptions eo;
-  eo.reporting_instance = options.pod_name;
-  kube::EventRecorder events(client.get(), eo);
+// --- reconcilers -------------------------------------------------------------
 
-  // --- reconcilers (started when leading) --------------------------------------
+controllers::ControllerContext MakeControllerContext(const ManagerOptions& options,
+                                                     kube::Client* client, const Caches& c,
+                                                     kube::EventRecorder* events, Clock* clock,
+                                                     metrics::Registry* registry) {
   controllers::ControllerContext ctx;
-  ctx.client = client.get();
-  ctx.policies = &policies->store();
-  ctx.canaries = &canaries->store();
-  ctx.deployments = &deployments->store();
-  ctx.pods = &pods->store();
-  ctx.jobs = &jobs->store();
-  ctx.events = &events;
+  ctx.client = client;
+  ctx.policies = &c.policies->store();
+  ctx.canaries = &c.canaries->store();
+  ctx.deployments = &c.deployments->store();
+  ctx.pods = &c.pods->store();
+  ctx.jobs = &c.jobs->store();
+  ctx.events = events;
   ctx.clock = clock;
-  ctx.metrics = &registry;
+  ctx.metrics = registry;
   ctx.operator_namespace = options.operator_namespace;
   ctx.job_options.image = options.image;
   ctx.max_concurrent_canaries = options.max_concurrent_canaries;
   ctx.max_concurrent_canaries_per_namespace = options.max_concurrent_canaries_per_namespace;
-  ControllerRunner policy_runner(std::make_unique<controllers::PolicyReconciler>(ctx), clock,
-                                 &registry);
-  ControllerRunner canary_runner(std::make_unique<controllers::CanaryReconciler>(ctx), clock,
-                                 &registry);
-  ControllerRunner rollout_runner(std::make_unique<controllers::RolloutReconciler>(ctx), clock,
-                                  &registry);
-  ControllerRunner drift_runner(std::make_unique<controllers::DriftReconciler>(ctx), clock,
-                                &registry);
-  std::vector<ControllerRunner*> runners = {&policy_runner, &canary_runner, &rollout_runner,
-                                            &drift_runner};
+  return ctx;
+}
 
-  // Event routing: which keys of which reconciler an object change concerns.
-  auto policies_in = [&](const std::string& ns) {
-    for (const json& p : policies->store().ByIndex(controllers::kNamespaceIndex, ns)) {
-      policy_runner.Enqueue(kube::ObjectKey(p));
+// Adds the four reconcilers as leader-only controllers; returns their runners.
+std::vector<ControllerRunner*> AddControllers(Manager& manager,
+                                              const controllers::ControllerContext& ctx,
+                                              int workers, Clock* clock,
+                                              metrics::Registry* registry) {
+  std::vector<std::unique_ptr<controllers::Reconciler>> reconcilers;
+  reconcilers.push_back(std::make_unique<controllers::PolicyReconciler>(ctx));
+  reconcilers.push_back(std::make_unique<controllers::CanaryReconciler>(ctx));
+  reconcilers.push_back(std::make_unique<controllers::RolloutReconciler>(ctx));
+  reconcilers.push_back(std::make_unique<controllers::DriftReconciler>(ctx));
+  std::vector<ControllerRunner*> runners;
+  for (auto& reconciler : reconcilers) {
+    auto runnable = std::make_unique<ControllerRunnable>(
+        std::make_unique<ControllerRunner>(std::move(reconciler), clock, registry), workers);
+    runners.push_back(&runnable->runner());
+    manager.AddController(std::move(runnable));
+  }
+  return runners;
+}
+
+// --- probes, metrics, bound addresses ----------------------------------------
+
+net::HttpResponse ProbeResponse(const Status& status) {
+  return status.ok() ? TextResponse(200, "ok\n") : TextResponse(503, status.message() + "\n");
+}
+
+// Alive while every reconciler worker and the webhook server's event loop
+// make progress; a wedged one fails /healthz and the kubelet restarts us.
+// Ready once the caches synced and while the webhooks answer.
+void AddProbeChecks(Manager& manager, const std::vector<ControllerRunner*>& runners,
+                    const WebhookServing* webhooks, Clock* clock) {
+  manager.AddHealthzCheck([runners, webhooks, clock] {
+    const Clock::TimePoint now = clock->Now();
+    std::vector<LoopProgress> loops;
+    for (ControllerRunner* r : runners) {
+      loops.push_back(
+          {std::string("reconciler ") + r->name(), r->StalledFor(now), kReconcileStallBound});
     }
-  };
-  auto on_policy = [&](const json& p) {
-    policy_runner.Enqueue(kube::ObjectKey(p));
-    for (const json& d : deployments->store().ByIndex(controllers::kNamespaceIndex, Namespace(p))) {
-      rollout_runner.Enqueue(kube::ObjectKey(d));
-    }
-  };
-  auto on_canary = [&](const json& c) {
-    canary_runner.Enqueue(kube::ObjectKey(c));
-    const std::string target = Str(Field(Field(c, "spec"), "target"), "name");
-    if (!target.empty()) rollout_runner.Enqueue(Namespace(c) + "/" + target);
-    auto labels = Labels(c);
-    auto policy = labels.find(controllers::kPolicyLabel);
-    if (policy != labels.end()) policy_runner.Enqueue(Namespace(c) + "/" + policy->second);
-  };
-  auto on_deployment = [&](const json& d) {
-    rollout_runner.Enqueue(kube::ObjectKey(d));
-    policies_in(Namespace(d));
-  };
-  auto on_job_or_canary_pod = [&](const json& o) {
-    auto labels = Labels(o);
-    auto canary = labels.find(api::kCanaryLabel);
-    if (canary != labels.end()) canary_runner.Enqueue(Namespace(o) + "/" + canary->second);
-  };
-  auto on_pod = [&](const json& p) {
-    if (Labels(p).count(api::kCanaryLabel) > 0) {
-      on_job_or_canary_pod(p);
-      return;
-    }
-    drift_runner.Enqueue(kube::ObjectKey(p));
-    policies_in(Namespace(p));
-  };
-  auto handlers = [](std::function<void(const json&)> f) {
-    kube::EventHandlers h;
-    h.on_add = f;
-    h.on_update = [f](const json&, const json& n) { f(n); };
-    h.on_delete = f;
-    return h;
-  };
-  policies->store().SetHandlers(handlers(on_policy));
-  // Verdicts are counted by the replica whose reconcilers write them.
-  std::atomic<bool> leading{false};
+    loops.push_back({"webhook server", webhooks->StalledFor(now), kWebhookLoopStallBound});
+    return CheckLiveness(loops);
+  });
+  manager.AddReadyzCheck([webhooks] {
+    std::string why;
+    if (!webhooks->Ready(&why)) return Unavailable("webhooks not ready: " + why);
+    return Status::Ok();
+  });
+}
+
+// Logs the bound ports and writes them to options.bound_addresses_file
+// (atomically: a reader never sees half of it).
+Status ReportBoundAddresses(const ManagerOptions& options, int health, int metrics, int webhook) {
+  spdlog::info("health probes on port {}, metrics on port {}, webhooks on port {}", health, metrics,
+               webhook);
+  if (options.bound_addresses_file.empty()) return Status::Ok();
+  std::ofstream out(options.bound_addresses_file + ".tmp");
+  out << "health=" << health << "\nmetrics=" << metrics << "\nwebhook=" << webhook << "\n";
+  out.close();
+  std::rename((options.bound_addresses_file + ".tmp").c_str(),
+              options.bound_addresses_file.c_str());
+  return Status::Ok();
+}
+
+void AddServers(Manager& manager, const ManagerConfig& config, metrics::Registry* registry,
+                const WebhookServing* webhooks) {
+  auto* health = static_cast<HttpServerRunnable*>(manager.Add(std::make_unique<HttpServerRunnable>(
+      "health probe server", config.health_probe_address, [&manager](net::HttpServer& s) {
+        s.Handle("GET", "/healthz",
+                 [&manager](const net::HttpRequest&) { return ProbeResponse(manager.Healthz()); });
+        s.Handle("GET", "/readyz",
+                 [&manager](const net::HttpRequest&) { return ProbeResponse(manager.Readyz()); });
+      })));
+  auto* metrics_server =
+      static_cast<HttpServerRunnable*>(manager.Add(std::make_unique<HttpServerRunnable>(
+          "metrics server", config.metrics_address, [registry](net::HttpServer& s) {
+            s.Handle("GET", "/metrics", [registry](const net::HttpRequest&) {
+              net::HttpResponse r = TextResponse(200, registry->Render());
+              r.headers.erase("Content-Type");
+              r.headers.emplace("Content-Type", metrics::kContentType);
+              return r;
+            });
+          })));
+  const ManagerOptions* options = &config.options;
+  manager.Add(std::make_unique<FunctionRunnable>(
+      "bound addresses", [options, health, metrics_server, webhooks](kube::Canceller*) {
+        return ReportBoundAddresses(*options, health->port(), metrics_server->port(),
+                                    webhooks->port());
+      }));
+}
+
+}  // namespace
+
+Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
+  Clock* clock = RealClock::Get();
+  AG_ASSIGN_OR_RETURN(const ManagerConfig config, LoadManagerConfig(options));
+  AG_ASSIGN_OR_RETURN(std::unique_ptr<kube::Client> client, kube::Client::Create(config.rest));
+
+  metrics::Registry registry;
+  metrics::AddProcessMetrics(registry);
+  metrics::AddBuildInfo(registry);
+  Caches caches = MakeCaches(client.get(), options);
+  AddCacheMetrics(registry, caches);
+  kube::EventRecorderOptions eo;
+  eo.reporting_instance = options.pod_name;
+  kube::EventRecorder events(client.get(), eo);
+  const controllers::ControllerContext ctx =
+      MakeControllerContext(options, client.get(), caches, &events, clock, &registry);
   CanaryMetrics canary_metrics(registry);
-  kube::EventHandlers canary_handlers = handlers(on_canary);
-  canary_handlers.on_update = [&](const json& old_canary, const json& canary) {
-    if (leading.load()) canary_metrics.OnUpdate(old_canary, canary);
-    on_canary(canary);
-  };
-  canaries->store().SetHandlers(canary_handlers);
-  deployments->store().SetHandlers(handlers(on_deployment));
-  pods->store().SetHandlers(handlers(on_pod));
-  jobs->store().SetHandlers(handlers(on_job_or_canary_pod));
-
-  for (kube::Informer* i :
-       {policies.get(), canaries.get(), deployments.get(), pods.get(), jobs.get()}) {
-    i->Start();
-  }
-
-  // --- webhooks (every replica) -------------------------------------------
-  WebhookServingDeps deps{client.get(),
-                          &policies->store(),
-                          &canaries->store(),
-                          &deployments->store(),
-                          &events,
-                          &registry,
-                          clock};
-  AG_ASSIGN_OR_RETURN(std::unique_ptr<WebhookServing> webhooks,
-                      WebhookServing::Start(options, deps));
-
-  // --- probes and metrics --------------------------------------------------
-  std::atomic<bool> synced{false};
-  SideServer health;
-  AG_RETURN_IF_ERROR(health.Start(options.health_probe_bind_address, [&](net::HttpServer& s) {
-    // Alive while every reconciler worker and the webhook server's event
-    // loop make progress; a wedged one fails this and the kubelet restarts us.
-    s.Handle("GET", "/healthz", [&](const net::HttpRequest&) {
-      const Clock::TimePoint now = clock->Now();
-      std::vector<LoopProgress> loops;
-      for (ControllerRunner* r : runners) {
-        loops.push_back(
-            {std::string("reconciler ") + r->name(), r->StalledFor(now), kReconcileStallBound});
-      }
-      loops.push_back({"webhook server", webhooks->StalledFor(now), kWebhookLoopStallBound});
-      Status alive = CheckLiveness(loops);
-      return alive.ok() ? Text(200, "ok\n") : Text(503, alive.message() + "\n");
-    });
-    s.Handle("GET", "/readyz", [&](const net::HttpRequest&) {
-      if (!synced.load()) return Text(503, "informers not synced\n");
-      std::string why;
-      if (!webhooks->Ready(&why)) return Text(503, "webhooks not ready: " + why + "\n");
-      return Text(200, "ok\n");
-    });
-  }));
-  SideServer metrics_server;
-  AG_RETURN_IF_ERROR(metrics_server.Start(options.metrics_bind_address, [&](net::HttpServer& s) {
-    s.Handle("GET", "/metrics", [&](const net::HttpRequest&) {
-      net::HttpResponse r = Text(200, registry.Render());
-      r.headers.erase("Content-Type");
-      r.headers.emplace("Content-Type", metrics::kContentType);
-      return r;
-    });
-  }));
-  spdlog::info("health probes on port {}, metrics on port {}, webhooks on port {}", health.port(),
-               metrics_server.port(), webhooks->port());
-  if (!options.bound_addresses_file.empty()) {
-    std::ofstream out(options.bound_addresses_file + ".tmp");
-    out << "health=" << health.port() << "\nmetrics=" << metrics_server.port()
-        << "\nwebhook=" << webhooks->port() << "\n";
-    out.close();
-    std::rename((options.bound_addresses_file + ".tmp").c_str(),
-                options.bound_addresses_file.c_str());
-  }
-
-  for (kube::Informer* i :
-       {policies.get(), canaries.get(), deployments.get(), pods.get(), jobs.get()}) {
-    if (!i->WaitForSync()) return Unavailable("stopped before the caches synced");
-  }
-  synced = true;
-  spdlog::info("caches synced: {} policies, {} canaries, {} deployments, {} pods",
-               policies->store().size(), canaries->store().size(), deployments->store().size(),
-               pods->store().size());
-
   metrics::GaugeHandle is_leader =
       registry
           .AddGauge("allocguard_leader_election_is_leader",
                     "1 while this replica holds the leader lease and runs the reconcilers, else 0.",
                     {"lease"})
           .With({options.leader_election_id});
-  auto start_controllers = [&] {
-    spdlog::info("leading: starting the reconcilers");
-    leading = true;
-    is_leader.Set(1);
-    for (ControllerRunner* r : runners) r->Start(options.workers);
-    // Everything cached is looked at once after (re)gaining leadership.
-    for (const json& p : policies->store().List()) on_policy(p);
-    for (const json& c : canaries->store().List()) on_canary(c);
-    for (const json& p : pods->store().List()) {
-      if (Labels(p).count(api::kCanaryLabel) == 0) drift_runner.Enqueue(kube::ObjectKey(p));
-    }
-  };
 
-  // Periodic work on every replica: certificate rotation and caBundle.
-  std::thread ticker([&] {
-    while (cancel->SleepFor(clock, std::chrono::seconds(30))) webhooks->Tick();
+  Manager manager(options.leader_elect
+                      ? std::make_unique<LeaseLeaderElection>(client.get(), config.leader_election)
+                      : nullptr);
+  // Every replica: caches, webhooks and their upkeep, probes, metrics.
+  for (const auto& [kind, informer] : caches.All()) {
+    manager.Add(std::make_unique<InformerRunnable>(kind, informer));
+  }
+  auto* webhooks = static_cast<WebhookServing*>(manager.Add(std::make_unique<WebhookServing>(
+      options,
+      WebhookServingDeps{client.get(), &caches.policies->store(), &caches.canaries->store(),
+                         &caches.deployments->store(), &events, &registry, clock})));
+  manager.Add(std::make_unique<Ticker>("webhook upkeep", clock, kWebhookUpkeepPeriod,
+                                       [webhooks] { webhooks->Tick(); }));
+  AddServers(manager, config, &registry, webhooks);
+  // The leader: the reconcilers, fed by the caches' events.
+  std::vector<ControllerRunner*> runners =
+      AddControllers(manager, ctx, options.workers, clock, &registry);
+  AddEventRouting(manager, caches.Stores());
+  AddProbeChecks(manager, runners, webhooks, clock);
+  // Verdicts are counted by the replica whose reconcilers write them.
+  manager.OnUpdate(&caches.canaries->store(),
+                   [&manager, &canary_metrics](const json& before, const json& after) {
+                     if (manager.leading()) canary_metrics.OnUpdate(before, after);
+                   });
+  manager.OnSynced([&caches] {
+    spdlog::info("caches synced: {} policies, {} canaries, {} deployments, {} pods",
+                 caches.policies->store().size(), caches.canaries->store().size(),
+                 caches.deployments->store().size(), caches.pods->store().size());
   });
-
-  Status result = Status::Ok();
-  if (options.leader_elect) {
-    kube::LeaderElectionConfig le;
-    le.lease_namespace = options.operator_namespace;
-    le.lease_name = options.leader_election_id;
-    le.identity = Identity(options);
-    le.on_started_leading = start_controllers;
-    le.on_new_leader = [](const std::string& holder) { spdlog::info("leader is {}", holder); };
-    kube::LeaderElector elector(client.get(), le);
-    result = elector.Run(cancel);
-    if (!result.ok()) spdlog::error("leader election ended: {}", result.message());
-  } else {
-    start_controllers();
-    while (cancel->SleepFor(clock, std::chrono::seconds(1))) {
-    }
-  }
-
-  spdlog::info("stopping");
-  cancel->Cancel();
-  ticker.join();
-  for (ControllerRunner* r : runners) r->Stop();
-  webhooks->Stop();
-  health.Stop();
-  metrics_server.Stop();
-  for (kube::Informer* i :
-       {policies.get(), canaries.get(), deployments.get(), pods.get(), jobs.get()}) {
-    i->Stop();
-  }
-  return result;
+  manager.OnStartedLeading([&is_leader] {
+    spdlog::info("leading: starting the reconcilers");
+    is_leader.Set(1);
+  });
+  return manager.Run(cancel);
 }
 
 }  // namespace allocguard::manager

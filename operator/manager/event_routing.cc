@@ -1,0 +1,91 @@
+#include "operator/manager/event_routing.h"
+
+#include "controllers/reconcilers.h"
+#include "controllers/rollout_decision.h"
+#include "operator/api/names.h"
+#include "operator/kube/object.h"
+
+namespace allocguard::manager {
+namespace {
+
+using nlohmann::json;
+
+// JSON accessors that never throw (operator/kube/object.h).
+const auto& Field = kube::FieldOrNull;
+const auto& Str = kube::StringField;
+
+std::map<std::string, std::string> Labels(const json& object) {
+  return kube::StringMap(Field(Field(object, "metadata"), "labels"));
+}
+
+std::string Namespace(const json& object) { return Str(Field(object, "metadata"), "namespace"); }
+
+void AddInNamespace(const char* controller, const kube::Store& store, const std::string& ns,
+                    std::vector<ReconcileRequest>& out) {
+  for (const json& o : store.ByIndex(controllers::kNamespaceIndex, ns)) {
+    out.push_back({controller, kube::ObjectKey(o)});
+  }
+}
+
+}  // namespace
+
+std::vector<ReconcileRequest> PolicyEventRequests(const json& policy,
+                                                  const kube::Store& deployments) {
+  std::vector<ReconcileRequest> out = {{kPolicyController, kube::ObjectKey(policy)}};
+  AddInNamespace(kRolloutController, deployments, Namespace(policy), out);
+  return out;
+}
+
+std::vector<ReconcileRequest> CanaryEventRequests(const json& canary) {
+  std::vector<ReconcileRequest> out = {{kCanaryController, kube::ObjectKey(canary)}};
+  const std::string target = Str(Field(Field(canary, "spec"), "target"), "name");
+  if (!target.empty()) out.push_back({kRolloutController, Namespace(canary) + "/" + target});
+  auto labels = Labels(canary);
+  auto policy = labels.find(controllers::kPolicyLabel);
+  if (policy != labels.end()) {
+    out.push_back({kPolicyController, Namespace(canary) + "/" + policy->second});
+  }
+  return out;
+}
+
+std::vector<ReconcileRequest> DeploymentEventRequests(const json& deployment,
+                                                      const kube::Store& policies) {
+  std::vector<ReconcileRequest> out = {{kRolloutController, kube::ObjectKey(deployment)}};
+  AddInNamespace(kPolicyController, policies, Namespace(deployment), out);
+  return out;
+}
+
+std::vector<ReconcileRequest> CanaryJobEventRequests(const json& job) {
+  auto labels = Labels(job);
+  auto canary = labels.find(api::kCanaryLabel);
+  if (canary == labels.end()) return {};
+  return {{kCanaryController, Namespace(job) + "/" + canary->second}};
+}
+
+std::vector<ReconcileRequest> PodEventRequests(const json& pod, const kube::Store& policies) {
+  if (Labels(pod).count(api::kCanaryLabel) > 0) return CanaryJobEventRequests(pod);
+  std::vector<ReconcileRequest> out = {{kDriftController, kube::ObjectKey(pod)}};
+  AddInNamespace(kPolicyController, policies, Namespace(pod), out);
+  return out;
+}
+
+std::vector<ReconcileRequest> PodLeadingRequests(const json& pod) {
+  if (Labels(pod).count(api::kCanaryLabel) > 0) return {};
+  return {{kDriftController, kube::ObjectKey(pod)}};
+}
+
+void AddEventRouting(Manager& manager, const WatchedStores& stores) {
+  const kube::Store* deployments = stores.deployments;
+  const kube::Store* policies = stores.policies;
+  auto policy_map = [deployments](const json& p) { return PolicyEventRequests(p, *deployments); };
+  manager.Watches(stores.policies, policy_map, policy_map);
+  manager.Watches(stores.canaries, CanaryEventRequests, CanaryEventRequests);
+  manager.Watches(stores.deployments,
+                  [policies](const json& d) { return DeploymentEventRequests(d, *policies); });
+  manager.Watches(
+      stores.pods, [policies](const json& p) { return PodEventRequests(p, *policies); },
+      PodLeadingRequests);
+  manager.Watches(stores.jobs, CanaryJobEventRequests);
+}
+
+}  // namespace allocguard::manager

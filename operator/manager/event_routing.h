@@ -1,0 +1,58 @@
+#pragma once
+
+// Which reconcile keys of which controller an object's change concerns: the
+// maps the operator's Manager routes informer events through (Watches).
+// Pure functions of the object and the caches they read; the keys are
+// "namespace/name".
+//
+//   AllocatorPolicy   its policy; the rollout of every Deployment in its
+//                     namespace (their gate may change)
+//   ReplayCanary      its canary; the rollout of its target Deployment; the
+//                     policy of its allocguard.io/policy label
+//   Deployment        its rollout; every policy in its namespace
+//   Pod (canary)      the canary of its allocguard.io/canary label
+//   Pod (other)       its drift check; every policy in its namespace
+//   canary Job        the canary of its allocguard.io/canary label
+//
+// On gaining leadership every policy and canary is mapped as above, and
+// every Pod that is not a canary's to its drift check only.
+
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/kube/informer.h"
+#include "operator/manager/runnable_manager.h"
+
+namespace allocguard::manager {
+
+// The controllers' names (controllers::Reconciler::name()).
+inline constexpr char kPolicyController[] = "policy";
+inline constexpr char kCanaryController[] = "canary";
+inline constexpr char kRolloutController[] = "rollout";
+inline constexpr char kDriftController[] = "drift";
+
+// deployments and policies need the namespace index
+// (controllers::AddNamespaceIndex).
+std::vector<ReconcileRequest> PolicyEventRequests(const nlohmann::json& policy,
+                                                  const kube::Store& deployments);
+std::vector<ReconcileRequest> CanaryEventRequests(const nlohmann::json& canary);
+std::vector<ReconcileRequest> DeploymentEventRequests(const nlohmann::json& deployment,
+                                                      const kube::Store& policies);
+std::vector<ReconcileRequest> PodEventRequests(const nlohmann::json& pod,
+                                               const kube::Store& policies);
+std::vector<ReconcileRequest> CanaryJobEventRequests(const nlohmann::json& job);
+std::vector<ReconcileRequest> PodLeadingRequests(const nlohmann::json& pod);
+
+struct WatchedStores {
+  kube::Store* policies = nullptr;
+  kube::Store* canaries = nullptr;
+  kube::Store* deployments = nullptr;
+  kube::Store* pods = nullptr;
+  kube::Store* jobs = nullptr;  // allocguard's canary Jobs only
+};
+
+// Registers the maps above on manager, for the stores given.
+void AddEventRouting(Manager& manager, const WatchedStores& stores);
+
+}  // namespace allocguard::manager

@@ -1,0 +1,27 @@
+// The webhook definitions (webhook/webhook_configurations.h) name exactly the
+// paths the operator serves (admission_handlers.h).
+
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "operator/manager/admission_handlers.h"
+#include "operator/webhook/webhook_configurations.h"
+
+namespace allocguard::manager {
+namespace {
+
+TEST(WebhookDefinitionsTest, EveryDefinedWebhookIsServedAndEveryServedPathDefined) {
+  const std::set<std::string> served = {kPodMutationPath, kDeploymentMutationPath,
+                                        kDeploymentValidationPath, kPolicyValidationPath,
+                                        kCanaryValidationPath};
+  std::set<std::string> defined;
+  for (const webhook::WebhookDefinition& def : webhook::WebhookDefinitions()) {
+    defined.insert(def.path);
+  }
+  EXPECT_EQ(defined, served);
+}
+
+}  // namespace
+}  // namespace allocguard::manager
