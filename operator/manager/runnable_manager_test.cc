@@ -89,14 +89,16 @@ class FakeController : public Controller {
 class FakeLeaderElection : public LeaderElection {
  public:
   Status Run(kube::Canceller* cancel, std::function<void()> on_started_leading) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    running_ = true;
-    cv_.notify_all();
+    // Registered before mu_ is held: an already cancelled canceller runs
+    // the callback at once.
     const int id = cancel->Register([this] {
       std::lock_guard<std::mutex> l(mu_);
       cancelled_ = true;
       cv_.notify_all();
     });
+    std::unique_lock<std::mutex> lock(mu_);
+    running_ = true;
+    cv_.notify_all();
     for (;;) {
       cv_.wait(lock, [&] { return cancelled_ || lead_ || lose_; });
       if (lead_) {
@@ -278,7 +280,6 @@ TEST(RunnableManagerTest, WatchesRouteEventsToTheNamedControllersAndResyncOnLead
       [](const json& o) {
         return std::vector<ReconcileRequest>{{"b", "resync " + kube::ObjectKey(o)}};
       });
-  std::vector<std::string> updates;
   manager.OnUpdate(&store, [&](const json& before, const json& after) {
     journal.Add("update " + before["metadata"]["resourceVersion"].get<std::string>() + "->" +
                 after["metadata"]["resourceVersion"].get<std::string>());
