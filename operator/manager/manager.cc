@@ -136,8 +136,8 @@ struct Caches {
 };
 
 Caches MakeCaches(kube::Client* client, const ManagerOptions& options) {
-  auto make = [&](kube::ResourceType type, const std::string& label_selector,
-                  std::function<void(json&)> slim) {
+  auto make = [&](const kube::ResourceType& type, const std::string& label_selector,
+                  const std::function<void(json&)>& slim) {
     kube::InformerOptions io;
     io.namespace_ = options.watch_namespace;
     io.label_selector = label_selector;
@@ -230,6 +230,7 @@ void AddProbeChecks(Manager& manager, const std::vector<ControllerRunner*>& runn
   manager.AddHealthzCheck([runners, webhooks, clock] {
     const Clock::TimePoint now = clock->Now();
     std::vector<LoopProgress> loops;
+    loops.reserve(runners.size() + 1);
     for (ControllerRunner* r : runners) {
       loops.push_back(
           {std::string("reconciler ") + r->name(), r->StalledFor(now), kReconcileStallBound});
