@@ -322,7 +322,7 @@ Row RunScenario(const std::string& name, const std::function<void(Attackers&)>& 
 
 int main(int argc, char** argv) {
   int reviews = 50;
-  int workers = 4;  // operator/manager/webhook_serving.cc
+  int workers = 4;  // WebhookServerOptions::worker_threads (operator/manager/webhook_server.h)
   double budget_s = 60;
   std::string only;
   for (int i = 1; i + 1 < argc; i += 2) {
