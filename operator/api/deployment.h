@@ -1,0 +1,58 @@
+#pragma once
+
+// A Deployment (apps/v1) as the admission webhooks read it: its metadata,
+// spec.paused, spec.replicas and its pod template, read once at the edge
+// (the AdmissionReview's object and oldObject). ParseDeployment never
+// throws: a member of the wrong type reads as absent and is reported with
+// its path ("spec.paused: must be a boolean, got \"yes\"").
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/api/object_meta.h"
+
+namespace allocguard::api {
+
+// A stable key of the rollout-relevant parts of a pod template
+// (Deployment.spec.template): the whole template spec, the template's labels,
+// and its annotations whose keys start with "allocguard.io/". Other
+// annotations (kubectl.kubernetes.io/restartedAt and any other) do not count,
+// so a bare `kubectl rollout restart` is not a new candidate. Absent and
+// empty labels hash alike. The first 16 hex digits of a SHA-256 over the
+// canonical JSON (keys sorted). Never throws: members of the wrong type are
+// hashed as they are.
+std::string PodTemplateHash(const nlohmann::json& pod_template);
+
+// spec.template: what admission reads of it.
+struct DeploymentTemplate {
+  ObjectMeta metadata;
+  // PodTemplateHash of the template as written.
+  std::string hash;
+
+  bool operator==(const DeploymentTemplate&) const = default;
+};
+
+struct Deployment {
+  // Whether the document was anything but null (an AdmissionReview has no
+  // oldObject on CREATE).
+  bool present = false;
+  ObjectMeta metadata;
+  // spec.paused; true only when it is the boolean true.
+  bool paused = false;
+  std::optional<int64_t> replicas;  // spec.replicas
+  DeploymentTemplate pod_template;  // spec.template
+
+  bool operator==(const Deployment&) const = default;
+};
+
+// Reads a whole Deployment; a non-object gives an empty Deployment (with
+// `present` set unless it is null). Problems are appended to `problems`
+// (may be null).
+Deployment ParseDeployment(const nlohmann::json& deployment,
+                           std::vector<std::string>* problems = nullptr);
+
+}  // namespace allocguard::api
