@@ -42,13 +42,8 @@
 
 namespace allocguard::admission {
 
-// A stable key of the rollout-relevant parts of a pod template
-// (Deployment.spec.template): the whole template spec, the template's labels,
-// and its annotations whose keys start with "allocguard.io/". Other
-// annotations — kubectl.kubernetes.io/restartedAt and any other — do not count,
-// so a bare `kubectl rollout restart` is not a new candidate. Absent and empty
-// labels hash alike. Returns the first 16 hex digits of a SHA-256 over the
-// canonical JSON (keys sorted).
+// api::PodTemplateHash (operator/api/deployment.h): the key a pod template's
+// canary and verdict are stored under.
 std::string TemplateHash(const nlohmann::json& pod_template);
 
 enum class AdmissionOperation { kCreate, kUpdate };

@@ -6,17 +6,13 @@
 #include <set>
 #include <utility>
 
-#include "operator/api/json_fields.h"
+#include "operator/api/deployment.h"
 #include "operator/api/names.h"
 
 namespace allocguard::admission {
 namespace {
 
 using nlohmann::json;
-
-using api::json_fields::Annotation;
-using api::json_fields::HasAnnotation;
-using api::json_fields::Paused;
 
 ValidationDecision Refuse(std::string message) {
   ValidationDecision decision;
@@ -88,12 +84,21 @@ bool SelectorsOverlap(const api::LabelSelector& a, const api::LabelSelector& b,
 
 ValidationDecision ValidateDeploymentUpdate(const json& old_deployment, const json& new_deployment,
                                             Requester requester) {
-  const std::string held = Annotation(old_deployment, api::kHeldCandidateAnnotation);
-  if (!HasAnnotation(old_deployment, api::kHeldCandidateAnnotation) || !Paused(old_deployment)) {
+  return ValidateDeploymentUpdate(api::ParseDeployment(old_deployment),
+                                  api::ParseDeployment(new_deployment), requester);
+}
+
+ValidationDecision ValidateDeploymentUpdate(const api::Deployment& old_deployment,
+                                            const api::Deployment& new_deployment,
+                                            Requester requester) {
+  const api::ObjectMeta& old_meta = old_deployment.metadata;
+  const api::ObjectMeta& new_meta = new_deployment.metadata;
+  const std::string held = old_meta.Annotation(api::kHeldCandidateAnnotation);
+  if (!old_meta.HasAnnotation(api::kHeldCandidateAnnotation) || !old_deployment.paused) {
     return {};
   }
-  const std::string override_reason = Annotation(new_deployment, api::kOverrideHoldAnnotation);
-  const bool still_marked = HasAnnotation(new_deployment, api::kHeldCandidateAnnotation);
+  const std::string override_reason = new_meta.Annotation(api::kOverrideHoldAnnotation);
+  const bool still_marked = new_meta.HasAnnotation(api::kHeldCandidateAnnotation);
   const std::string how_to_override =
       std::string("wait for its ReplayCanary to be Flat, or set the annotation ") +
       api::kOverrideHoldAnnotation + " to your reason (recorded in an event)";
@@ -101,18 +106,18 @@ ValidationDecision ValidateDeploymentUpdate(const json& old_deployment, const js
   // unless the operator itself sends it).
   std::vector<std::string> lifts;
   if (!override_reason.empty() &&
-      override_reason != Annotation(old_deployment, api::kOverrideHoldAnnotation)) {
+      override_reason != old_meta.Annotation(api::kOverrideHoldAnnotation)) {
     lifts.push_back("sets " + std::string(api::kOverrideHoldAnnotation) + "=\"" + override_reason +
                     "\"");
   }
   if (!still_marked) {
     lifts.push_back("removes " + std::string(api::kHeldCandidateAnnotation));
   }
-  if (Annotation(new_deployment, api::kInjectAnnotation) == "false" &&
-      Annotation(old_deployment, api::kInjectAnnotation) != "false") {
+  if (new_meta.Annotation(api::kInjectAnnotation) == "false" &&
+      old_meta.Annotation(api::kInjectAnnotation) != "false") {
     lifts.push_back("opts out with " + std::string(api::kInjectAnnotation) + "=false");
   }
-  if (!Paused(new_deployment) && still_marked && override_reason.empty()) {
+  if (!new_deployment.paused && still_marked && override_reason.empty()) {
     return Refuse("spec.paused: this Deployment is held by allocguard until its pod template " +
                   held + " has a Flat replay canary and cannot be unpaused by hand; " +
                   how_to_override);
@@ -123,7 +128,7 @@ ValidationDecision ValidateDeploymentUpdate(const json& old_deployment, const js
     for (const std::string& l : lifts) what += (what.empty() ? "" : " and ") + l;
     decision.needs_override = "lifts the hold of template " + held + ": it " + what;
   }
-  if (!override_reason.empty() && (!Paused(new_deployment) || !still_marked)) {
+  if (!override_reason.empty() && (!new_deployment.paused || !still_marked)) {
     decision.event_reason = "hold of template " + held + " overridden by hand: " + override_reason;
   }
   return decision;

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "operator/api/deployment.h"
 #include "operator/api/types.h"
 
 namespace allocguard::admission {
@@ -49,6 +50,11 @@ enum class Requester {
 //     what the update does, and the shell allows it only to a requester with
 //     the override permission; event_reason quotes an override's reason.
 // Any update of a Deployment that is not held is allowed.
+ValidationDecision ValidateDeploymentUpdate(const api::Deployment& old_deployment,
+                                            const api::Deployment& new_deployment,
+                                            Requester requester = Requester::kUnknown);
+// The same over the AdmissionRequest's oldObject and object, parsed with
+// api::ParseDeployment.
 ValidationDecision ValidateDeploymentUpdate(const nlohmann::json& old_deployment,
                                             const nlohmann::json& new_deployment,
                                             Requester requester = Requester::kUnknown);

@@ -1,0 +1,36 @@
+#pragma once
+
+// Writes into a copy of an admitted object, for the webhooks that answer with
+// an RFC 6902 JSON Patch: they edit a copy of the original document and
+// return json::diff(original, copy), so that every member allocguard does
+// not model survives untouched. Decisions read typed values (operator/api);
+// these functions only write. None throws: a member on the way that is not
+// an object is replaced by one (the API server has typed the objects these
+// webhooks admit, so this happens only to malformed input).
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace allocguard::admission {
+
+// object[key], made an object first when `object` is not one; the member is
+// created (null) when absent.
+nlohmann::json& MemberOf(nlohmann::json& object, const std::string& key);
+
+// MemberOf(object, key), made an object when it is not one.
+nlohmann::json& ObjectMemberOf(nlohmann::json& object, const std::string& key);
+
+// MemberOf(object, key), made an empty list when it is not a list.
+nlohmann::json& ListMemberOf(nlohmann::json& object, const std::string& key);
+
+// metadata.annotations[key] = value.
+void SetAnnotation(nlohmann::json& object, const std::string& key, const std::string& value);
+// Removes metadata.annotations[key] when present.
+void RemoveAnnotation(nlohmann::json& object, const std::string& key);
+// metadata.labels[key] = value.
+void SetLabel(nlohmann::json& object, const std::string& key, const std::string& value);
+// spec.paused = paused (a Deployment).
+void SetPaused(nlohmann::json& deployment, bool paused);
+
+}  // namespace allocguard::admission
