@@ -220,6 +220,19 @@ std::string AllocatorLibraryFile(api::Allocator allocator) {
 
 std::string AllocatorLabel(api::Allocator allocator) { return api::AllocatorName(allocator); }
 
+api::Libc ResolveLibcFromAnnotations(api::Libc policy_libc,
+                                     const std::map<std::string, std::string>& annotations,
+                                     std::vector<std::string>* conflicts) {
+  auto value = annotations.find(api::kLibcAnnotation);
+  if (value == annotations.end()) return policy_libc;
+  if (auto libc = api::LibcFromName(value->second)) return *libc;
+  AddConflict(conflicts, std::string("annotation ") + api::kLibcAnnotation + " is " +
+                             json(value->second).dump() +
+                             ", not auto, glibc or musl; allocguard used the " +
+                             "policy's libc \"" + api::LibcName(policy_libc) + "\"");
+  return policy_libc;
+}
+
 api::Libc ResolveLibc(api::Libc policy_libc, const json& pod_metadata,
                       std::vector<std::string>* conflicts) {
   if (!pod_metadata.is_object()) return policy_libc;
@@ -228,7 +241,9 @@ api::Libc ResolveLibc(api::Libc policy_libc, const json& pod_metadata,
   auto value = annotations->find(api::kLibcAnnotation);
   if (value == annotations->end()) return policy_libc;
   if (value->is_string()) {
-    if (auto libc = api::LibcFromName(value->get<std::string>())) return *libc;
+    const std::map<std::string, std::string> annotation = {
+        {api::kLibcAnnotation, value->get<std::string>()}};
+    return ResolveLibcFromAnnotations(policy_libc, annotation, conflicts);
   }
   AddConflict(conflicts, std::string("annotation ") + api::kLibcAnnotation + " is " +
                              value->dump() + ", not auto, glibc or musl; allocguard used the " +
@@ -274,21 +289,22 @@ std::vector<std::pair<std::string, std::string>> AllocatorTunableEnv(
   return env;
 }
 
-std::vector<std::string> SelectContainerNames(const json& pod_spec,
+std::vector<std::string> SelectContainerNames(const api::PodSpec& pod_spec,
                                               const std::vector<std::string>& containers) {
   std::vector<std::string> selected;
-  if (!pod_spec.is_object()) return selected;
-  for (const char* key : {"initContainers", "containers"}) {
-    auto it = pod_spec.find(key);
-    if (it == pod_spec.end() || !it->is_array()) continue;
-    const bool init = std::string(key) == "initContainers";
-    for (const json& c : *it) {
-      std::string name = ContainerName(c);
-      if (name.empty() || IsOwnContainer(name)) continue;
-      if (containers.empty() ? !init : Contains(containers, name)) selected.push_back(name);
+  for (const auto* list : {&pod_spec.init_containers, &pod_spec.containers}) {
+    const bool init = list == &pod_spec.init_containers;
+    for (const api::Container& c : *list) {
+      if (c.name.empty() || IsOwnContainer(c.name)) continue;
+      if (containers.empty() ? !init : Contains(containers, c.name)) selected.push_back(c.name);
     }
   }
   return selected;
+}
+
+std::vector<std::string> SelectContainerNames(const json& pod_spec,
+                                              const std::vector<std::string>& containers) {
+  return SelectContainerNames(api::ParsePodSpec(pod_spec, "spec"), containers);
 }
 
 json RestrictedSecurityContext() {

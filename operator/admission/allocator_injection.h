@@ -34,11 +34,13 @@
 //
 // Idempotent: injecting the same allocator twice yields the same spec.
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "operator/api/pod_spec.h"
 #include "operator/api/types.h"
 #include "operator/common/status.h"
 
@@ -60,6 +62,10 @@ struct InjectionOptions {
 // (may be null). `pod_metadata` is the pod's (or pod template's) metadata.
 api::Libc ResolveLibc(api::Libc policy_libc, const nlohmann::json& pod_metadata,
                       std::vector<std::string>* conflicts);
+// The same over the pod's annotations, read by api::ParseObjectMeta.
+api::Libc ResolveLibcFromAnnotations(api::Libc policy_libc,
+                                     const std::map<std::string, std::string>& annotations,
+                                     std::vector<std::string>* conflicts);
 
 // The library file name of an allocator ("libjemalloc.so.2"); empty for glibc.
 std::string AllocatorLibraryFile(api::Allocator allocator);
@@ -74,6 +80,9 @@ std::vector<std::pair<std::string, std::string>> AllocatorTunableEnv(
 
 // The names of the containers InjectAllocator would select in `pod_spec`
 // (see above), in pod order: spec.initContainers first, then spec.containers.
+std::vector<std::string> SelectContainerNames(const api::PodSpec& pod_spec,
+                                              const std::vector<std::string>& containers);
+// The same over a PodSpec object (parsed with api::ParsePodSpec).
 std::vector<std::string> SelectContainerNames(const nlohmann::json& pod_spec,
                                               const std::vector<std::string>& containers);
 

@@ -31,6 +31,17 @@ json& ListMemberOf(json& object, const std::string& key) {
   return member;
 }
 
+std::optional<size_t> IndexOfNamed(const json& list, const std::string& name) {
+  if (!list.is_array()) return std::nullopt;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& entry = list[i];
+    if (!entry.is_object()) continue;
+    auto it = entry.find("name");
+    if (it != entry.end() && it->is_string() && it->get_ref<const std::string&>() == name) return i;
+  }
+  return std::nullopt;
+}
+
 void SetAnnotation(json& object, const std::string& key, const std::string& value) {
   ObjectMemberOf(ObjectMemberOf(object, kMetadata), kAnnotations)[key] = value;
 }

@@ -8,6 +8,8 @@
 // an object is replaced by one (the API server has typed the objects these
 // webhooks admit, so this happens only to malformed input).
 
+#include <cstddef>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +25,11 @@ nlohmann::json& ObjectMemberOf(nlohmann::json& object, const std::string& key);
 
 // MemberOf(object, key), made an empty list when it is not a list.
 nlohmann::json& ListMemberOf(nlohmann::json& object, const std::string& key);
+
+// The index of the first object in `list` whose "name" is the string
+// `name`; nullopt when there is none or `list` is not a list. For patch
+// building, which must find an entry of the document it edits.
+std::optional<size_t> IndexOfNamed(const nlohmann::json& list, const std::string& name);
 
 // metadata.annotations[key] = value.
 void SetAnnotation(nlohmann::json& object, const std::string& key, const std::string& value);

@@ -4,46 +4,19 @@
 #include <optional>
 #include <utility>
 
+#include "operator/admission/json_patch.h"
+#include "operator/api/json_reader.h"
 #include "operator/api/names.h"
+#include "operator/api/pod_spec.h"
 #include "operator/api/policy.h"
 #include "operator/api/quantity.h"
 
 namespace allocguard::admission {
 namespace {
 
-// object[key] when it is a string, else "": never throws, whatever the types
-// (a field of the wrong type is no match, not an exception).
-std::string StringAt(const nlohmann::json& object, const char* key) {
-  if (!object.is_object()) return "";
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
 using nlohmann::json;
 
 constexpr char kGuardBinary[] = "/usr/local/bin/allocguard";
-
-std::string MetadataString(const json& object, const char* key) {
-  if (!object.is_object()) return "";
-  auto metadata = object.find("metadata");
-  if (metadata == object.end() || !metadata->is_object()) return "";
-  auto it = metadata->find(key);
-  return it != metadata->end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-// metadata.<key> as a string map; entries whose values are not strings are dropped.
-std::map<std::string, std::string> MetadataMap(const json& object, const char* key) {
-  std::map<std::string, std::string> result;
-  if (!object.is_object()) return result;
-  auto metadata = object.find("metadata");
-  if (metadata == object.end() || !metadata->is_object()) return result;
-  auto it = metadata->find(key);
-  if (it == metadata->end() || !it->is_object()) return result;
-  for (auto entry = it->begin(); entry != it->end(); ++entry) {
-    if (entry.value().is_string()) result[entry.key()] = entry.value().get<std::string>();
-  }
-  return result;
-}
 
 PodInjectionDecision Skip(std::string reason) {
   PodInjectionDecision decision;
@@ -56,25 +29,18 @@ json SidecarResources() {
           {"limits", {{"cpu", "200m"}, {"memory", "64Mi"}}}};
 }
 
-// The governed containers' value at `path` in their securityContext, falling
-// back to the pod's; nullopt unless every governed container has the same one.
-std::optional<int64_t> CommonSecurityId(const json& spec, const std::vector<std::string>& names,
-                                        const char* key) {
-  auto id_of = [key](const json& holder) -> std::optional<int64_t> {
-    auto sc = holder.find("securityContext");
-    if (sc == holder.end() || !sc->is_object()) return std::nullopt;
-    auto it = sc->find(key);
-    if (it == sc->end() || !it->is_number_integer()) return std::nullopt;
-    return it->get<int64_t>();
-  };
-  const std::optional<int64_t> pod_id = id_of(spec);
+// The governed containers' runAsUser (or runAsGroup) in their
+// securityContext, falling back to the pod's; nullopt unless every governed
+// container has the same one.
+std::optional<int64_t> CommonSecurityId(const api::PodSpec& spec,
+                                        const std::vector<std::string>& names,
+                                        std::optional<int64_t> api::SecurityContext::*id_of) {
+  const std::optional<int64_t> pod_id = spec.security_context.*id_of;
   std::optional<int64_t> common;
-  for (const char* list : {"initContainers", "containers"}) {
-    for (const json& c : spec.value(list, json::array())) {
-      if (!c.is_object() ||
-          std::find(names.begin(), names.end(), StringAt(c, "name")) == names.end())
-        continue;
-      std::optional<int64_t> id = id_of(c);
+  for (const auto* list : {&spec.init_containers, &spec.containers}) {
+    for (const api::Container& c : *list) {
+      if (std::find(names.begin(), names.end(), c.name) == names.end()) continue;
+      std::optional<int64_t> id = c.security_context.*id_of;
       if (!id) id = pod_id;
       if (!id || (common && *common != *id)) return std::nullopt;
       common = id;
@@ -87,79 +53,68 @@ std::optional<int64_t> CommonSecurityId(const json& spec, const std::vector<std:
 // read the workload's /proc/<pid>/maps and send it SIGTERM without any
 // capability; and passes the memory limit of a single governed container,
 // which the guard cannot read from its own cgroup.
-void FitGuardToWorkload(const json& spec, const api::AllocatorPolicy& policy, json& guard) {
+void FitGuardToWorkload(const api::PodSpec& spec, const api::AllocatorPolicy& policy, json& guard) {
   const std::vector<std::string> names = SelectContainerNames(spec, policy.spec.containers);
-  if (auto uid = CommonSecurityId(spec, names, "runAsUser")) {
-    guard["securityContext"]["runAsUser"] = *uid;
-    guard["securityContext"]["runAsNonRoot"] = *uid != 0;
-    if (auto gid = CommonSecurityId(spec, names, "runAsGroup")) {
-      guard["securityContext"]["runAsGroup"] = *gid;
+  if (auto uid = CommonSecurityId(spec, names, &api::SecurityContext::run_as_user)) {
+    json& security_context = ObjectMemberOf(guard, "securityContext");
+    MemberOf(security_context, "runAsUser") = *uid;
+    MemberOf(security_context, "runAsNonRoot") = *uid != 0;
+    if (auto gid = CommonSecurityId(spec, names, &api::SecurityContext::run_as_group)) {
+      MemberOf(security_context, "runAsGroup") = *gid;
     }
   }
   if (names.size() != 1) return;
-  for (const char* list : {"initContainers", "containers"}) {
-    for (const json& c : spec.value(list, json::array())) {
-      if (!c.is_object() || StringAt(c, "name") != names.front()) continue;
-      const json* limit = &c;
-      for (const char* key : {"resources", "limits", "memory"}) {
-        if (!limit->is_object() || !limit->contains(key)) return;
-        limit = &(*limit)[key];
-      }
-      if (!limit->is_string()) return;
-      auto bytes = api::ParseQuantityBytes(limit->get<std::string>());
-      if (!bytes.ok()) return;
-      guard["args"].push_back("--limit-bytes");
-      guard["args"].push_back(std::to_string(*bytes));
-      return;
-    }
-  }
+  const api::Container* governed = spec.FindContainer(names.front());
+  if (governed == nullptr || governed->memory_limit.empty()) return;
+  auto bytes = api::ParseQuantityBytes(governed->memory_limit);
+  if (!bytes.ok()) return;
+  json& args = ListMemberOf(guard, "args");
+  args.push_back("--limit-bytes");
+  args.push_back(std::to_string(*bytes));
 }
 
 // Adds the guard: a native sidecar right after allocguard-init (or first), or
 // a regular container at the end, and a shared process namespace. False when
 // the pod's own settings keep it out (a conflict says why).
-bool AddGuard(json& spec, const api::AllocatorPolicy& policy, const PodInjectionInput& input,
-              std::vector<std::string>& conflicts) {
-  if (spec.contains("shareProcessNamespace") && spec["shareProcessNamespace"] == false) {
+bool AddGuard(json& spec, const api::PodSpec& pod_spec, const api::AllocatorPolicy& policy,
+              const PodInjectionInput& input, std::vector<std::string>& conflicts) {
+  if (pod_spec.share_process_namespace == false) {
     conflicts.push_back(
         "the pod sets shareProcessNamespace: false; the guard needs to see the workload's "
         "processes, so allocguard did not add it");
     return false;
   }
-  spec["shareProcessNamespace"] = true;
+  MemberOf(spec, "shareProcessNamespace") = true;
   json guard = GuardContainer(policy, input.options, input.native_sidecars);
-  FitGuardToWorkload(spec, policy, guard);
+  FitGuardToWorkload(pod_spec, policy, guard);
   // On the host's network the guard's port would be the node's: a second
   // guarded pod on the node could not bind it, and a declared containerPort
   // becomes a hostPort. Such a guard serves no metrics (its conditions,
   // events and actions are unchanged).
-  if (const auto host = spec.find("hostNetwork");
-      host != spec.end() && host->is_boolean() && host->get<bool>()) {
+  if (pod_spec.host_network) {
     guard.erase("ports");
-    guard["args"].push_back("--metrics-bind-address");
-    guard["args"].push_back("0");
+    json& args = ListMemberOf(guard, "args");
+    args.push_back("--metrics-bind-address");
+    args.push_back("0");
     conflicts.push_back(
         "the pod uses the host's network (hostNetwork: true): the guard serves no /metrics, "
         "since its port " +
         std::to_string(api::kGuardMetricsPort) + " would be the node's");
   }
   if (policy.spec.guard.action == api::GuardAction::kBackpressure) {
-    json& gates = spec["readinessGates"];
-    if (!gates.is_array()) gates = json::array();
+    json& gates = ListMemberOf(spec, "readinessGates");
     const json gate = {{"conditionType", api::kMemoryHeadroomCondition}};
     if (std::find(gates.begin(), gates.end(), gate) == gates.end()) gates.push_back(gate);
   }
-  json& list = spec[input.native_sidecars ? "initContainers" : "containers"];
-  if (!list.is_array()) list = json::array();
-  size_t position = input.native_sidecars ? 0 : list.size();
-  for (size_t i = 0; i < list.size(); ++i) {
-    if (StringAt(list[i], "name") == api::kGuardContainerName) {
-      list[i] = guard;
-      return true;
-    }
-    if (input.native_sidecars && StringAt(list[i], "name") == api::kInitContainerName) {
-      position = i + 1;
-    }
+  json& list = ListMemberOf(spec, input.native_sidecars ? "initContainers" : "containers");
+  if (auto guard_at = IndexOfNamed(list, api::kGuardContainerName)) {
+    list[*guard_at] = guard;
+    return true;
+  }
+  size_t position = list.size();
+  if (input.native_sidecars) {
+    auto init_at = IndexOfNamed(list, api::kInitContainerName);
+    position = init_at ? *init_at + 1 : 0;
   }
   list.insert(list.begin() + static_cast<std::ptrdiff_t>(position), guard);
   return true;
@@ -183,21 +138,14 @@ const InjectionSuspension* FindSuspension(const std::vector<InjectionSuspension>
 
 }  // namespace
 
-PodTemplateKey PodTemplateKeyOf(const json& pod) {
+PodTemplateKey PodTemplateKeyOf(const api::ObjectMeta& pod_metadata) {
   PodTemplateKey key;
-  const auto labels = MetadataMap(pod, "labels");
-  auto hash = labels.find(api::kPodTemplateHashLabel);
-  if (hash == labels.end() || hash->second.empty()) return key;
-  if (!pod.is_object() || !pod.contains("metadata") || !pod["metadata"].is_object()) return key;
-  const json& owners = pod["metadata"].value("ownerReferences", json::array());
-  if (!owners.is_array()) return key;
+  auto hash = pod_metadata.labels.find(api::kPodTemplateHashLabel);
+  if (hash == pod_metadata.labels.end() || hash->second.empty()) return key;
   const std::string suffix = "-" + hash->second;
-  for (const json& owner : owners) {
-    if (!owner.is_object() || StringAt(owner, "kind") != "ReplicaSet" ||
-        owner.value("controller", json()) != true) {
-      continue;
-    }
-    const std::string rs = StringAt(owner, "name");
+  for (const api::OwnerReference& owner : pod_metadata.owner_references) {
+    if (owner.kind != "ReplicaSet" || !owner.controller) continue;
+    const std::string& rs = owner.name;
     // A ReplicaSet of a Deployment is named "<deployment>-<pod-template-hash>".
     if (rs.size() <= suffix.size() ||
         rs.compare(rs.size() - suffix.size(), suffix.size(), suffix) != 0) {
@@ -210,36 +158,33 @@ PodTemplateKey PodTemplateKeyOf(const json& pod) {
   return key;
 }
 
+PodTemplateKey PodTemplateKeyOf(const json& pod) {
+  return PodTemplateKeyOf(api::ParseObjectMeta(pod));
+}
+
 std::vector<InjectionSuspension> SuspensionsOfPolicy(const json& policy_object) {
   std::vector<InjectionSuspension> out;
-  const std::string name = MetadataString(policy_object, "name");
-  if (!policy_object.is_object() || !policy_object.contains("status")) return out;
-  const json& status = policy_object["status"];
-  if (!status.is_object() || !status.contains("injectionSuspended")) return out;
-  const json& entries = status["injectionSuspended"];
-  if (!entries.is_array()) return out;
-  for (const json& e : entries) {
-    if (!e.is_object()) continue;
+  const std::string name = api::ParseObjectMeta(policy_object).name;
+  const json* status = api::json_fields::Member(policy_object, "status");
+  if (status == nullptr) return out;
+  api::json_fields::Reader r(*status, "status", nullptr);
+  r.Objects("injectionSuspended", [&](const json& entry, const std::string& path) {
     InjectionSuspension s;
     s.policy = name;
-    s.workload = StringAt(e, "workload");
-    s.pod_template_hash = StringAt(e, "podTemplateHash");
-    auto gen = e.find("policyGeneration");
-    if (gen == e.end() || !gen->is_number_integer()) continue;
-    s.policy_generation = gen->get<int64_t>();
-    s.message = StringAt(e, "message");
-    if (s.workload.empty() || s.pod_template_hash.empty()) continue;
+    api::json_fields::Reader e(entry, path, nullptr);
+    e.String("workload", &s.workload);
+    e.String("podTemplateHash", &s.pod_template_hash);
+    std::optional<int64_t> generation;
+    e.Int("policyGeneration", &generation);
+    e.String("message", &s.message);
+    if (!generation || s.workload.empty() || s.pod_template_hash.empty()) return;
+    s.policy_generation = *generation;
     out.push_back(std::move(s));
-  }
+  });
   return out;
 }
 
-std::string PodDisplayName(const json& pod) {
-  std::string name = MetadataString(pod, "name");
-  if (!name.empty()) return name;
-  std::string generate = MetadataString(pod, "generateName");
-  return generate.empty() ? "(unnamed pod)" : generate + "*";
-}
+std::string PodDisplayName(const json& pod) { return api::ParsePod(pod).DisplayName(); }
 
 json GuardContainer(const api::AllocatorPolicy& policy, const InjectionOptions& options,
                     bool native_sidecar) {
@@ -272,21 +217,20 @@ json GuardContainer(const api::AllocatorPolicy& policy, const InjectionOptions& 
          {"protocol", "TCP"}}}},
       {"resources", SidecarResources()},
       {"securityContext", RestrictedSecurityContext()}};
-  if (native_sidecar) guard["restartPolicy"] = "Always";
+  if (native_sidecar) MemberOf(guard, "restartPolicy") = "Always";
   return guard;
 }
 
 PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
   const json& pod = input.pod;
-  const std::string pod_name = PodDisplayName(pod);
+  const api::Pod typed = api::ParsePod(pod);
+  const std::string pod_name = typed.DisplayName();
   if (input.ns == "kube-system") return Skip("pods in kube-system are never injected");
   if (!input.operator_namespace.empty() && input.ns == input.operator_namespace) {
     return Skip("pods in allocguard's own namespace " + input.ns + " are never injected");
   }
-  if (!pod.is_object() || !pod.contains("spec") || !pod["spec"].is_object()) {
-    return Skip("the admitted object is not a pod with a spec");
-  }
-  const auto annotations = MetadataMap(pod, "annotations");
+  if (!typed.has_spec) return Skip("the admitted object is not a pod with a spec");
+  const auto& annotations = typed.metadata.annotations;
   if (auto it = annotations.find(api::kInjectAnnotation);
       it != annotations.end() && it->second == "false") {
     return Skip(std::string("pod ") + pod_name + " opted out (" + api::kInjectAnnotation +
@@ -295,7 +239,7 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
   if (auto it = annotations.find(api::kInjectedAnnotation); it != annotations.end()) {
     return Skip("pod " + pod_name + " is already injected (" + it->second + ")");
   }
-  const auto labels = MetadataMap(pod, "labels");
+  const auto& labels = typed.metadata.labels;
   if (labels.count(api::kCanaryLabel) != 0) {
     return Skip("pod " + pod_name + " is a canary pod; its variant is injected by the canary");
   }
@@ -331,48 +275,39 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
                       AllocatorLabel(policy.spec.allocator.name) + " preloaded";
     if (!s->message.empty()) why += " (" + s->message.substr(0, kMaxAnnotationMessage) + ")";
     decision.annotations = {{api::kInjectionSuspendedAnnotation, why}};
-    json& metadata = mutated["metadata"];
-    if (!metadata.is_object()) metadata = json::object();
-    json& written = metadata["annotations"];
-    if (!written.is_object()) written = json::object();
-    written[api::kInjectionSuspendedAnnotation] = why;
+    SetAnnotation(mutated, api::kInjectionSuspendedAnnotation, why);
     decision.action = PodInjectionAction::kSuspended;
     decision.patch = json::diff(pod, mutated);
     decision.reason = "pod " + pod_name + " was not injected: " + why;
     return decision;
   }
   InjectionOptions options = input.options;
-  options.libc = ResolveLibc(policy.spec.libc, pod.contains("metadata") ? pod["metadata"] : json(),
-                             &decision.conflicts);
-  Status status = InjectAllocator(mutated["spec"], policy.spec.allocator, policy.spec.containers,
-                                  options, &decision.conflicts);
+  options.libc =
+      ResolveLibcFromAnnotations(policy.spec.libc, typed.metadata.annotations, &decision.conflicts);
+  json& spec = MemberOf(mutated, "spec");
+  Status status = InjectAllocator(spec, policy.spec.allocator, policy.spec.containers, options,
+                                  &decision.conflicts);
   if (!status.ok()) {
     decision.reason = "pod " + pod_name + " was not injected: " + status.message();
     decision.conflicts.push_back(decision.reason);
     return decision;
   }
-  if (SelectContainerNames(mutated["spec"], policy.spec.containers).empty()) {
+  // InjectAllocator adds only allocguard's own containers, which are never
+  // selected: the pod as admitted has the same selection.
+  if (SelectContainerNames(typed.spec, policy.spec.containers).empty()) {
     decision.reason = "AllocatorPolicy " + policy.name + " selects pod " + pod_name +
                       " but none of its containers";
     return decision;
   }
   const bool guarded =
-      policy.spec.guard.enabled && AddGuard(mutated["spec"], policy, input, decision.conflicts);
+      policy.spec.guard.enabled && AddGuard(spec, typed.spec, policy, input, decision.conflicts);
 
   decision.annotations = {{api::kInjectedAnnotation, AllocatorLabel(policy.spec.allocator.name)},
                           {api::kPolicyAnnotation, policy.name},
                           {api::kPolicyGenerationAnnotation, std::to_string(policy.generation)}};
-  json& metadata = mutated["metadata"];
-  if (!metadata.is_object()) metadata = json::object();
-  json& written = metadata["annotations"];
-  if (!written.is_object()) written = json::object();
-  for (const auto& [key, value] : decision.annotations) written[key] = value;
-  if (guarded) {
-    // What a PodMonitor selects the guards' pods by (the chart's podMonitor).
-    json& written_labels = metadata["labels"];
-    if (!written_labels.is_object()) written_labels = json::object();
-    written_labels[api::kGuardLabel] = "true";
-  }
+  for (const auto& [key, value] : decision.annotations) SetAnnotation(mutated, key, value);
+  // What a PodMonitor selects the guards' pods by (the chart's podMonitor).
+  if (guarded) SetLabel(mutated, api::kGuardLabel, "true");
 
   decision.action = PodInjectionAction::kInject;
   decision.patch = json::diff(pod, mutated);

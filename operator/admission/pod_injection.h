@@ -39,6 +39,7 @@
 #include <nlohmann/json.hpp>
 
 #include "operator/admission/allocator_injection.h"
+#include "operator/api/object_meta.h"
 #include "operator/api/types.h"
 
 namespace allocguard::admission {
@@ -52,6 +53,8 @@ struct PodTemplateKey {
 
   bool operator==(const PodTemplateKey&) const = default;
 };
+PodTemplateKey PodTemplateKeyOf(const api::ObjectMeta& pod_metadata);
+// The same for a whole Pod object (its metadata parsed with api::ParseObjectMeta).
 PodTemplateKey PodTemplateKeyOf(const nlohmann::json& pod);
 
 // A pod template the circuit breaker stopped injecting into: an entry of the
@@ -112,7 +115,8 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input);
 nlohmann::json GuardContainer(const api::AllocatorPolicy& policy, const InjectionOptions& options,
                               bool native_sidecar);
 
-// "web-7d9f" or, for a pod named by generateName, "web-7d9f-*"; for messages.
+// "web-7d9f" or, for a pod named by generateName, "web-7d9f-*"; for messages
+// (api::Pod::DisplayName).
 std::string PodDisplayName(const nlohmann::json& pod);
 
 }  // namespace allocguard::admission
