@@ -9,6 +9,7 @@
 #include "controllers/policy_decision.h"
 #include "controllers/rollout_decision.h"
 #include "operator/admission/deployment_gate.h"
+#include "operator/admission/policies.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 #include "operator/common/rfc3339.h"
@@ -201,16 +202,6 @@ void AddCanaryJobIndex(kube::Store& pods) {
     if (job == labels.end()) return std::vector<std::string>{};
     return std::vector<std::string>{Str(meta, "namespace") + "/" + job->second};
   });
-}
-
-std::vector<api::AllocatorPolicy> PoliciesInNamespace(const kube::Store& policies,
-                                                      const std::string& ns) {
-  std::vector<api::AllocatorPolicy> out;
-  for (const json& object : policies.ByIndex(kNamespaceIndex, ns)) {
-    auto parsed = api::ParseAllocatorPolicy(object);
-    if (parsed.ok()) out.push_back(std::move(parsed).value());
-  }
-  return out;
 }
 
 std::optional<api::AllocatorPolicy> GoverningPolicy(
@@ -498,7 +489,8 @@ Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
   const json& tmpl = Field(Field(*deployment, "spec"), "template");
   RolloutInput input;
   input.deployment = *deployment;
-  const std::vector<api::AllocatorPolicy> policies = PoliciesInNamespace(*ctx_.policies, ns);
+  const std::vector<api::AllocatorPolicy> policies =
+      admission::ParsePolicies(ctx_.policies->ByIndex(kNamespaceIndex, ns));
   const std::map<std::string, std::string> labels =
       StringMap(Field(Field(tmpl, "metadata"), "labels"));
   const std::vector<const api::AllocatorPolicy*> matching =
@@ -569,8 +561,9 @@ Result<ReconcileResult> DriftReconciler::Reconcile(const std::string& key) {
   std::optional<json> pod = ctx_.pods->Get(key);
   if (!pod.has_value()) return ReconcileResult{};
   auto [ns, name] = SplitKey(key);
-  auto policy = GoverningPolicy(PoliciesInNamespace(*ctx_.policies, ns),
-                                StringMap(Field(Field(*pod, "metadata"), "labels")));
+  auto policy =
+      GoverningPolicy(admission::ParsePolicies(ctx_.policies->ByIndex(kNamespaceIndex, ns)),
+                      StringMap(Field(Field(*pod, "metadata"), "labels")));
   if (!policy.has_value()) return ReconcileResult{};
   for (const DriftedPod& d : FindInjectionDrift(*policy, {*pod}, ctx_.operator_namespace)) {
     RecordEvent(

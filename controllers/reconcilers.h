@@ -164,10 +164,6 @@ class DriftReconciler : public Reconciler {
   ControllerContext ctx_;
 };
 
-// The policies of a namespace, parsed; unparsable ones are left out.
-std::vector<api::AllocatorPolicy> PoliciesInNamespace(const kube::Store& policies,
-                                                      const std::string& ns);
-
 // The one policy whose selector matches labels; nullopt when none or when
 // several match (an ambiguity the validating webhook refuses to create).
 std::optional<api::AllocatorPolicy> GoverningPolicy(

@@ -92,14 +92,6 @@ std::string CanaryDistrust(const json& canary, const json& deployment,
   return "";
 }
 
-std::string CanaryName(const std::string& deployment, const std::string& template_hash,
-                       const std::string& policy_key) {
-  // Deployment names are DNS subdomains (≤ 253); keep room for the hashes and
-  // for Job names derived from this one (which the job builder shortens).
-  std::string base = deployment.substr(0, 200);
-  return base + "-" + template_hash.substr(0, 10) + "-" + policy_key.substr(0, 6);
-}
-
 json BuildReplayCanary(const json& deployment, const api::AllocatorPolicy& policy,
                        const std::string& template_hash) {
   const json& meta = deployment["metadata"];

@@ -31,6 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "operator/api/names.h"
 #include "operator/api/types.h"
 
 namespace allocguard::controllers {
@@ -66,10 +67,8 @@ struct RolloutActions {
 // anything else (the selector, the guard) does not.
 std::string CanaryPolicyKey(const api::AllocatorPolicy& policy);
 
-// The canary's name for a Deployment, template hash and policy key: stable,
-// so a restarted operator finds the canary it created before.
-std::string CanaryName(const std::string& deployment, const std::string& template_hash,
-                       const std::string& policy_key);
+// The canary's name (moved to operator/api/names.h).
+using api::CanaryName;
 
 RolloutActions DecideRollout(const RolloutInput& input);
 

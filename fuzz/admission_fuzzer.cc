@@ -1,6 +1,6 @@
 // The admission webhooks end to end, without TLS: an AdmissionReview body is
 // parsed (webhook::ParseAdmissionReview), answered by the handler of its kind
-// (manager::AdmissionHandlers: Pod injection, the Deployment gate and its
+// (admission::AdmissionHandlers: Pod injection, the Deployment gate and its
 // unpause check, policy and canary validation), encoded
 // (EncodeAdmissionReview), and the returned JSON patch is applied to the
 // request's object.
@@ -28,6 +28,7 @@
 
 #include "controllers/reconcilers.h"
 #include "fuzz/fuzz_check.h"
+#include "operator/admission/admission_handlers.h"
 #include "operator/common/base64.h"
 #include "operator/kube/client.h"
 #include "operator/kube/config.h"
@@ -35,7 +36,6 @@
 #include "operator/kube/event_recorder.h"
 #include "operator/kube/informer.h"
 #include "operator/kube/transport.h"
-#include "operator/manager/admission_handlers.h"
 #include "operator/webhook/admission_review.h"
 
 namespace {
@@ -44,7 +44,7 @@ using allocguard::fuzz::NoThrow;
 using allocguard::fuzz::Show;
 using nlohmann::json;
 namespace kube = allocguard::kube;
-namespace manager = allocguard::manager;
+namespace admission = allocguard::admission;
 namespace webhook = allocguard::webhook;
 
 constexpr char kOperatorUser[] = "system:serviceaccount:allocguard-system:allocguard";
@@ -98,7 +98,7 @@ struct Harness {
   kube::Client client{api, std::make_shared<NoToken>()};
   kube::EventRecorder events{&client, {}};
   kube::Store policies, canaries, deployments;
-  std::unique_ptr<manager::AdmissionHandlers> handlers;
+  std::unique_ptr<admission::AdmissionHandlers> handlers;
 
   explicit Harness(const json& setup) {
     for (kube::Store* s : {&policies, &canaries, &deployments}) {
@@ -111,14 +111,14 @@ struct Harness {
       api->allowed = setup.value("allowed", json(true)) != false;
     }
     const bool known_operator = setup.is_object() && setup.value("operator", json()) == true;
-    handlers = std::make_unique<manager::AdmissionHandlers>(
-        manager::AdmissionHandlerOptions{"allocguard-system", "registry.example/allocguard:fuzz",
-                                         known_operator ? kOperatorUser : ""},
-        manager::AdmissionHandlerDeps{&client, &policies, &canaries, &deployments, &events});
+    handlers = std::make_unique<admission::AdmissionHandlers>(
+        admission::AdmissionHandlerOptions{"allocguard-system", "registry.example/allocguard:fuzz",
+                                           known_operator ? kOperatorUser : ""},
+        admission::AdmissionHandlerDeps{&client, &policies, &canaries, &deployments, &events});
   }
 };
 
-using Handler = webhook::AdmissionResponse (manager::AdmissionHandlers::*)(
+using Handler = webhook::AdmissionResponse (admission::AdmissionHandlers::*)(
     const webhook::AdmissionRequest&) const;
 
 struct Route {
@@ -127,12 +127,12 @@ struct Route {
   bool mutating;
 };
 
-constexpr Route kPod{"MutatePod", &manager::AdmissionHandlers::MutatePod, true};
-constexpr Route kGate{"MutateDeployment", &manager::AdmissionHandlers::MutateDeployment, true};
-constexpr Route kUnpause{"ValidateDeployment", &manager::AdmissionHandlers::ValidateDeployment,
+constexpr Route kPod{"MutatePod", &admission::AdmissionHandlers::MutatePod, true};
+constexpr Route kGate{"MutateDeployment", &admission::AdmissionHandlers::MutateDeployment, true};
+constexpr Route kUnpause{"ValidateDeployment", &admission::AdmissionHandlers::ValidateDeployment,
                          false};
-constexpr Route kPolicy{"ValidatePolicy", &manager::AdmissionHandlers::ValidatePolicy, false};
-constexpr Route kCanary{"ValidateCanary", &manager::AdmissionHandlers::ValidateCanary, false};
+constexpr Route kPolicy{"ValidatePolicy", &admission::AdmissionHandlers::ValidatePolicy, false};
+constexpr Route kCanary{"ValidateCanary", &admission::AdmissionHandlers::ValidateCanary, false};
 
 std::vector<Route> RoutesFor(const std::string& kind) {
   if (kind == "Pod") return {kPod};

@@ -7,6 +7,7 @@
 
 #include "operator/api/json_fields.h"
 #include "operator/api/json_reader.h"
+#include "operator/api/names.h"
 
 namespace allocguard::api {
 namespace {
@@ -53,6 +54,10 @@ std::string PodTemplateHash(const json& pod_template) {
   if (spec.is_null()) spec = json::object();
   const json canonical = {{"annotations", annotations}, {"labels", labels}, {"spec", spec}};
   return Sha256Hex(canonical.dump()).substr(0, 16);
+}
+
+bool HoldsRollout(const ObjectMeta& metadata) {
+  return !metadata.Annotation(kHeldCandidateAnnotation).empty();
 }
 
 Deployment ParseDeployment(const json& object, std::vector<std::string>* problems) {

@@ -49,6 +49,13 @@ struct Deployment {
   bool operator==(const Deployment&) const = default;
 };
 
+// Whether allocguard holds a workload's rollout now: its metadata carries a
+// non-empty api::kHeldCandidateAnnotation (the template hash it holds). The
+// one meaning of "held" for the webhooks and the metrics; the validating
+// webhook's refusal to unpause by hand also requires spec.paused (see
+// admission/validation.h).
+bool HoldsRollout(const ObjectMeta& metadata);
+
 // Reads a whole Deployment; a non-object gives an empty Deployment (with
 // `present` set unless it is null). Problems are appended to `problems`
 // (may be null).

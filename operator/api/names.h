@@ -3,6 +3,8 @@
 // Annotation and label names allocguard reads and writes, in one place so the
 // webhook, the controllers, the chart and the docs agree.
 
+#include <string>
+
 namespace allocguard::api {
 
 // --- on Pods ---------------------------------------------------------------
@@ -66,5 +68,16 @@ inline constexpr char kLibraryMountPath[] = "/opt/allocguard/inject";
 inline constexpr char kGuardMetricsPortName[] = "guard-metrics";
 inline constexpr int kGuardMetricsPort = 9464;
 inline constexpr char kGuardLabel[] = "allocguard.io/guard";
+
+// The canary's name for a Deployment, template hash and policy key
+// (controllers::CanaryPolicyKey): stable, so a restarted operator finds the
+// canary it created before, and the webhooks find it by name.
+inline std::string CanaryName(const std::string& deployment, const std::string& template_hash,
+                              const std::string& policy_key) {
+  // Deployment names are DNS subdomains (<= 253); keep room for the hashes and
+  // for Job names derived from this one (which the job builder shortens).
+  return deployment.substr(0, 200) + "-" + template_hash.substr(0, 10) + "-" +
+         policy_key.substr(0, 6);
+}
 
 }  // namespace allocguard::api

@@ -2,17 +2,14 @@
 
 #include <algorithm>
 
-#include "operator/api/names.h"
+#include "operator/api/deployment.h"
+#include "operator/api/object_meta.h"
 #include "operator/kube/object.h"
 
 namespace allocguard::manager {
 namespace {
 
-bool Held(const kube::Object& object) {
-  const kube::Object& annotations =
-      kube::ObjectField(kube::ObjectField(object, "metadata"), "annotations");
-  return !kube::StringField(annotations, api::kHeldCandidateAnnotation).empty();
-}
+bool Held(const kube::Object& object) { return api::HoldsRollout(api::ParseObjectMeta(object)); }
 
 }  // namespace
 

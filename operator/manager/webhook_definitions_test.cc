@@ -1,21 +1,22 @@
 // The webhook definitions (webhook/webhook_configurations.h) name exactly the
-// paths the operator serves (admission_handlers.h).
+// paths the operator serves (operator/admission/admission_handlers.h).
 
 #include <set>
 #include <string>
 
 #include <gtest/gtest.h>
 
-#include "operator/manager/admission_handlers.h"
+#include "operator/admission/admission_handlers.h"
 #include "operator/webhook/webhook_configurations.h"
 
 namespace allocguard::manager {
 namespace {
 
 TEST(WebhookDefinitionsTest, EveryDefinedWebhookIsServedAndEveryServedPathDefined) {
-  const std::set<std::string> served = {kPodMutationPath, kDeploymentMutationPath,
-                                        kDeploymentValidationPath, kPolicyValidationPath,
-                                        kCanaryValidationPath};
+  const std::set<std::string> served = {
+      admission::kPodMutationPath, admission::kDeploymentMutationPath,
+      admission::kDeploymentValidationPath, admission::kPolicyValidationPath,
+      admission::kCanaryValidationPath};
   std::set<std::string> defined;
   for (const webhook::WebhookDefinition& def : webhook::WebhookDefinitions()) {
     defined.insert(def.path);

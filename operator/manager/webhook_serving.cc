@@ -61,11 +61,11 @@ Status WebhookServing::Start(kube::Canceller* /*cancel*/) {
                                  .clock = deps_.clock},
                                 deps_.client));
 
-  handlers_ = std::make_unique<AdmissionHandlers>(
-      AdmissionHandlerOptions{options_.operator_namespace, options_.image, own_username,
-                              GuardLogFlags(options_)},
-      AdmissionHandlerDeps{deps_.client, deps_.policies, deps_.canaries, deps_.deployments,
-                           deps_.events});
+  handlers_ = std::make_unique<admission::AdmissionHandlers>(
+      admission::AdmissionHandlerOptions{options_.operator_namespace, options_.image, own_username,
+                                         GuardLogFlags(options_)},
+      admission::AdmissionHandlerDeps{deps_.client, deps_.policies, deps_.canaries,
+                                      deps_.deployments, deps_.events});
   AG_ASSIGN_OR_RETURN(auto bind, ParseBindAddress(options_.webhook_bind_address));
   server_ = std::make_unique<WebhookServer>(WebhookServerOptions{
       .host = bind.first,

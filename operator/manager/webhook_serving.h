@@ -7,7 +7,8 @@
 //     self-managed or cert-manager's files;
 //   - WebhookServer (webhook_server.h): the TLS server, its heartbeat and
 //     self probe;
-//   - AdmissionHandlers (admission_handlers.h): the handlers, routed by path;
+//   - admission::AdmissionHandlers (operator/admission/admission_handlers.h): the handlers, routed
+//   by path;
 //   - WriteWebhookConfigurations (webhook_configuration_writer.h): in URL
 //     mode, the webhook configurations, from the one definition in
 //     webhook/webhook_configurations.h.
@@ -26,12 +27,12 @@
 #include <string>
 #include <vector>
 
+#include "operator/admission/admission_handlers.h"
 #include "operator/common/clock.h"
 #include "operator/common/status.h"
 #include "operator/kube/client.h"
 #include "operator/kube/event_recorder.h"
 #include "operator/kube/informer.h"
-#include "operator/manager/admission_handlers.h"
 #include "operator/manager/manager_config.h"
 #include "operator/manager/runnable.h"
 #include "operator/manager/webhook_certificates.h"
@@ -87,7 +88,7 @@ class WebhookServing final : public Runnable {
   const ManagerOptions options_;
   const WebhookServingDeps deps_;
   std::unique_ptr<WebhookCertificates> certificates_;
-  std::unique_ptr<AdmissionHandlers> handlers_;  // referred to by server_'s routes
+  std::unique_ptr<admission::AdmissionHandlers> handlers_;  // referred to by server_'s routes
   std::unique_ptr<WebhookServer> server_;
 };
 

@@ -1,4 +1,4 @@
-#include "operator/manager/admission_handlers.h"
+#include "operator/admission/admission_handlers.h"
 
 #include <spdlog/spdlog.h>
 
@@ -6,22 +6,44 @@
 #include "controllers/reconcilers.h"
 #include "controllers/rollout_decision.h"
 #include "operator/admission/deployment_gate.h"
+#include "operator/admission/json_patch.h"
 #include "operator/admission/pod_injection.h"
+#include "operator/admission/policies.h"
 #include "operator/admission/validation.h"
 #include "operator/api/canary_status.h"
+#include "operator/api/deployment.h"
+#include "operator/api/json_fields.h"
+#include "operator/api/json_reader.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
-#include "operator/kube/object.h"
 
-namespace allocguard::manager {
+namespace allocguard::admission {
 namespace {
 
 using nlohmann::json;
 
-// JSON accessors that never throw (operator/kube/object.h).
-const auto& Field = kube::FieldOrNull;
-const auto& Str = kube::StringField;
-const auto& StringMap = kube::StringMap;
+// A SubjectAccessReview's status: whether the user is allowed, and why not.
+struct AccessReviewStatus {
+  bool allowed = false;
+  std::string reason;
+};
+
+AccessReviewStatus ParseAccessReviewStatus(const json& review) {
+  AccessReviewStatus status;
+  const json* object = api::json_fields::Member(review, "status");
+  if (object == nullptr) return status;
+  api::json_fields::Reader r(*object, "status", nullptr);
+  r.Bool("allowed", &status.allowed);
+  r.String("reason", &status.reason);
+  return status;
+}
+
+// Whether the two objects have equal `key` members (absent and null alike).
+bool SameMember(const json& a, const json& b, const char* key) {
+  const json* x = api::json_fields::Member(a, key);
+  const json* y = api::json_fields::Member(b, key);
+  return x == nullptr || y == nullptr ? x == y : *x == *y;
+}
 
 // Kubernetes' own controllers act for the cluster, not for a user: the
 // namespace controller deletes every policy of a namespace being deleted,
@@ -49,7 +71,7 @@ void AdmissionHandlers::RegisterOn(webhook::AdmissionServer& server) const {
 }
 
 std::vector<api::AllocatorPolicy> AdmissionHandlers::Policies(const std::string& ns) const {
-  return controllers::PoliciesInNamespace(*deps_.policies, ns);
+  return ParsePolicies(deps_.policies->ByIndex(controllers::kNamespaceIndex, ns));
 }
 
 void AdmissionHandlers::Event(const json& regarding, bool warning, const std::string& reason,
@@ -63,7 +85,7 @@ void AdmissionHandlers::Event(const json& regarding, bool warning, const std::st
 
 webhook::AdmissionResponse AdmissionHandlers::MutatePod(
     const webhook::AdmissionRequest& request) const {
-  admission::PodInjectionInput in;
+  PodInjectionInput in;
   in.pod = request.object;
   in.ns = request.namespace_;
   in.policies = Policies(request.namespace_);
@@ -73,20 +95,20 @@ webhook::AdmissionResponse AdmissionHandlers::MutatePod(
   in.native_sidecars = true;  // Kubernetes >= 1.29 (beta, on by default); GA in 1.33
   // The circuit breaker's suspensions, from the policies' status.
   for (const json& p : deps_.policies->ByIndex(controllers::kNamespaceIndex, request.namespace_)) {
-    for (admission::InjectionSuspension& s : admission::SuspensionsOfPolicy(p)) {
+    for (InjectionSuspension& s : SuspensionsOfPolicy(p)) {
       in.suspensions.push_back(std::move(s));
     }
   }
-  admission::PodInjectionDecision d = admission::DecidePodInjection(in);
+  PodInjectionDecision d = DecidePodInjection(in);
   webhook::AdmissionResponse response;
-  if (d.action != admission::PodInjectionAction::kSkip) response.patch = d.patch;
-  if (d.action == admission::PodInjectionAction::kSuspended) {
+  if (d.action != PodInjectionAction::kSkip) response.patch = d.patch;
+  if (d.action == PodInjectionAction::kSuspended) {
     response.warnings.push_back("allocguard: " + d.reason);
   }
   for (const std::string& c : d.conflicts) response.warnings.push_back("allocguard: " + c);
   if (!d.conflicts.empty() && d.policy.has_value() && !request.dry_run) {
     if (auto policy = deps_.policies->Get(d.policy->ns + "/" + d.policy->name)) {
-      std::string note = "Pod " + admission::PodDisplayName(request.object) + ": ";
+      std::string note = "Pod " + PodDisplayName(request.object) + ": ";
       for (const std::string& c : d.conflicts) note += c + " ";
       Event(*policy, true, "InjectionConflict", note);
     }
@@ -99,14 +121,14 @@ webhook::AdmissionResponse AdmissionHandlers::MutateDeployment(
   if (request.operation != "CREATE" && request.operation != "UPDATE") {
     return webhook::AdmissionResponse::Allow();
   }
-  const json& tmpl = Field(Field(request.object, "spec"), "template");
-  admission::GateInput in;
-  in.operation = request.operation == "CREATE" ? admission::AdmissionOperation::kCreate
-                                               : admission::AdmissionOperation::kUpdate;
+  const api::Deployment deployment_read = api::ParseDeployment(request.object);
+  GateInput in;
+  in.operation =
+      request.operation == "CREATE" ? AdmissionOperation::kCreate : AdmissionOperation::kUpdate;
   in.old_deployment = request.old_object;
   in.new_deployment = request.object;
   in.policy = controllers::GoverningPolicy(Policies(request.namespace_),
-                                           StringMap(Field(Field(tmpl, "metadata"), "labels")));
+                                           deployment_read.pod_template.metadata.labels);
   in.operator_namespace = options_.operator_namespace;
   const std::string ns = request.namespace_;
   const std::string name = request.name;
@@ -121,25 +143,24 @@ webhook::AdmissionResponse AdmissionHandlers::MutateDeployment(
   in.has_flat_verdict = [this, &ns, &name, &policy_key, &deployment,
                          &policy](const std::string& hash) {
     if (!policy.has_value()) return false;
-    auto canary = deps_.canaries->Get(ns + "/" + controllers::CanaryName(name, hash, policy_key));
+    auto canary = deps_.canaries->Get(ns + "/" + api::CanaryName(name, hash, policy_key));
     return canary.has_value() && api::CanaryStatusOf(*canary).verdict == Verdict::kFlat &&
            controllers::CanaryDistrust(*canary, deployment, hash, *policy).empty();
   };
-  admission::GateDecision d = admission::DecideDeploymentGate(in);
+  GateDecision d = DecideDeploymentGate(in);
   webhook::AdmissionResponse response;
   response.patch = d.patch;
-  if (d.action == admission::GateAction::kHold) {
+  if (d.action == GateAction::kHold) {
     response.warnings.push_back("allocguard: " + d.reason);
   }
   return response;
 }
 
-admission::Requester AdmissionHandlers::RequesterOf(
-    const webhook::AdmissionRequest& request) const {
-  if (IsClusterController(request.user_info)) return admission::Requester::kOperator;
-  if (options_.own_username.empty()) return admission::Requester::kUnknown;
-  return request.user_info.username == options_.own_username ? admission::Requester::kOperator
-                                                             : admission::Requester::kOther;
+Requester AdmissionHandlers::RequesterOf(const webhook::AdmissionRequest& request) const {
+  if (IsClusterController(request.user_info)) return Requester::kOperator;
+  if (options_.own_username.empty()) return Requester::kUnknown;
+  return request.user_info.username == options_.own_username ? Requester::kOperator
+                                                             : Requester::kOther;
 }
 
 // Whether the request's user may `verb` `resource` (of `group`) in the
@@ -159,8 +180,8 @@ std::string AdmissionHandlers::AccessDenial(const webhook::AdmissionRequest& req
                  {"verb", verb},
                  {"group", group},
                  {"resource", resource}}}};
-  if (!user.uid.empty()) spec["uid"] = user.uid;
-  if (!user.extra.empty()) spec["extra"] = user.extra;
+  if (!user.uid.empty()) MemberOf(spec, "uid") = user.uid;
+  if (!user.extra.empty()) MemberOf(spec, "extra") = user.extra;
   const kube::ResourceType reviews{"authorization.k8s.io", "v1", "subjectaccessreviews",
                                    "SubjectAccessReview", false};
   auto review = deps_.client->Create(
@@ -172,9 +193,9 @@ std::string AdmissionHandlers::AccessDenial(const webhook::AdmissionRequest& req
   if (!review.ok()) {
     return "cannot check whether " + who + " may " + what + ": " + review.status().message();
   }
-  const json& status = Field(*review, "status");
-  if (Field(status, "allowed") == true) return "";
-  std::string reason = Str(status, "reason");
+  const AccessReviewStatus status = ParseAccessReviewStatus(*review);
+  if (status.allowed) return "";
+  const std::string& reason = status.reason;
   return who + " may not " + what + (reason.empty() ? "" : " (" + reason + ")");
 }
 
@@ -182,11 +203,10 @@ std::string AdmissionHandlers::AccessDenial(const webhook::AdmissionRequest& req
 // denial: it names the user, what the update does and the permission.
 std::string AdmissionHandlers::OverrideDenial(const webhook::AdmissionRequest& request,
                                               const std::string& needs_override) const {
-  const std::string denial =
-      AccessDenial(request, admission::kOverrideVerb, api::kGroup, "allocatorpolicies");
+  const std::string denial = AccessDenial(request, kOverrideVerb, api::kGroup, "allocatorpolicies");
   if (denial.empty()) return "";
   return "this update " + needs_override + ", which allocguard allows only to users with the " +
-         std::string(admission::kOverrideVerb) +
+         std::string(kOverrideVerb) +
          " verb on allocatorpolicies.allocguard.io in this namespace (the chart's "
          "allocguard-override ClusterRole, aggregated into admin): " +
          denial;
@@ -195,8 +215,8 @@ std::string AdmissionHandlers::OverrideDenial(const webhook::AdmissionRequest& r
 webhook::AdmissionResponse AdmissionHandlers::ValidateDeployment(
     const webhook::AdmissionRequest& request) const {
   if (request.operation != "UPDATE") return webhook::AdmissionResponse::Allow();
-  admission::ValidationDecision d =
-      admission::ValidateDeploymentUpdate(request.old_object, request.object, RequesterOf(request));
+  ValidationDecision d =
+      ValidateDeploymentUpdate(request.old_object, request.object, RequesterOf(request));
   if (!d.allowed) return webhook::AdmissionResponse::Deny(d.message);
   if (!d.needs_override.empty()) {
     if (std::string denial = OverrideDenial(request, d.needs_override); !denial.empty()) {
@@ -205,8 +225,8 @@ webhook::AdmissionResponse AdmissionHandlers::ValidateDeployment(
   }
   if ((!d.event_reason.empty() || !d.needs_override.empty()) && !request.dry_run) {
     json regarding = request.object;
-    regarding["apiVersion"] = "apps/v1";
-    regarding["kind"] = "Deployment";
+    MemberOf(regarding, "apiVersion") = "apps/v1";
+    MemberOf(regarding, "kind") = "Deployment";
     std::string note = d.event_reason.empty() ? d.needs_override : d.event_reason;
     Event(regarding, true, "HoldOverridden",
           note + " (by " + request.user_info.username + ", who may override holds here)");
@@ -217,14 +237,11 @@ webhook::AdmissionResponse AdmissionHandlers::ValidateDeployment(
 // The names of the Deployments in the namespace that `policy` holds now.
 std::vector<std::string> AdmissionHandlers::HeldBy(const api::AllocatorPolicy& policy) const {
   std::vector<std::string> held;
-  for (const json& d : deps_.deployments->ByIndex(controllers::kNamespaceIndex, policy.ns)) {
-    const json& meta = Field(d, "metadata");
-    if (Str(Field(meta, "annotations"), api::kHeldCandidateAnnotation).empty()) continue;
-    const json& tmpl_meta = Field(Field(Field(d, "spec"), "template"), "metadata");
-    if (!api::SelectorMatches(policy.spec.selector, StringMap(Field(tmpl_meta, "labels")))) {
-      continue;
-    }
-    held.push_back(Str(meta, "name"));
+  for (const json& object : deps_.deployments->ByIndex(controllers::kNamespaceIndex, policy.ns)) {
+    const api::Deployment d = api::ParseDeployment(object);
+    if (!api::HoldsRollout(d.metadata)) continue;
+    if (!api::SelectorMatches(policy.spec.selector, d.pod_template.metadata.labels)) continue;
+    held.push_back(d.metadata.name);
   }
   return held;
 }
@@ -240,8 +257,8 @@ webhook::AdmissionResponse AdmissionHandlers::ValidatePolicy(
       if (parsed.ok()) new_policy = std::move(parsed).value();
     }
     if (old_policy.ok() && (request.operation == "DELETE" || new_policy.has_value()) &&
-        RequesterOf(request) != admission::Requester::kOperator) {
-      admission::ValidationDecision change = admission::ValidatePolicyChange(
+        RequesterOf(request) != Requester::kOperator) {
+      ValidationDecision change = ValidatePolicyChange(
           *old_policy, new_policy.has_value() ? &*new_policy : nullptr, HeldBy(*old_policy));
       if (!change.needs_override.empty()) {
         if (std::string denial = OverrideDenial(request, change.needs_override); !denial.empty()) {
@@ -249,8 +266,8 @@ webhook::AdmissionResponse AdmissionHandlers::ValidatePolicy(
         }
         if (!request.dry_run) {
           json regarding = request.old_object;
-          regarding["apiVersion"] = api::kApiVersion;
-          regarding["kind"] = "AllocatorPolicy";
+          MemberOf(regarding, "apiVersion") = api::kApiVersion;
+          MemberOf(regarding, "kind") = "AllocatorPolicy";
           Event(regarding, true, "HoldOverridden",
                 "this change " + change.needs_override + " (by " + request.user_info.username +
                     ", who may override holds here)");
@@ -268,7 +285,7 @@ webhook::AdmissionResponse AdmissionHandlers::ValidatePolicy(
   for (api::AllocatorPolicy& p : Policies(request.namespace_)) {
     if (p.name != candidate->name) others.push_back(std::move(p));
   }
-  admission::ValidationDecision d = admission::ValidatePolicy(*candidate, others);
+  ValidationDecision d = admission::ValidatePolicy(*candidate, others);
   if (!d.allowed) return webhook::AdmissionResponse::Deny(d.message);
   return webhook::AdmissionResponse::Allow();
 }
@@ -286,13 +303,12 @@ webhook::AdmissionResponse AdmissionHandlers::ValidateCanary(
   // An update that leaves the spec alone (labels, finalizers, the garbage
   // collector's owner references, a deletion in progress) changes nothing
   // the operator would run.
-  if (request.operation == "UPDATE" &&
-      Field(request.object, "spec") == Field(request.old_object, "spec")) {
+  if (request.operation == "UPDATE" && SameMember(request.object, request.old_object, "spec")) {
     return webhook::AdmissionResponse::Allow();
   }
   auto canary = api::ParseReplayCanary(request.object);
   if (!canary.ok()) return webhook::AdmissionResponse::Deny(canary.status().message());
-  if (RequesterOf(request) == admission::Requester::kOperator) {
+  if (RequesterOf(request) == Requester::kOperator) {
     return webhook::AdmissionResponse::Allow();
   }
   if (std::string denial = AccessDenial(request, "create", "batch", "jobs"); !denial.empty()) {
@@ -304,7 +320,8 @@ webhook::AdmissionResponse AdmissionHandlers::ValidateCanary(
   std::string target_hash;
   if (canary->spec.target_kind == "Deployment") {
     if (auto target = deps_.deployments->Get(request.namespace_ + "/" + canary->spec.target_name)) {
-      target_hash = Str(*target, controllers::kCachedTemplateHashField);
+      api::json_fields::Reader(*target, "", nullptr)
+          .String(controllers::kCachedTemplateHashField, &target_hash);
     }
   }
   if (std::string refused = controllers::RefuseTemplateRights(*canary, target_hash);
@@ -314,4 +331,4 @@ webhook::AdmissionResponse AdmissionHandlers::ValidateCanary(
   return webhook::AdmissionResponse::Allow();
 }
 
-}  // namespace allocguard::manager
+}  // namespace allocguard::admission

@@ -20,7 +20,7 @@
 #include "operator/kube/informer.h"
 #include "operator/webhook/admission_server.h"
 
-namespace allocguard::manager {
+namespace allocguard::admission {
 
 inline constexpr char kPodMutationPath[] = "/mutate-v1-pod";
 inline constexpr char kDeploymentMutationPath[] = "/mutate-apps-v1-deployment";
@@ -71,7 +71,7 @@ class AdmissionHandlers {
   std::vector<api::AllocatorPolicy> Policies(const std::string& ns) const;
   void Event(const nlohmann::json& regarding, bool warning, const std::string& reason,
              const std::string& note) const;
-  admission::Requester RequesterOf(const webhook::AdmissionRequest& request) const;
+  Requester RequesterOf(const webhook::AdmissionRequest& request) const;
   std::string AccessDenial(const webhook::AdmissionRequest& request, const std::string& verb,
                            const std::string& group, const std::string& resource) const;
   std::string OverrideDenial(const webhook::AdmissionRequest& request,
@@ -82,4 +82,4 @@ class AdmissionHandlers {
   AdmissionHandlerDeps deps_;
 };
 
-}  // namespace allocguard::manager
+}  // namespace allocguard::admission
