@@ -6,20 +6,13 @@
 #include <limits>
 #include <utility>
 
+#include "operator/admission/json_patch.h"
 #include "operator/admission/library_layout.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 
 namespace allocguard::admission {
 namespace {
-
-// object[key] when it is a string, else "": never throws, whatever the types
-// (a field of the wrong type is no match, not an exception).
-std::string StringAt(const nlohmann::json& object, const char* key) {
-  if (!object.is_object()) return "";
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
-}
 
 using nlohmann::json;
 
@@ -28,25 +21,8 @@ bool IsOwnContainer(const std::string& name) {
          name == api::kDriverContainerName;
 }
 
-std::string ContainerName(const json& container) {
-  if (!container.is_object()) return "";
-  auto it = container.find("name");
-  return it != container.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
 bool Contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
-}
-
-// Checks that pod_spec[key] is absent or an array of objects.
-Status CheckContainerList(const json& pod_spec, const char* key) {
-  auto it = pod_spec.find(key);
-  if (it == pod_spec.end() || it->is_null()) return Status::Ok();
-  if (!it->is_array()) return InvalidArgument(std::string("spec.") + key + " is not a list");
-  for (const json& c : *it) {
-    if (!c.is_object()) return InvalidArgument(std::string("spec.") + key + " holds a non-object");
-  }
-  return Status::Ok();
 }
 
 std::string FormatDouble(double value) {
@@ -59,24 +35,14 @@ std::string FormatDouble(double value) {
   return std::string(buffer, end);
 }
 
-// Returns the array at obj[key], creating it when absent or null.
-json& ArrayField(json& obj, const char* key) {
-  json& field = obj[key];
-  if (!field.is_array()) field = json::array();
-  return field;
-}
-
 constexpr size_t kAtEnd = std::numeric_limits<size_t>::max();
 
 // Replaces the entry of `list` named `name`, or inserts `entry` at `position`
 // (clamped to the end) when there is none.
-void UpsertNamed(json& list, const json& entry, size_t position) {
-  const std::string name = entry.at("name").get<std::string>();
-  for (json& existing : list) {
-    if (ContainerName(existing) == name) {
-      existing = entry;
-      return;
-    }
+void UpsertNamed(json& list, const std::string& name, const json& entry, size_t position) {
+  if (auto at = IndexOfNamed(list, name)) {
+    list[*at] = entry;
+    return;
   }
   position = std::min(position, list.size());
   list.insert(list.begin() + static_cast<std::ptrdiff_t>(position), entry);
@@ -102,15 +68,6 @@ json InitContainer(const std::string& library, const InjectionOptions& options) 
       {"securityContext", RestrictedSecurityContext()}};
 }
 
-json* FindEnv(json& container, const std::string& name) {
-  auto env = container.find("env");
-  if (env == container.end() || !env->is_array()) return nullptr;
-  for (json& var : *env) {
-    if (var.is_object() && StringAt(var, "name") == name) return &var;
-  }
-  return nullptr;
-}
-
 // Splits an LD_PRELOAD value the way ld.so does: on ':' and spaces.
 std::vector<std::string> SplitPreload(const std::string& value) {
   std::vector<std::string> parts;
@@ -132,24 +89,23 @@ void AddConflict(std::vector<std::string>* conflicts, std::string message) {
     conflicts->push_back(std::move(message));
 }
 
-// Merges `preload` into the container's LD_PRELOAD.
-void MergePreload(json& container, const std::string& name, const std::string& preload,
+// Merges `preload` into the container's LD_PRELOAD (`typed` is what the
+// container had before).
+void MergePreload(json& container, const api::Container& typed, const std::string& preload,
                   std::vector<std::string>* conflicts) {
-  json* var = FindEnv(container, "LD_PRELOAD");
+  const api::EnvVar* var = typed.Env("LD_PRELOAD");
+  json& env = ListMemberOf(container, "env");
   if (var == nullptr) {
-    ArrayField(container, "env").push_back({{"name", "LD_PRELOAD"}, {"value", preload}});
+    env.push_back({{"name", "LD_PRELOAD"}, {"value", preload}});
     return;
   }
-  if (var->contains("valueFrom")) {
-    AddConflict(conflicts, "container \"" + name +
+  if (var->has_value_from) {
+    AddConflict(conflicts, "container \"" + typed.name +
                                "\" takes LD_PRELOAD from valueFrom; allocguard left it alone, so " +
                                preload + " is not preloaded there");
     return;
   }
-  std::string value = var->contains("value") && (*var)["value"].is_string()
-                          ? (*var)["value"].get<std::string>()
-                          : "";
-  std::vector<std::string> parts = SplitPreload(value);
+  std::vector<std::string> parts = SplitPreload(var->value.value_or(""));
   if (Contains(parts, preload)) return;
   // An entry of an earlier injection (another allocator or libc) goes: two
   // allocators preloaded at once would each own some of the process's memory.
@@ -158,47 +114,39 @@ void MergePreload(json& container, const std::string& name, const std::string& p
   parts.push_back(preload);
   std::string merged;
   for (const std::string& p : parts) merged += (merged.empty() ? "" : ":") + p;
-  (*var)["value"] = merged;
+  if (auto at = IndexOfNamed(env, "LD_PRELOAD")) MemberOf(env[*at], "value") = merged;
 }
 
-void SetTunable(json& container, const std::string& container_name, const std::string& name,
+void SetTunable(json& container, const api::Container& typed, const std::string& name,
                 const std::string& value, std::vector<std::string>* conflicts) {
-  json* var = FindEnv(container, name);
+  const api::EnvVar* var = typed.Env(name);
   if (var == nullptr) {
-    ArrayField(container, "env").push_back({{"name", name}, {"value", value}});
+    ListMemberOf(container, "env").push_back({{"name", name}, {"value", value}});
     return;
   }
-  if (!var->contains("valueFrom") && var->contains("value") && (*var)["value"] == value) return;
+  if (!var->has_value_from && var->value == value) return;
   std::string theirs =
-      var->contains("valueFrom") ? "a valueFrom reference" : "\"" + StringAt(*var, "value") + "\"";
-  AddConflict(conflicts, "container \"" + container_name + "\" sets " + name + " to " + theirs +
+      var->has_value_from ? "a valueFrom reference" : "\"" + var->value.value_or("") + "\"";
+  AddConflict(conflicts, "container \"" + typed.name + "\" sets " + name + " to " + theirs +
                              "; allocguard kept it and did not apply the policy's \"" + value +
                              "\"");
 }
 
 // Mounts the library volume read-only; false (with a conflict) when another
 // volume already occupies the mount path.
-bool MountLibrary(json& container, const std::string& name, std::vector<std::string>* conflicts) {
-  json& mounts = ArrayField(container, "volumeMounts");
-  json ours = {
-      {"name", api::kLibraryVolumeName}, {"mountPath", api::kLibraryMountPath}, {"readOnly", true}};
-  for (json& mount : mounts) {
-    if (!mount.is_object()) continue;
-    if (StringAt(mount, "mountPath") == api::kLibraryMountPath &&
-        StringAt(mount, "name") != api::kLibraryVolumeName) {
-      AddConflict(conflicts, "container \"" + name + "\" already mounts volume \"" +
-                                 StringAt(mount, "name") + "\" at " + api::kLibraryMountPath +
+bool MountLibrary(json& container, const api::Container& typed,
+                  std::vector<std::string>* conflicts) {
+  for (const api::VolumeMount& mount : typed.volume_mounts) {
+    if (mount.mount_path == api::kLibraryMountPath && mount.name != api::kLibraryVolumeName) {
+      AddConflict(conflicts, "container \"" + typed.name + "\" already mounts volume \"" +
+                                 mount.name + "\" at " + api::kLibraryMountPath +
                                  "; allocguard did not preload the allocator there");
       return false;
     }
   }
-  for (json& mount : mounts) {
-    if (mount.is_object() && StringAt(mount, "name") == api::kLibraryVolumeName) {
-      mount = ours;
-      return true;
-    }
-  }
-  mounts.push_back(ours);
+  const json ours = {
+      {"name", api::kLibraryVolumeName}, {"mountPath", api::kLibraryMountPath}, {"readOnly", true}};
+  UpsertNamed(ListMemberOf(container, "volumeMounts"), api::kLibraryVolumeName, ours, kAtEnd);
   return true;
 }
 
@@ -320,19 +268,19 @@ Status InjectAllocator(json& pod_spec, const api::AllocatorSpec& allocator,
                        const std::vector<std::string>& containers, const InjectionOptions& options,
                        std::vector<std::string>* conflicts) {
   if (!pod_spec.is_object()) return InvalidArgument("pod spec is not an object");
-  AG_RETURN_IF_ERROR(CheckContainerList(pod_spec, "initContainers"));
-  AG_RETURN_IF_ERROR(CheckContainerList(pod_spec, "containers"));
+  const api::PodSpec typed = api::ParsePodSpec(pod_spec, "spec");
+  for (const auto& [malformed, key] : {std::pair{typed.init_containers_malformed, "initContainers"},
+                                       std::pair{typed.containers_malformed, "containers"}}) {
+    if (malformed) return InvalidArgument(std::string("spec.") + key + " is not a list of objects");
+  }
   const std::string library = AllocatorLibraryFile(allocator.name);
   if (!library.empty() && options.image.empty()) {
     return InvalidArgument("injection image is empty; " + AllocatorLabel(allocator.name) +
                            " needs the allocguard image to copy its library from");
   }
-  if (pod_spec.contains("volumes") && !pod_spec["volumes"].is_null() &&
-      !pod_spec["volumes"].is_array()) {
-    return InvalidArgument("spec.volumes is not a list");
-  }
+  if (typed.volumes_malformed) return InvalidArgument("spec.volumes is not a list");
 
-  const std::vector<std::string> selected = SelectContainerNames(pod_spec, containers);
+  const std::vector<std::string> selected = SelectContainerNames(typed, containers);
   if (selected.empty()) {
     if (!containers.empty()) {
       std::string names;
@@ -356,19 +304,25 @@ Status InjectAllocator(json& pod_spec, const api::AllocatorSpec& allocator,
           ? ""
           : PreloadPath(api::kLibraryMountPath, options.libc, library_to_preload);
   if (!library_to_preload.empty()) {
-    UpsertNamed(ArrayField(pod_spec, "volumes"),
+    UpsertNamed(ListMemberOf(pod_spec, "volumes"), api::kLibraryVolumeName,
                 {{"name", api::kLibraryVolumeName}, {"emptyDir", json::object()}}, kAtEnd);
-    UpsertNamed(ArrayField(pod_spec, "initContainers"), InitContainer(library, options), 0);
+    UpsertNamed(ListMemberOf(pod_spec, "initContainers"), api::kInitContainerName,
+                InitContainer(library, options), 0);
   }
 
-  for (const char* key : {"initContainers", "containers"}) {
-    auto it = pod_spec.find(key);
-    if (it == pod_spec.end() || !it->is_array()) continue;
-    for (json& container : *it) {
-      const std::string name = ContainerName(container);
-      if (!Contains(selected, name)) continue;
-      if (!library_to_preload.empty() && MountLibrary(container, name, conflicts)) {
-        MergePreload(container, name, preload, conflicts);
+  // The lists as they are now (the init container may have been added),
+  // read again so that entry i of each typed list is entry i of the document.
+  const api::PodSpec now = api::ParsePodSpec(pod_spec, "spec");
+  for (const auto& [key, list] : {std::pair{"initContainers", &now.init_containers},
+                                  std::pair{"containers", &now.containers}}) {
+    if (list->empty()) continue;
+    json& documents = ListMemberOf(pod_spec, key);
+    for (size_t i = 0; i < list->size() && i < documents.size(); ++i) {
+      const api::Container& container = (*list)[i];
+      json& document = documents[i];
+      if (!Contains(selected, container.name)) continue;
+      if (!library_to_preload.empty() && MountLibrary(document, container, conflicts)) {
+        MergePreload(document, container, preload, conflicts);
         // A loader that refuses the library writes to stderr and exits before
         // the program could write a termination message: with the logs as
         // fallback its words reach the pod status, where the circuit breaker
@@ -376,11 +330,13 @@ Status InjectAllocator(json& pod_spec, const api::AllocatorSpec& allocator,
         // writes it into every pod template it stores, so it is almost never
         // a choice, and the fallback differs from it only for a container
         // that fails without writing a message of its own.
-        if (container.value("terminationMessagePolicy", "File") == "File") {
-          container["terminationMessagePolicy"] = "FallbackToLogsOnError";
+        if (container.termination_message_policy.value_or("File") == "File") {
+          MemberOf(document, "terminationMessagePolicy") = "FallbackToLogsOnError";
         }
       }
-      for (const auto& [var, value] : tunables) SetTunable(container, name, var, value, conflicts);
+      for (const auto& [var, value] : tunables) {
+        SetTunable(document, container, var, value, conflicts);
+      }
     }
   }
   return Status::Ok();

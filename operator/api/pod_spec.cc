@@ -47,7 +47,13 @@ Container ParseContainer(const json& object, const std::string& path,
     m.String("mountPath", &mount.mount_path);
     c.volume_mounts.push_back(std::move(mount));
   });
-  r.String("terminationMessagePolicy", &c.termination_message_policy);
+  if (const json* policy = json_fields::Member(object, "terminationMessagePolicy");
+      policy != nullptr && policy->is_string()) {
+    c.termination_message_policy = policy->get<std::string>();
+  } else {
+    std::string ignored;
+    r.String("terminationMessagePolicy", &ignored);  // reports a member of another type
+  }
   if (const json* resources = r.Object("resources")) {
     Reader res(*resources, r.PathOf("resources"), problems);
     if (const json* limits = res.Object("limits")) {

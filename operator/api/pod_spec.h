@@ -53,8 +53,8 @@ struct Container {
   std::string name;
   std::vector<EnvVar> env;
   std::vector<VolumeMount> volume_mounts;  // volumeMounts
-  // terminationMessagePolicy; "" when absent.
-  std::string termination_message_policy;
+  // terminationMessagePolicy; nullopt when absent (or not a string).
+  std::optional<std::string> termination_message_policy;
   // resources.limits.memory as written ("512Mi"); "" when absent.
   std::string memory_limit;
   SecurityContext security_context;  // securityContext
