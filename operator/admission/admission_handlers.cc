@@ -254,7 +254,7 @@ webhook::AdmissionResponse AdmissionHandlers::ValidatePolicy(
     std::optional<api::AllocatorPolicy> new_policy;
     if (request.operation == "UPDATE") {
       auto parsed = api::ParseAllocatorPolicy(request.object);
-      if (parsed.ok()) new_policy = std::move(parsed).value();
+      if (parsed.ok()) new_policy = std::move(*parsed);
     }
     if (old_policy.ok() && (request.operation == "DELETE" || new_policy.has_value()) &&
         RequesterOf(request) != Requester::kOperator) {

@@ -10,7 +10,7 @@ std::vector<api::AllocatorPolicy> ParsePolicies(const std::vector<nlohmann::json
   std::vector<api::AllocatorPolicy> out;
   for (const nlohmann::json& object : objects) {
     auto parsed = api::ParseAllocatorPolicy(object);
-    if (parsed.ok()) out.push_back(std::move(parsed).value());
+    if (parsed.ok()) out.push_back(std::move(*parsed));
   }
   return out;
 }
