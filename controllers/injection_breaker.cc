@@ -9,17 +9,9 @@
 #include "operator/admission/deployment_gate.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
-#include "operator/kube/object.h"
 
 namespace allocguard::controllers {
 namespace {
-
-using nlohmann::json;
-
-// JSON accessors that never throw (operator/kube/object.h).
-const auto& Field = kube::FieldOrNull;
-const auto& Str = kube::StringField;
-const auto& StringMap = kube::StringMap;
 
 constexpr size_t kMaxLoaderMessage = 512;
 constexpr size_t kMaxSuspended = 50;
@@ -80,9 +72,10 @@ std::string CutUtf8(std::string s, size_t max) {
 }
 
 // The Deployment in `deployments` named `name`, or null.
-const json* FindDeployment(const std::vector<json>& deployments, const std::string& name) {
-  for (const json& d : deployments) {
-    if (Str(Field(d, "metadata"), "name") == name) return &d;
+const api::DeploymentSummary* FindDeployment(const std::vector<api::DeploymentSummary>& deployments,
+                                             const std::string& name) {
+  for (const api::DeploymentSummary& d : deployments) {
+    if (d.meta.name == name) return &d;
   }
   return nullptr;
 }
@@ -102,9 +95,8 @@ struct EntryKey {
   }
 };
 
-EntryKey KeyOf(const json& entry) {
-  return {Str(entry, "workload"), Str(entry, "podTemplateHash"),
-          kube::IntField(entry, "policyGeneration", -1)};
+EntryKey KeyOf(const api::InjectionSuspendedStatus& entry) {
+  return {entry.workload, entry.pod_template_hash, entry.policy_generation.value_or(-1)};
 }
 
 // Whether the policy governs the container of this status: as
@@ -117,19 +109,24 @@ bool Governs(const api::AllocatorPolicy& policy, const std::string& name, bool i
   return std::find(wanted.begin(), wanted.end(), name) != wanted.end();
 }
 
+// The pod's container statuses, init containers first, each with whether
+// it is an init container's.
+std::vector<std::pair<const api::ContainerStatusSummary*, bool>> ContainerStatuses(
+    const api::PodSummary& pod) {
+  std::vector<std::pair<const api::ContainerStatusSummary*, bool>> out;
+  for (const api::ContainerStatusSummary& cs : pod.init_container_statuses)
+    out.push_back({&cs, true});
+  for (const api::ContainerStatusSummary& cs : pod.container_statuses) out.push_back({&cs, false});
+  return out;
+}
+
 // Every governed container of the pod reports ready.
-bool GovernedContainersReady(const api::AllocatorPolicy& policy, const json& pod) {
-  const json& status = Field(pod, "status");
+bool GovernedContainersReady(const api::AllocatorPolicy& policy, const api::PodSummary& pod) {
   bool any = false;
-  for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
-    const json& statuses = Field(status, list);
-    if (!statuses.is_array()) continue;
-    const bool init = std::string(list) == "initContainerStatuses";
-    for (const json& cs : statuses) {
-      if (!Governs(policy, Str(cs, "name"), init)) continue;
-      any = true;
-      if (!Field(cs, "ready").is_boolean() || !cs["ready"].get<bool>()) return false;
-    }
+  for (const auto& [cs, init] : ContainerStatuses(pod)) {
+    if (!Governs(policy, cs->name, init)) continue;
+    any = true;
+    if (!cs->ready) return false;
   }
   return any;
 }
@@ -152,59 +149,63 @@ std::optional<std::string> FindLoaderError(std::string_view text) {
   return std::nullopt;
 }
 
-std::string DeploymentTemplateDigest(const json& deployment) {
-  std::string digest = Str(deployment, kCachedTemplateHashField);
-  if (digest.empty())
-    digest = admission::TemplateHash(Field(Field(deployment, "spec"), "template"));
+std::string DeploymentTemplateDigest(const api::DeploymentSummary& deployment) {
+  std::string digest = deployment.cached_template_hash;
+  if (digest.empty()) digest = admission::TemplateHash(deployment.pod_template);
   return digest;
 }
 
+admission::PodTemplateKey PodTemplateKeyOf(const api::PodSummary& pod) {
+  admission::PodTemplateKey key;
+  auto hash = pod.meta.labels.find(api::kPodTemplateHashLabel);
+  if (hash == pod.meta.labels.end() || hash->second.empty()) return key;
+  const std::string suffix = "-" + hash->second;
+  for (const api::OwnerReference& owner : pod.meta.owner_references) {
+    if (owner.kind != "ReplicaSet" || !owner.controller) continue;
+    const std::string& rs = owner.name;
+    // A ReplicaSet of a Deployment is named "<deployment>-<pod-template-hash>".
+    if (rs.size() <= suffix.size() ||
+        rs.compare(rs.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      return key;
+    }
+    key.workload = "Deployment/" + rs.substr(0, rs.size() - suffix.size());
+    key.pod_template_hash = hash->second;
+    return key;
+  }
+  return key;
+}
+
 std::optional<InjectionFailure> DetectInjectionFailure(const api::AllocatorPolicy& policy,
-                                                       const json& pod) {
-  const json& meta = Field(pod, "metadata");
-  if (!Field(meta, "deletionTimestamp").is_null()) return std::nullopt;
-  const auto labels = StringMap(Field(meta, "labels"));
-  if (labels.count(api::kCanaryLabel) > 0) return std::nullopt;
-  if (!api::SelectorMatches(policy.spec.selector, labels)) return std::nullopt;
-  const auto annotations = StringMap(Field(meta, "annotations"));
-  auto value = [&annotations](const char* key) {
-    auto it = annotations.find(key);
-    return it == annotations.end() ? std::string() : it->second;
-  };
-  if (value(api::kInjectedAnnotation).empty() || value(api::kPolicyAnnotation) != policy.name ||
-      value(api::kPolicyGenerationAnnotation) != std::to_string(policy.generation)) {
+                                                       const api::PodSummary& pod) {
+  const api::ObjectMeta& meta = pod.meta;
+  if (meta.Terminating()) return std::nullopt;
+  if (meta.labels.count(api::kCanaryLabel) > 0) return std::nullopt;
+  if (!api::SelectorMatches(policy.spec.selector, meta.labels)) return std::nullopt;
+  if (meta.Annotation(api::kInjectedAnnotation).empty() ||
+      meta.Annotation(api::kPolicyAnnotation) != policy.name ||
+      meta.Annotation(api::kPolicyGenerationAnnotation) != std::to_string(policy.generation)) {
     return std::nullopt;
   }
-  const admission::PodTemplateKey key = admission::PodTemplateKeyOf(pod);
+  const admission::PodTemplateKey key = PodTemplateKeyOf(pod);
   if (key.pod_template_hash.empty()) return std::nullopt;
 
-  const json& status = Field(pod, "status");
-  for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
-    const json& statuses = Field(status, list);
-    if (!statuses.is_array()) continue;
-    const bool init = std::string(list) == "initContainerStatuses";
-    for (const json& cs : statuses) {
-      const std::string name = Str(cs, "name");
-      if (!Governs(policy, name, init)) continue;
-      const std::string waiting = Str(Field(Field(cs, "state"), "waiting"), "reason");
-      const int64_t restarts = kube::IntField(cs, "restartCount", 0);
-      if (waiting != "CrashLoopBackOff" && restarts < 2) continue;
-      std::optional<std::string> loader;
-      for (const char* state : {"state", "lastState"}) {
-        loader = FindLoaderError(Str(Field(Field(cs, state), "terminated"), "message"));
-        if (loader.has_value()) break;
-      }
-      if (!loader.has_value()) continue;
-      InjectionFailure failure;
-      failure.pod = Str(meta, "name");
-      failure.uid = Str(meta, "uid");
-      failure.container = name;
-      failure.key = key;
-      failure.loader_message = *loader;
-      failure.restart_count = restarts;
-      failure.waiting_reason = waiting;
-      return failure;
-    }
+  for (const auto& [cs, init] : ContainerStatuses(pod)) {
+    if (!Governs(policy, cs->name, init)) continue;
+    const std::string& waiting = cs->state.waiting_reason;
+    const int64_t restarts = cs->restart_count;
+    if (waiting != "CrashLoopBackOff" && restarts < 2) continue;
+    std::optional<std::string> loader = FindLoaderError(cs->state.terminated_message);
+    if (!loader.has_value()) loader = FindLoaderError(cs->last_state.terminated_message);
+    if (!loader.has_value()) continue;
+    InjectionFailure failure;
+    failure.pod = meta.name;
+    failure.uid = meta.uid;
+    failure.container = cs->name;
+    failure.key = key;
+    failure.loader_message = *loader;
+    failure.restart_count = restarts;
+    failure.waiting_reason = waiting;
+    return failure;
   }
   return std::nullopt;
 }
@@ -217,29 +218,27 @@ BreakerDecision DecideInjectionBreaker(const BreakerInput& input) {
   // there with the template it had when its pods failed.
   std::set<EntryKey> recorded_keys;
   std::set<EntryKey> kept_keys;
-  if (input.recorded.is_array()) {
-    for (const json& entry : input.recorded) {
-      if (!entry.is_object()) continue;
-      const EntryKey key = KeyOf(entry);
-      recorded_keys.insert(key);
-      if (key.generation != policy.generation || key.hash.empty()) continue;
-      const json* deployment = FindDeployment(input.deployments, DeploymentName(key.workload));
-      if (deployment == nullptr) continue;
-      if (DeploymentTemplateDigest(*deployment) != Str(entry, "templateHash")) continue;
-      if (kept_keys.insert(key).second && out.suspended.size() < kMaxSuspended) {
-        out.suspended.push_back(entry);
-      }
+  for (const api::InjectionSuspendedStatus& entry : input.recorded) {
+    const EntryKey key = KeyOf(entry);
+    recorded_keys.insert(key);
+    if (key.generation != policy.generation || key.hash.empty()) continue;
+    const api::DeploymentSummary* deployment =
+        FindDeployment(input.deployments, DeploymentName(key.workload));
+    if (deployment == nullptr) continue;
+    if (DeploymentTemplateDigest(*deployment) != entry.template_hash) continue;
+    if (kept_keys.insert(key).second && out.suspended.size() < kMaxSuspended) {
+      out.suspended.push_back(entry);
     }
   }
 
   // New failures.
-  for (const json& pod : input.pods) {
+  for (const api::PodSummary& pod : input.pods) {
     std::optional<InjectionFailure> failure = DetectInjectionFailure(policy, pod);
     if (!failure.has_value()) continue;
     const EntryKey key{failure->key.workload, failure->key.pod_template_hash, policy.generation};
     if (kept_keys.count(key) > 0) continue;
     const std::string deployment_name = DeploymentName(key.workload);
-    const json* deployment = FindDeployment(input.deployments, deployment_name);
+    const api::DeploymentSummary* deployment = FindDeployment(input.deployments, deployment_name);
     if (deployment == nullptr) continue;  // a resumption could not be told apart: leave it
     if (out.suspended.size() >= kMaxSuspended) break;
     kept_keys.insert(key);
@@ -250,15 +249,17 @@ BreakerDecision DecideInjectionBreaker(const BreakerInput& input) {
         (failure->waiting_reason.empty() ? std::to_string(failure->restart_count) + " restarts"
                                          : failure->waiting_reason) +
         "): " + failure->loader_message;
-    out.suspended.push_back({{"workload", key.workload},
-                             {"podTemplateHash", key.hash},
-                             {"templateHash", DeploymentTemplateDigest(*deployment)},
-                             {"policyGeneration", policy.generation},
-                             {"pod", failure->pod},
-                             {"container", failure->container},
-                             {"reason", "LoaderError"},
-                             {"message", message},
-                             {"since", input.now_rfc3339}});
+    api::InjectionSuspendedStatus entry;
+    entry.workload = key.workload;
+    entry.pod_template_hash = key.hash;
+    entry.template_hash = DeploymentTemplateDigest(*deployment);
+    entry.policy_generation = policy.generation;
+    entry.pod = failure->pod;
+    entry.container = failure->container;
+    entry.reason = "LoaderError";
+    entry.message = message;
+    entry.since = input.now_rfc3339;
+    out.suspended.push_back(std::move(entry));
     out.tripped.push_back(
         {deployment_name, "AllocatorPolicy " + policy.name + " stopped injecting " + allocator +
                               " into " + key.workload + " (pod-template-hash " + key.hash +
@@ -269,21 +270,20 @@ BreakerDecision DecideInjectionBreaker(const BreakerInput& input) {
   }
 
   // Failing pods of suspensions the webhook already knows about.
-  for (const json& pod : input.pods) {
-    const json& meta = Field(pod, "metadata");
-    if (!Field(meta, "deletionTimestamp").is_null()) continue;
-    const std::string uid = Str(meta, "uid");
+  for (const api::PodSummary& pod : input.pods) {
+    const api::ObjectMeta& meta = pod.meta;
+    if (meta.Terminating()) continue;
+    const std::string& uid = meta.uid;
     if (input.deleted_pod_uids.count(uid) > 0) continue;
-    const std::string phase = Str(Field(pod, "status"), "phase");
-    if (phase == "Succeeded" || phase == "Failed") continue;
-    if (StringMap(Field(meta, "annotations")).count(api::kInjectedAnnotation) == 0) continue;
-    const admission::PodTemplateKey key = admission::PodTemplateKeyOf(pod);
+    if (pod.Finished()) continue;
+    if (!meta.HasAnnotation(api::kInjectedAnnotation)) continue;
+    const admission::PodTemplateKey key = PodTemplateKeyOf(pod);
     if (key.pod_template_hash.empty()) continue;
     const EntryKey entry_key{key.workload, key.pod_template_hash, policy.generation};
     if (kept_keys.count(entry_key) == 0 || recorded_keys.count(entry_key) == 0) continue;
     if (GovernedContainersReady(policy, pod)) continue;
     out.delete_pods.push_back(
-        {Str(meta, "name"), uid,
+        {meta.name, uid,
          "deleted by allocguard: injection of AllocatorPolicy " + policy.name +
              " is suspended for " + key.workload + " (pod-template-hash " + key.pod_template_hash +
              ") because its pods failed to start with the allocator; the ReplicaSet recreates "

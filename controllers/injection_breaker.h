@@ -40,10 +40,10 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "operator/admission/pod_injection.h"
+#include "operator/api/policy_status.h"
 #include "operator/api/types.h"
+#include "operator/api/workloads.h"
 
 namespace allocguard::controllers {
 
@@ -68,15 +68,20 @@ struct InjectionFailure {
 };
 
 std::optional<InjectionFailure> DetectInjectionFailure(const api::AllocatorPolicy& policy,
-                                                       const nlohmann::json& pod);
+                                                       const api::PodSummary& pod);
+
+// The pod template a pod was made from: its Deployment ("Deployment/web",
+// from the controlling ReplicaSet "<deployment>-<pod-template-hash>") and
+// its pod-template-hash label; empty when the pod is no Deployment's.
+admission::PodTemplateKey PodTemplateKeyOf(const api::PodSummary& pod);
 
 struct BreakerInput {
   api::AllocatorPolicy policy;
-  // status.injectionSuspended as the cache holds it (may be null).
-  nlohmann::json recorded;
-  std::vector<nlohmann::json> deployments;  // of the policy's namespace
-  std::vector<nlohmann::json> pods;         // of the policy's namespace
-  std::set<std::string> deleted_pod_uids;   // pods this operator already deleted
+  // status.injectionSuspended as the cache holds it.
+  std::vector<api::InjectionSuspendedStatus> recorded;
+  std::vector<api::DeploymentSummary> deployments;  // of the policy's namespace
+  std::vector<api::PodSummary> pods;                // of the policy's namespace
+  std::set<std::string> deleted_pod_uids;           // pods this operator already deleted
   std::string now_rfc3339;
 };
 
@@ -94,7 +99,7 @@ struct PodDeletion {
 };
 
 struct BreakerDecision {
-  nlohmann::json suspended = nlohmann::json::array();  // the new status.injectionSuspended
+  std::vector<api::InjectionSuspendedStatus> suspended;  // the new status.injectionSuspended
   std::vector<SuspendedTemplate> tripped;
   std::vector<PodDeletion> delete_pods;
 };
@@ -103,6 +108,6 @@ BreakerDecision DecideInjectionBreaker(const BreakerInput& input);
 
 // The digest of a Deployment's pod template that a suspension records: the
 // informer cache's precomputed one, else computed from spec.template.
-std::string DeploymentTemplateDigest(const nlohmann::json& deployment);
+std::string DeploymentTemplateDigest(const api::DeploymentSummary& deployment);
 
 }  // namespace allocguard::controllers

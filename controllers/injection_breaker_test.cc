@@ -162,7 +162,8 @@ TEST_P(DetectInjectionFailureTest, TripsOnlyOnRepeatedLoaderFailuresOfInjectedPo
   api::AllocatorPolicy policy = Policy();
   json pod = FailingPod();
   GetParam().change(policy, pod);
-  std::optional<InjectionFailure> failure = DetectInjectionFailure(policy, pod);
+  std::optional<InjectionFailure> failure =
+      DetectInjectionFailure(policy, api::ParsePodSummary(pod));
   EXPECT_EQ(failure.has_value(), GetParam().trips);
   if (failure.has_value()) {
     EXPECT_EQ(failure->key.workload, "Deployment/web");
@@ -267,11 +268,31 @@ json Entry(int64_t generation = 4, const std::string& digest = "tmpl-a") {
           {"since", "2026-11-30T05:59:00Z"}};
 }
 
+// The objects as the policy reconciler parses them.
+std::vector<api::PodSummary> Pods(const std::vector<json>& objects) {
+  std::vector<api::PodSummary> out;
+  for (const json& o : objects) out.push_back(api::ParsePodSummary(o));
+  return out;
+}
+
+std::vector<api::InjectionSuspendedStatus> Recorded(const json& list) {
+  return api::ParseInjectionSuspended(list, "status.injectionSuspended");
+}
+
+// The new status.injectionSuspended as written.
+json Suspended(const BreakerDecision& d) {
+  json out = json::array();
+  for (const api::InjectionSuspendedStatus& e : d.suspended) {
+    out.push_back(api::InjectionSuspendedToJson(e));
+  }
+  return out;
+}
+
 BreakerInput Input() {
   BreakerInput in;
   in.policy = Policy();
-  in.deployments = {WebDeployment()};
-  in.pods = {FailingPod()};
+  in.deployments = {api::ParseDeploymentSummary(WebDeployment())};
+  in.pods = Pods({FailingPod()});
   in.now_rfc3339 = "2026-11-30T06:00:00Z";
   return in;
 }
@@ -279,7 +300,7 @@ BreakerInput Input() {
 TEST(DecideInjectionBreakerTest, AFailingTemplateIsSuspendedBeforeAnyPodIsDeleted) {
   BreakerDecision d = DecideInjectionBreaker(Input());
   ASSERT_THAT(d.suspended, SizeIs(1));
-  const json& e = d.suspended[0];
+  const json e = Suspended(d)[0];
   EXPECT_EQ(e["workload"], "Deployment/web");
   EXPECT_EQ(e["podTemplateHash"], "7d9f8c6b5");
   EXPECT_EQ(e["templateHash"], "tmpl-a");
@@ -299,7 +320,7 @@ TEST(DecideInjectionBreakerTest, AFailingTemplateIsSuspendedBeforeAnyPodIsDelete
 
 TEST(DecideInjectionBreakerTest, ARecordedSuspensionDeletesTheFailingPodsOnce) {
   BreakerInput in = Input();
-  in.recorded = json::array({Entry()});
+  in.recorded = Recorded(json::array({Entry()}));
   json ready = FailingPod("web-7d9f8c6b5-ready");
   AppStatus(ready) = {{"name", "app"}, {"ready", true}, {"restartCount", 0}};
   json recreated = FailingPod("web-7d9f8c6b5-fresh");
@@ -311,10 +332,10 @@ TEST(DecideInjectionBreakerTest, ARecordedSuspensionDeletesTheFailingPodsOnce) {
   json deleted = FailingPod("web-7d9f8c6b5-deleted");
   json other_template = FailingPod("web-5c8f6d9b7-other", "5c8f6d9b7");
   AppStatus(other_template) = {{"name", "app"}, {"ready", false}, {"restartCount", 0}};
-  in.pods = {FailingPod(), ready, recreated, terminating, deleted, other_template};
+  in.pods = Pods({FailingPod(), ready, recreated, terminating, deleted, other_template});
   in.deleted_pod_uids = {"uid-web-7d9f8c6b5-deleted"};
   BreakerDecision d = DecideInjectionBreaker(in);
-  EXPECT_EQ(d.suspended, json::array({Entry()})) << "kept as recorded, since unchanged";
+  EXPECT_EQ(Suspended(d), json::array({Entry()})) << "kept as recorded, since unchanged";
   EXPECT_THAT(d.tripped, IsEmpty()) << "no second event for the same template";
   ASSERT_THAT(d.delete_pods, SizeIs(1));
   EXPECT_EQ(d.delete_pods[0].pod, "web-7d9f8c6b5-abcde");
@@ -335,10 +356,10 @@ class InjectionResumesTest : public ::testing::TestWithParam<PruneCase> {};
 TEST_P(InjectionResumesTest, WhenThePolicyOrTheTemplateChanges) {
   BreakerInput in = Input();
   in.pods = {};
-  in.recorded = json::array({Entry()});
+  in.recorded = Recorded(json::array({Entry()}));
   GetParam().change(in);
   BreakerDecision d = DecideInjectionBreaker(in);
-  EXPECT_EQ(d.suspended.size(), GetParam().kept ? 1u : 0u) << d.suspended.dump();
+  EXPECT_EQ(d.suspended.size(), GetParam().kept ? 1u : 0u) << Suspended(d).dump();
   EXPECT_THAT(d.delete_pods, IsEmpty());
 }
 
@@ -348,18 +369,22 @@ INSTANTIATE_TEST_SUITE_P(
         PruneCase{"nothing_changed", [](BreakerInput&) {}, true},
         PruneCase{"policy_edited", [](BreakerInput& in) { in.policy.generation = 5; }, false},
         PruneCase{"template_edited",
-                  [](BreakerInput& in) { in.deployments = {WebDeployment("tmpl-b")}; }, false},
+                  [](BreakerInput& in) {
+                    in.deployments = {api::ParseDeploymentSummary(WebDeployment("tmpl-b"))};
+                  },
+                  false},
         PruneCase{"deployment_deleted", [](BreakerInput& in) { in.deployments.clear(); }, false},
         PruneCase{"malformed_entry",
-                  [](BreakerInput& in) { in.recorded = json::array({"Deployment/web"}); }, false}),
+                  [](BreakerInput& in) { in.recorded = Recorded(json::array({"Deployment/web"})); },
+                  false}),
     [](const auto& test_case) { return test_case.param.label; });
 
 TEST(DecideInjectionBreakerTest, AfterAPolicyEditTheSameFailureTripsAgain) {
   BreakerInput in = Input();
-  in.recorded = json::array({Entry(3)});
+  in.recorded = Recorded(json::array({Entry(3)}));
   BreakerDecision d = DecideInjectionBreaker(in);
   ASSERT_THAT(d.suspended, SizeIs(1));
-  EXPECT_EQ(d.suspended[0]["policyGeneration"], 4);
+  EXPECT_EQ(Suspended(d)[0]["policyGeneration"], 4);
   EXPECT_THAT(d.tripped, SizeIs(1));
   EXPECT_THAT(d.delete_pods, IsEmpty()) << "the new entry is not in the cache yet";
 }
@@ -373,13 +398,14 @@ TEST(DecideInjectionBreakerTest, PodsOfAnUnknownDeploymentDoNotTrip) {
 }
 
 TEST(DeploymentTemplateDigestTest, CachedDigestElseComputed) {
-  EXPECT_EQ(DeploymentTemplateDigest(WebDeployment("tmpl-a")), "tmpl-a");
+  EXPECT_EQ(DeploymentTemplateDigest(api::ParseDeploymentSummary(WebDeployment("tmpl-a"))),
+            "tmpl-a");
   json full = WebDeployment();
   full.erase(kCachedTemplateHashField);
-  const std::string computed = DeploymentTemplateDigest(full);
+  const std::string computed = DeploymentTemplateDigest(api::ParseDeploymentSummary(full));
   EXPECT_FALSE(computed.empty());
   full["spec"]["template"]["metadata"]["labels"]["version"] = "2";
-  EXPECT_NE(DeploymentTemplateDigest(full), computed);
+  EXPECT_NE(DeploymentTemplateDigest(api::ParseDeploymentSummary(full)), computed);
 }
 
 }  // namespace

@@ -9,18 +9,9 @@
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 #include "operator/common/rfc3339.h"
-#include "operator/kube/credentials.h"
-#include "operator/kube/object.h"
 
 namespace allocguard::controllers {
 namespace {
-
-using nlohmann::json;
-
-// JSON accessors that never throw (operator/kube/object.h).
-const auto& Field = kube::FieldOrNull;
-const auto& Str = kube::StringField;
-const auto& StringMap = kube::StringMap;
 
 constexpr size_t kMaxListed = 50;  // governed workloads, verdicts, drifted pods in status
 
@@ -45,55 +36,207 @@ std::string CanonicalTime(const std::string& text) {
 // A verdict entry for status from a finished canary. Its `time` is the
 // canary's completionTime, else (a canary finished by hand, or read before its
 // completionTime was written) its creationTimestamp; a time that is neither is
-// left out, since the CRD refuses an empty or malformed date-time and would
-// refuse the whole status write with it.
-json VerdictEntry(const json& canary) {
-  const json& spec = Field(canary, "spec");
-  const api::ReplayCanaryStatus status = api::CanaryStatusOf(canary);
-  const json& meta = Field(canary, "metadata");
-  json entry = {{"workload", Str(Field(spec, "target"), "name")},
-                {"templateHash", Str(spec, "templateHash")},
-                {"canary", Str(meta, "name")},
-                {"verdict", api::RecordedVerdictName(status.verdict, status.unknown_verdict)},
-                {"floorSlope", status.floor_slope},
-                {"flatVariant", status.flat_variant},
-                {"explanation", status.explanation}};
-  std::string time = CanonicalTime(status.completion_time);
-  if (time.empty()) time = CanonicalTime(Str(meta, "creationTimestamp"));
-  if (!time.empty()) entry["time"] = time;
+// left empty, and the writer leaves it out, since the CRD refuses an empty or
+// malformed date-time and would refuse the whole status write with it.
+api::PolicyVerdict VerdictEntry(const api::ReplayCanarySummary& canary) {
+  const api::ReplayCanaryStatus& status = canary.status;
+  api::PolicyVerdict entry;
+  entry.workload = canary.target_name;
+  entry.template_hash = canary.template_hash;
+  entry.canary = canary.meta.name;
+  entry.verdict = status.verdict;
+  entry.unknown_verdict = status.unknown_verdict;
+  entry.floor_slope = status.floor_slope;
+  entry.flat_variant = status.flat_variant;
+  entry.explanation = status.explanation;
+  entry.time = CanonicalTime(status.completion_time);
+  if (entry.time.empty()) entry.time = CanonicalTime(canary.meta.creation_timestamp);
   return entry;
 }
 
-}  // namespace
+// What the rules found, for the conditions.
+struct PolicyFacts {
+  std::vector<std::string> governed_names;
+  std::vector<std::string> held_blocked;  // "web (template h): Ratchet at ..."
+  std::vector<std::string> held_waiting;  // Deployment names
+  std::vector<std::string> drifted_names;
+};
 
-void SetCondition(json& conditions, const std::string& type, const std::string& status,
-                  const std::string& reason, const std::string& message, int64_t generation,
-                  const std::string& now_rfc3339) {
-  std::vector<api::Condition> typed = api::ParseConditions(conditions, "conditions");
-  api::SetCondition(typed, type, status, reason, message, generation, now_rfc3339);
-  conditions = api::ConditionsToJson(typed);
+// Rule 2: the governed Deployments, and the held ones by their canary.
+void GovernedRule(const PolicyInput& input, api::AllocatorPolicyStatus& status,
+                  PolicyFacts& facts) {
+  const api::AllocatorPolicy& policy = input.policy;
+  const std::string policy_key = CanaryPolicyKey(policy);
+  std::map<std::string, const api::ReplayCanarySummary*> canary_by_name;
+  for (const api::ReplayCanarySummary& c : input.canaries) canary_by_name[c.meta.name] = &c;
+  status.governed.clear();
+  for (const api::DeploymentSummary& d : input.deployments) {
+    if (!api::SelectorMatches(policy.spec.selector, d.template_labels)) continue;
+    const std::string& name = d.meta.name;
+    facts.governed_names.push_back(name);
+    if (status.governed.size() < kMaxListed) {
+      status.governed.push_back({"Deployment", name, policy.ns});
+    }
+    const std::string held = d.meta.Annotation(api::kHeldCandidateAnnotation);
+    if (held.empty()) continue;
+    auto it = canary_by_name.find(CanaryName(name, held, policy_key));
+    const api::ReplayCanaryStatus cs =
+        it != canary_by_name.end() ? it->second->status : api::ReplayCanaryStatus{};
+    if (!Ended(cs.phase)) {
+      facts.held_waiting.push_back(name);
+      continue;
+    }
+    std::string why = name + " (template " + held +
+                      "): " + api::RecordedVerdictName(cs.verdict, cs.unknown_verdict);
+    if (!cs.floor_slope.empty()) why += " at " + cs.floor_slope;
+    if (!cs.flat_variant.empty()) why += "; variant " + cs.flat_variant + " was flat instead";
+    facts.held_blocked.push_back(why);
+  }
+  status.governed_count = static_cast<int64_t>(facts.governed_names.size());
 }
 
+// Rule 3: the verdicts of finished canaries, newest first.
+void VerdictsRule(const PolicyInput& input, api::AllocatorPolicyStatus& status) {
+  std::vector<api::PolicyVerdict> verdicts;
+  for (const api::ReplayCanarySummary& c : input.canaries) {
+    if (Ended(c.status.phase)) verdicts.push_back(VerdictEntry(c));
+  }
+  std::sort(verdicts.begin(), verdicts.end(),
+            [](const api::PolicyVerdict& a, const api::PolicyVerdict& b) {
+              return a.time > b.time || (a.time == b.time && a.canary < b.canary);
+            });
+  if (verdicts.size() > kMaxListed) verdicts.resize(kMaxListed);
+  status.verdicts = std::move(verdicts);
+  status.last_verdict.reset();
+  if (!status.verdicts.empty()) status.last_verdict = status.verdicts.front();
+}
+
+// Rule 4: governed pods without the injection.
+void DriftRule(const PolicyInput& input, api::AllocatorPolicyStatus& status, PolicyFacts& facts,
+               PolicyActions& out) {
+  out.drift = FindInjectionDrift(input.policy, input.pods, input.operator_namespace);
+  status.injection_drift.clear();
+  for (const DriftedPod& d : out.drift) {
+    facts.drifted_names.push_back(d.pod);
+    if (status.injection_drift.size() < kMaxListed) {
+      status.injection_drift.push_back({d.pod, d.reason});
+    }
+  }
+}
+
+// Rule 5: the injection circuit breaker.
+void BreakerRule(const PolicyInput& input, api::AllocatorPolicyStatus& status, PolicyActions& out) {
+  BreakerInput breaker_input;
+  breaker_input.policy = input.policy;
+  breaker_input.recorded = status.injection_suspended;
+  breaker_input.deployments = input.deployments;
+  breaker_input.pods = input.pods;
+  breaker_input.deleted_pod_uids = input.deleted_pod_uids;
+  breaker_input.now_rfc3339 = input.now_rfc3339;
+  BreakerDecision breaker = DecideInjectionBreaker(breaker_input);
+  out.injection_failing = std::move(breaker.tripped);
+  out.delete_pods = std::move(breaker.delete_pods);
+  status.injection_suspended = std::move(breaker.suspended);
+}
+
+// Rule 6: the conditions, one function each.
+class Conditions {
+ public:
+  Conditions(const PolicyInput& input, api::AllocatorPolicyStatus& status)
+      : policy_(input.policy), now_(input.now_rfc3339), status_(status) {}
+
+  void Set(const std::string& type, const std::string& value, const std::string& reason,
+           const std::string& message) {
+    api::SetCondition(status_.conditions, type, value, reason, message, policy_.generation, now_);
+  }
+
+  void Ready(const PolicyFacts& facts) {
+    Set("Ready", "True", "Accepted",
+        "governs " + std::to_string(facts.governed_names.size()) + " Deployment(s) with " +
+            api::AllocatorName(policy_.spec.allocator.name) + "; rollout mode " +
+            api::RolloutModeName(policy_.spec.rollout.mode));
+  }
+
+  void CanaryPassed() {
+    if (!status_.last_verdict.has_value()) {
+      Set("CanaryPassed", "Unknown", "NoCanaryYet",
+          "no replay canary has finished for a governed workload yet");
+      return;
+    }
+    const api::PolicyVerdict& last = *status_.last_verdict;
+    const bool flat = last.verdict == Verdict::kFlat;
+    const std::string name = last.VerdictName();
+    Set("CanaryPassed", flat ? "True" : "False", name.empty() ? "NoVerdict" : name,
+        "canary " + last.canary + " of " + last.workload + ": " + last.explanation);
+  }
+
+  void RolloutBlocked(const PolicyFacts& facts) {
+    if (!facts.held_blocked.empty()) {
+      Set("RolloutBlocked", "True", "CanaryNotFlat", "held: " + Join(facts.held_blocked, 5));
+    } else if (!facts.held_waiting.empty()) {
+      Set("RolloutBlocked", "False", "CanaryRunning",
+          "waiting for canaries of " + Join(facts.held_waiting, 5));
+    } else {
+      Set("RolloutBlocked", "False", "NothingHeld", "no governed rollout is held");
+    }
+  }
+
+  void InjectionDrift(const PolicyFacts& facts) {
+    if (facts.drifted_names.empty()) {
+      Set("InjectionDrift", "False", "AllInjected", "every governed Pod runs with the injection");
+      return;
+    }
+    Set("InjectionDrift", "True", "PodsNotInjected",
+        std::to_string(facts.drifted_names.size()) +
+            " governed Pod(s) run without the allocator injection: " +
+            Join(facts.drifted_names, 5) + "; delete them to have them recreated injected");
+  }
+
+  void InjectionFailing() {
+    if (status_.injection_suspended.empty()) {
+      Set("InjectionFailing", "False", "NoFailures",
+          "no governed pod failed to start with the injected allocator");
+      return;
+    }
+    std::vector<std::string> failing;
+    for (const api::InjectionSuspendedStatus& e : status_.injection_suspended) {
+      failing.push_back(e.workload + " (pod-template-hash " + e.pod_template_hash +
+                        "): " + e.message);
+    }
+    Set("InjectionFailing", "True", "LoaderError",
+        "injection suspended for " + std::to_string(failing.size()) +
+            " pod template(s) whose pods failed to start with " +
+            api::AllocatorName(policy_.spec.allocator.name) + " preloaded; they run on " +
+            "the system allocator until the template or the policy changes: " + Join(failing, 3));
+  }
+
+ private:
+  const api::AllocatorPolicy& policy_;
+  const std::string& now_;
+  api::AllocatorPolicyStatus& status_;
+};
+
+}  // namespace
+
 std::vector<DriftedPod> FindInjectionDrift(const api::AllocatorPolicy& policy,
-                                           const std::vector<json>& pods,
+                                           const std::vector<api::PodSummary>& pods,
                                            const std::string& operator_namespace) {
   std::vector<DriftedPod> drift;
-  for (const json& pod : pods) {
-    const json& meta = Field(pod, "metadata");
-    const std::string ns = Str(meta, "namespace");
-    if (ns == "kube-system" || ns == operator_namespace) continue;
-    if (!Field(meta, "deletionTimestamp").is_null()) continue;
-    const std::string phase = Str(Field(pod, "status"), "phase");
-    if (phase == "Succeeded" || phase == "Failed") continue;
-    const auto labels = StringMap(Field(meta, "labels"));
-    if (labels.count(api::kCanaryLabel) > 0) continue;  // canary pods carry their own injection
-    if (!api::SelectorMatches(policy.spec.selector, labels)) continue;
-    const auto annotations = StringMap(Field(meta, "annotations"));
-    auto opt = annotations.find(api::kInjectAnnotation);
-    if (opt != annotations.end() && opt->second == "false") continue;
-    if (annotations.count(api::kInjectedAnnotation) > 0) continue;
-    if (annotations.count(api::kInjectionSuspendedAnnotation) > 0) continue;  // circuit breaker
-    drift.push_back({Str(meta, "name"),
+  for (const api::PodSummary& pod : pods) {
+    const api::ObjectMeta& meta = pod.meta;
+    if (meta.namespace_name == "kube-system" || meta.namespace_name == operator_namespace) {
+      continue;
+    }
+    if (meta.Terminating() || pod.Finished()) continue;
+    if (meta.labels.count(api::kCanaryLabel) > 0) continue;  // canaries carry their own injection
+    if (!api::SelectorMatches(policy.spec.selector, meta.labels)) continue;
+    if (meta.HasAnnotation(api::kInjectAnnotation) &&
+        meta.Annotation(api::kInjectAnnotation) == "false") {
+      continue;
+    }
+    if (meta.HasAnnotation(api::kInjectedAnnotation)) continue;
+    if (meta.HasAnnotation(api::kInjectionSuspendedAnnotation)) continue;  // circuit breaker
+    drift.push_back({meta.name,
                      "runs without allocguard's injection (created while the webhook was "
                      "unavailable, or before policy " +
                          policy.name +
@@ -105,148 +248,21 @@ std::vector<DriftedPod> FindInjectionDrift(const api::AllocatorPolicy& policy,
 
 PolicyActions DecidePolicyStatus(const PolicyInput& input) {
   PolicyActions out;
-  const api::AllocatorPolicy& policy = input.policy;
-  json status = input.status.is_object() ? input.status : json::object();
-  const json before = status;
-  const int64_t gen = policy.generation;
-  status["observedGeneration"] = gen;
-
-  // Governed Deployments: their pod template's labels match the selector.
-  std::vector<std::string> governed_names;
-  json governed = json::array();
-  std::vector<std::string> held_blocked;
-  std::vector<std::string> held_waiting;
-  const std::string policy_key = CanaryPolicyKey(policy);
-  std::map<std::string, const json*> canary_by_name;
-  for (const json& c : input.canaries) canary_by_name[Str(Field(c, "metadata"), "name")] = &c;
-  for (const json& d : input.deployments) {
-    const json& tmpl_meta = Field(Field(Field(d, "spec"), "template"), "metadata");
-    if (!api::SelectorMatches(policy.spec.selector, StringMap(Field(tmpl_meta, "labels")))) {
-      continue;
-    }
-    const json& meta = Field(d, "metadata");
-    const std::string name = Str(meta, "name");
-    governed_names.push_back(name);
-    if (governed.size() < kMaxListed) {
-      governed.push_back({{"kind", "Deployment"}, {"name", name}, {"namespace", policy.ns}});
-    }
-    const std::string held = Str(Field(meta, "annotations"), api::kHeldCandidateAnnotation);
-    if (held.empty()) continue;
-    auto it = canary_by_name.find(CanaryName(name, held, policy_key));
-    const api::ReplayCanaryStatus cs =
-        it != canary_by_name.end() ? api::CanaryStatusOf(*it->second) : api::ReplayCanaryStatus{};
-    if (Ended(cs.phase)) {
-      std::string why = name + " (template " + held +
-                        "): " + api::RecordedVerdictName(cs.verdict, cs.unknown_verdict);
-      if (!cs.floor_slope.empty()) why += " at " + cs.floor_slope;
-      if (!cs.flat_variant.empty()) why += "; variant " + cs.flat_variant + " was flat instead";
-      held_blocked.push_back(why);
-    } else {
-      held_waiting.push_back(name);
-    }
-  }
-  status["governedCount"] = static_cast<int64_t>(governed_names.size());
-  status["governed"] = governed;
-
-  // Verdicts of finished canaries, newest first.
-  std::vector<json> verdicts;
-  for (const json& c : input.canaries) {
-    if (Ended(api::CanaryPhaseOf(c))) verdicts.push_back(VerdictEntry(c));
-  }
-  std::sort(verdicts.begin(), verdicts.end(), [](const json& a, const json& b) {
-    return Str(a, "time") > Str(b, "time") ||
-           (Str(a, "time") == Str(b, "time") && Str(a, "canary") < Str(b, "canary"));
-  });
-  if (verdicts.size() > kMaxListed) verdicts.resize(kMaxListed);
-  status["verdicts"] = verdicts;
-  if (verdicts.empty()) {
-    status.erase("lastVerdict");
-  } else {
-    status["lastVerdict"] = verdicts.front();
-  }
-
-  out.drift = FindInjectionDrift(policy, input.pods, input.operator_namespace);
-  json drift = json::array();
-  std::vector<std::string> drifted_names;
-  for (const DriftedPod& d : out.drift) {
-    drifted_names.push_back(d.pod);
-    if (drift.size() < kMaxListed) drift.push_back({{"pod", d.pod}, {"reason", d.reason}});
-  }
-  status["injectionDrift"] = drift;
-
-  BreakerInput breaker_input;
-  breaker_input.policy = policy;
-  breaker_input.recorded = Field(status, "injectionSuspended");
-  breaker_input.deployments = input.deployments;
-  breaker_input.pods = input.pods;
-  breaker_input.deleted_pod_uids = input.deleted_pod_uids;
-  breaker_input.now_rfc3339 = input.now_rfc3339;
-  BreakerDecision breaker = DecideInjectionBreaker(breaker_input);
-  out.injection_failing = std::move(breaker.tripped);
-  out.delete_pods = std::move(breaker.delete_pods);
-  status["injectionSuspended"] = breaker.suspended;
-
-  json& conditions = status["conditions"];
-  SetCondition(conditions, "Ready", "True", "Accepted",
-               "governs " + std::to_string(governed_names.size()) + " Deployment(s) with " +
-                   api::AllocatorName(policy.spec.allocator.name) + "; rollout mode " +
-                   api::RolloutModeName(policy.spec.rollout.mode),
-               gen, input.now_rfc3339);
-  if (verdicts.empty()) {
-    SetCondition(conditions, "CanaryPassed", "Unknown", "NoCanaryYet",
-                 "no replay canary has finished for a governed workload yet", gen,
-                 input.now_rfc3339);
-  } else {
-    const json& last = verdicts.front();
-    const bool flat = RecordedVerdict(last) == Verdict::kFlat;
-    SetCondition(conditions, "CanaryPassed", flat ? "True" : "False",
-                 Str(last, "verdict").empty() ? "NoVerdict" : Str(last, "verdict"),
-                 "canary " + Str(last, "canary") + " of " + Str(last, "workload") + ": " +
-                     Str(last, "explanation"),
-                 gen, input.now_rfc3339);
-  }
-  if (!held_blocked.empty()) {
-    SetCondition(conditions, "RolloutBlocked", "True", "CanaryNotFlat",
-                 "held: " + Join(held_blocked, 5), gen, input.now_rfc3339);
-  } else if (!held_waiting.empty()) {
-    SetCondition(conditions, "RolloutBlocked", "False", "CanaryRunning",
-                 "waiting for canaries of " + Join(held_waiting, 5), gen, input.now_rfc3339);
-  } else {
-    SetCondition(conditions, "RolloutBlocked", "False", "NothingHeld",
-                 "no governed rollout is held", gen, input.now_rfc3339);
-  }
-  if (!drifted_names.empty()) {
-    SetCondition(conditions, "InjectionDrift", "True", "PodsNotInjected",
-                 std::to_string(drifted_names.size()) +
-                     " governed Pod(s) run without the allocator injection: " +
-                     Join(drifted_names, 5) + "; delete them to have them recreated injected",
-                 gen, input.now_rfc3339);
-  } else {
-    SetCondition(conditions, "InjectionDrift", "False", "AllInjected",
-                 "every governed Pod runs with the injection", gen, input.now_rfc3339);
-  }
-
-  if (!breaker.suspended.empty()) {
-    std::vector<std::string> failing;
-    for (const json& e : breaker.suspended) {
-      failing.push_back(Str(e, "workload") + " (pod-template-hash " + Str(e, "podTemplateHash") +
-                        "): " + Str(e, "message"));
-    }
-    SetCondition(
-        conditions, "InjectionFailing", "True", "LoaderError",
-        "injection suspended for " + std::to_string(failing.size()) +
-            " pod template(s) whose pods failed to start with " +
-            api::AllocatorName(policy.spec.allocator.name) + " preloaded; they run on " +
-            "the system allocator until the template or the policy changes: " + Join(failing, 3),
-        gen, input.now_rfc3339);
-  } else {
-    SetCondition(conditions, "InjectionFailing", "False", "NoFailures",
-                 "no governed pod failed to start with the injected allocator", gen,
-                 input.now_rfc3339);
-  }
-
-  out.status = status;
-  out.status_changed = status != before;
+  api::AllocatorPolicyStatus status = input.status;
+  PolicyFacts facts;
+  status.observed_generation = input.policy.generation;  // rule 1
+  GovernedRule(input, status, facts);
+  VerdictsRule(input, status);
+  DriftRule(input, status, facts, out);
+  BreakerRule(input, status, out);
+  Conditions conditions(input, status);
+  conditions.Ready(facts);
+  conditions.CanaryPassed();
+  conditions.RolloutBlocked(facts);
+  conditions.InjectionDrift(facts);
+  conditions.InjectionFailing();
+  out.status_changed = status != input.status;
+  out.status = std::move(status);
   return out;
 }
 

@@ -21,19 +21,20 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "controllers/injection_breaker.h"
+#include "operator/api/policy_status.h"
 #include "operator/api/types.h"
+#include "operator/api/workloads.h"
 
 namespace allocguard::controllers {
 
+// What the policy reconciler read, parsed at the edge.
 struct PolicyInput {
   api::AllocatorPolicy policy;
-  nlohmann::json status;                    // current .status (may be null)
-  std::vector<nlohmann::json> deployments;  // in the policy's namespace
-  std::vector<nlohmann::json> pods;         // in the policy's namespace
-  std::vector<nlohmann::json> canaries;     // labelled with the policy's name
+  api::AllocatorPolicyStatus status;                // current .status
+  std::vector<api::DeploymentSummary> deployments;  // in the policy's namespace
+  std::vector<api::PodSummary> pods;                // in the policy's namespace
+  std::vector<api::ReplayCanarySummary> canaries;   // labelled with the policy's name
   std::string operator_namespace;
   std::string now_rfc3339;
   std::set<std::string> deleted_pod_uids;  // pods the circuit breaker already deleted
@@ -45,8 +46,8 @@ struct DriftedPod {
 };
 
 struct PolicyActions {
-  nlohmann::json status;
-  bool status_changed = false;
+  api::AllocatorPolicyStatus status;
+  bool status_changed = false;    // status differs from PolicyInput::status
   std::vector<DriftedPod> drift;  // for events on the pods
   // Circuit breaker: templates suspended now (Warning events InjectionFailing
   // on the policy and the Deployment), and failing pods to delete after the
@@ -55,17 +56,24 @@ struct PolicyActions {
   std::vector<PodDeletion> delete_pods;
 };
 
-// Governed Pods that run without allocguard's injection.
+// Governed Pods that run without allocguard's injection: not in kube-system
+// or the operator's namespace, not terminating or finished, not a canary's,
+// selected by the policy, not opted out (allocguard.io/inject=false), and
+// neither injected nor kept uninjected by the circuit breaker.
 std::vector<DriftedPod> FindInjectionDrift(const api::AllocatorPolicy& policy,
-                                           const std::vector<nlohmann::json>& pods,
+                                           const std::vector<api::PodSummary>& pods,
                                            const std::string& operator_namespace);
 
+// The whole status, as the rules below compute it in this order:
+//   1. observedGeneration: the policy's generation;
+//   2. governed, governedCount: Deployments whose template labels match the
+//      selector (at most 50 listed); held ones are blocked (their canary
+//      ended) or waiting;
+//   3. verdicts, lastVerdict: finished canaries, newest first (at most 50);
+//   4. injectionDrift: FindInjectionDrift (at most 50 listed);
+//   5. injectionSuspended: DecideInjectionBreaker;
+//   6. the conditions Ready, CanaryPassed, RolloutBlocked, InjectionDrift,
+//      InjectionFailing (see the top of this file).
 PolicyActions DecidePolicyStatus(const PolicyInput& input);
-
-// Sets or updates one condition in a conditions array (metav1.Condition
-// shape), keeping lastTransitionTime when the status is unchanged.
-void SetCondition(nlohmann::json& conditions, const std::string& type, const std::string& status,
-                  const std::string& reason, const std::string& message, int64_t generation,
-                  const std::string& now_rfc3339);
 
 }  // namespace allocguard::controllers

@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
+#include <vector>
 
 #include "controllers/rollout_decision.h"
 #include "operator/api/names.h"
+#include "operator/api/policy_status.h"
+#include "operator/api/workloads.h"
 
 namespace allocguard::controllers {
 namespace {
@@ -50,22 +54,47 @@ json Canary(const std::string& deployment, const std::string& hash, const std::s
             {"completionTime", time}}}};
 }
 
-const json* Condition(const json& status, const std::string& type) {
-  for (const json& c : status["conditions"]) {
-    if (c["type"] == type) return &c;
+// The status as written (api::AllocatorPolicyStatusToJson).
+json Json(const api::AllocatorPolicyStatus& status) {
+  return api::AllocatorPolicyStatusToJson(status);
+}
+
+std::optional<json> Condition(const api::AllocatorPolicyStatus& status, const std::string& type) {
+  const json written = Json(status);
+  for (const json& c : written["conditions"]) {
+    if (c["type"] == type) return c;
   }
-  return nullptr;
+  return std::nullopt;
+}
+
+// The objects as the reconciler parses them from its caches.
+std::vector<api::DeploymentSummary> Deployments(const std::vector<json>& objects) {
+  std::vector<api::DeploymentSummary> out;
+  for (const json& o : objects) out.push_back(api::ParseDeploymentSummary(o));
+  return out;
+}
+
+std::vector<api::PodSummary> Pods(const std::vector<json>& objects) {
+  std::vector<api::PodSummary> out;
+  for (const json& o : objects) out.push_back(api::ParsePodSummary(o));
+  return out;
+}
+
+std::vector<api::ReplayCanarySummary> Canaries(const std::vector<json>& objects) {
+  std::vector<api::ReplayCanarySummary> out;
+  for (const json& o : objects) out.push_back(api::ParseReplayCanarySummary(o));
+  return out;
 }
 
 TEST(DecidePolicyStatusTest, CountsGovernedAndReportsReady) {
   PolicyInput in;
   in.policy = Policy();
-  in.deployments = {Deployment("web", "web"), Deployment("api", "api")};
+  in.deployments = Deployments({Deployment("web", "web"), Deployment("api", "api")});
   in.now_rfc3339 = "2026-11-29T10:00:00Z";
   PolicyActions a = DecidePolicyStatus(in);
-  EXPECT_EQ(a.status["governedCount"], 1);
-  EXPECT_EQ(a.status["governed"][0]["name"], "web");
-  EXPECT_EQ(a.status["observedGeneration"], 2);
+  EXPECT_EQ(Json(a.status)["governedCount"], 1);
+  EXPECT_EQ(Json(a.status)["governed"][0]["name"], "web");
+  EXPECT_EQ(Json(a.status)["observedGeneration"], 2);
   EXPECT_EQ((*Condition(a.status, "Ready"))["status"], "True");
   EXPECT_EQ((*Condition(a.status, "Ready"))["observedGeneration"], 2);
   EXPECT_EQ((*Condition(a.status, "CanaryPassed"))["status"], "Unknown");
@@ -75,28 +104,29 @@ TEST(DecidePolicyStatusTest, CountsGovernedAndReportsReady) {
 TEST(DecidePolicyStatusTest, BlockedRolloutNamesTheFlatVariant) {
   PolicyInput in;
   in.policy = Policy();
-  in.deployments = {Deployment("web", "web", "hash1")};
-  in.canaries = {Canary("web", "hash1", "AllocatorRetention", "2026-11-29T10:00:00Z", "jemalloc")};
+  in.deployments = Deployments({Deployment("web", "web", "hash1")});
+  in.canaries =
+      Canaries({Canary("web", "hash1", "AllocatorRetention", "2026-11-29T10:00:00Z", "jemalloc")});
   in.now_rfc3339 = "2026-11-29T10:01:00Z";
   PolicyActions a = DecidePolicyStatus(in);
-  const json* blocked = Condition(a.status, "RolloutBlocked");
+  const std::optional<json> blocked = Condition(a.status, "RolloutBlocked");
   EXPECT_EQ((*blocked)["status"], "True");
   EXPECT_NE((*blocked)["message"].get<std::string>().find("variant jemalloc was flat instead"),
             std::string::npos)
       << (*blocked)["message"];
   EXPECT_EQ((*Condition(a.status, "CanaryPassed"))["status"], "False");
-  EXPECT_EQ(a.status["lastVerdict"]["verdict"], "AllocatorRetention");
-  EXPECT_EQ(a.status["lastVerdict"]["floorSlope"], "+1.00 GiB/h");
+  EXPECT_EQ(Json(a.status)["lastVerdict"]["verdict"], "AllocatorRetention");
+  EXPECT_EQ(Json(a.status)["lastVerdict"]["floorSlope"], "+1.00 GiB/h");
 }
 
 TEST(DecidePolicyStatusTest, LastVerdictIsTheNewest) {
   PolicyInput in;
   in.policy = Policy();
-  in.canaries = {Canary("web", "h1", "Ratchet", "2026-11-29T10:00:00Z"),
-                 Canary("web", "h2", "Flat", "2026-11-29T11:00:00Z")};
+  in.canaries = Canaries({Canary("web", "h1", "Ratchet", "2026-11-29T10:00:00Z"),
+                          Canary("web", "h2", "Flat", "2026-11-29T11:00:00Z")});
   PolicyActions a = DecidePolicyStatus(in);
-  EXPECT_EQ(a.status["lastVerdict"]["templateHash"], "h2");
-  EXPECT_EQ(a.status["verdicts"].size(), 2u);
+  EXPECT_EQ(Json(a.status)["lastVerdict"]["templateHash"], "h2");
+  EXPECT_EQ(Json(a.status)["verdicts"].size(), 2u);
   EXPECT_EQ((*Condition(a.status, "CanaryPassed"))["status"], "True");
 }
 
@@ -114,20 +144,21 @@ TEST(DecidePolicyStatusTest, VerdictTimeIsAValidDateTimeOrAbsent) {
   json number_time = Canary("web", "h4", "Ratchet", "");
   number_time["status"]["completionTime"] = 5;
   json offset_time = Canary("web", "h5", "Ratchet", "2026-11-29T11:00:00+01:00");
-  in.canaries = {no_time, empty_time, bad_time, number_time, offset_time};
+  in.canaries = Canaries({no_time, empty_time, bad_time, number_time, offset_time});
   in.now_rfc3339 = "2026-11-29T12:00:00Z";
   PolicyActions a = DecidePolicyStatus(in);
-  ASSERT_EQ(a.status["verdicts"].size(), 5u);
+  const json written = Json(a.status);
+  ASSERT_EQ(written["verdicts"].size(), 5u);
   std::map<std::string, json> by_hash;
-  for (const json& v : a.status["verdicts"]) by_hash[v["templateHash"]] = v;
+  for (const json& v : written["verdicts"]) by_hash[v["templateHash"]] = v;
   EXPECT_FALSE(by_hash["h1"].contains("time")) << by_hash["h1"];
   EXPECT_EQ(by_hash["h2"]["time"], "2026-11-29T09:00:00Z");  // its creationTimestamp
   EXPECT_FALSE(by_hash["h3"].contains("time")) << by_hash["h3"];
   EXPECT_FALSE(by_hash["h4"].contains("time")) << by_hash["h4"];
   EXPECT_EQ(by_hash["h5"]["time"], "2026-11-29T10:00:00Z");  // normalised to UTC
   // The newest verdict with a time leads.
-  EXPECT_EQ(a.status["lastVerdict"]["templateHash"], "h5");
-  for (const json& v : a.status["verdicts"]) {
+  EXPECT_EQ(Json(a.status)["lastVerdict"]["templateHash"], "h5");
+  for (const json& v : written["verdicts"]) {
     if (v.contains("time")) {
       EXPECT_FALSE(v["time"].get<std::string>().empty()) << v;
     }
@@ -172,7 +203,7 @@ TEST(FindInjectionDriftTest, Table) {
        false},
   };
   for (const Case& c : cases) {
-    auto drift = FindInjectionDrift(Policy(), {c.pod}, "allocguard-system");
+    auto drift = FindInjectionDrift(Policy(), Pods({c.pod}), "allocguard-system");
     EXPECT_EQ(!drift.empty(), c.drift) << c.name;
   }
 }
@@ -180,13 +211,13 @@ TEST(FindInjectionDriftTest, Table) {
 TEST(DecidePolicyStatusTest, DriftBecomesACondition) {
   PolicyInput in;
   in.policy = Policy();
-  in.pods = {Pod("web-1", "shop", json::object())};
+  in.pods = Pods({Pod("web-1", "shop", json::object())});
   in.operator_namespace = "allocguard-system";
   PolicyActions a = DecidePolicyStatus(in);
   EXPECT_EQ((*Condition(a.status, "InjectionDrift"))["status"], "True");
   EXPECT_NE((*Condition(a.status, "InjectionDrift"))["message"].get<std::string>().find("web-1"),
             std::string::npos);
-  EXPECT_EQ(a.status["injectionDrift"][0]["pod"], "web-1");
+  EXPECT_EQ(Json(a.status)["injectionDrift"][0]["pod"], "web-1");
   ASSERT_EQ(a.drift.size(), 1u);
 }
 
@@ -218,21 +249,21 @@ json CrashLoopingPod(const std::string& name) {
 TEST(DecidePolicyStatusTest, InjectionFailingFromTripToResumption) {
   PolicyInput in;
   in.policy = Policy();
-  in.deployments = {Deployment("web", "web")};
-  in.pods = {CrashLoopingPod("web-7d9f8c6b5-a")};
+  in.deployments = Deployments({Deployment("web", "web")});
+  in.pods = Pods({CrashLoopingPod("web-7d9f8c6b5-a")});
   in.now_rfc3339 = "2026-11-30T06:00:00Z";
 
   // Trip: status, condition and events; no deletion before the status is stored.
   PolicyActions tripped = DecidePolicyStatus(in);
-  const json* failing = Condition(tripped.status, "InjectionFailing");
-  ASSERT_NE(failing, nullptr);
+  const std::optional<json> failing = Condition(tripped.status, "InjectionFailing");
+  ASSERT_TRUE(failing.has_value());
   EXPECT_EQ((*failing)["status"], "True");
   EXPECT_EQ((*failing)["reason"], "LoaderError");
   const std::string message = (*failing)["message"];
   EXPECT_NE(message.find("Deployment/web (pod-template-hash 7d9f8c6b5)"), std::string::npos)
       << message;
   EXPECT_NE(message.find("Error relocating"), std::string::npos) << message;
-  ASSERT_EQ(tripped.status["injectionSuspended"].size(), 1u);
+  ASSERT_EQ(Json(tripped.status)["injectionSuspended"].size(), 1u);
   ASSERT_EQ(tripped.injection_failing.size(), 1u);
   EXPECT_EQ(tripped.injection_failing[0].deployment, "web");
   EXPECT_TRUE(tripped.delete_pods.empty());
@@ -250,7 +281,7 @@ TEST(DecidePolicyStatusTest, InjectionFailingFromTripToResumption) {
   // The replacement runs without injection: not drift, still suspended.
   json replacement = Pod("web-7d9f8c6b5-b", "shop",
                          {{api::kInjectionSuspendedAnnotation, "AllocatorPolicy web-policy ..."}});
-  in.pods = {replacement};
+  in.pods = Pods({replacement});
   PolicyActions settled = DecidePolicyStatus(in);
   EXPECT_TRUE(settled.delete_pods.empty());
   EXPECT_EQ((*Condition(settled.status, "InjectionDrift"))["status"], "False");
@@ -260,7 +291,7 @@ TEST(DecidePolicyStatusTest, InjectionFailingFromTripToResumption) {
   in.policy.generation = 3;
   in.status = settled.status;
   PolicyActions resumed = DecidePolicyStatus(in);
-  EXPECT_EQ(resumed.status["injectionSuspended"], json::array());
+  EXPECT_EQ(Json(resumed.status)["injectionSuspended"], json::array());
   EXPECT_EQ((*Condition(resumed.status, "InjectionFailing"))["status"], "False");
   EXPECT_EQ((*Condition(resumed.status, "InjectionFailing"))["reason"], "NoFailures");
 }

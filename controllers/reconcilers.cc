@@ -12,6 +12,8 @@
 #include "operator/admission/policies.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
+#include "operator/api/policy_status.h"
+#include "operator/api/workloads.h"
 #include "operator/common/rfc3339.h"
 #include "operator/replay/canary_result.h"
 
@@ -220,37 +222,44 @@ Result<ReconcileResult> PolicyReconciler::Reconcile(const std::string& key) {
   if (!object.has_value()) return ReconcileResult{};
   const std::string now = FormatRfc3339(ctx_.clock->WallNow(), /*micros=*/false);
   auto parsed = api::ParseAllocatorPolicy(*object);
+  std::vector<std::string> unreadable;
+  api::AllocatorPolicyStatus current = api::PolicyStatusOf(*object, &unreadable);
+  for (const std::string& problem : unreadable) spdlog::warn("{}: {}", key, problem);
   if (!parsed.ok()) {
     // Stored before the schema refused it, or written around it: say so.
-    json status = Field(*object, "status").is_object() ? (*object)["status"] : json::object();
-    const json before = status;
-    status["observedGeneration"] = Field(Field(*object, "metadata"), "generation");
-    SetCondition(status["conditions"], "Ready", "False", "InvalidSpec", parsed.status().message(),
-                 Field(Field(*object, "metadata"), "generation").is_number_integer()
-                     ? (*object)["metadata"]["generation"].get<int64_t>()
-                     : 0,
-                 now);
-    if (status != before) {
-      AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::AllocatorPolicies(), *object, status));
+    const int64_t generation = api::ParseObjectMeta(*object).generation;
+    api::AllocatorPolicyStatus status = current;
+    status.observed_generation = generation;
+    api::SetCondition(status.conditions, "Ready", "False", "InvalidSpec", parsed.status().message(),
+                      generation, now);
+    if (status != current) {
+      AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::AllocatorPolicies(), *object,
+                                     api::AllocatorPolicyStatusToJson(status)));
     }
     return ReconcileResult{};
   }
   const api::AllocatorPolicy& policy = parsed.value();
   PolicyInput input;
   input.policy = policy;
-  input.status = Field(*object, "status");
-  input.deployments = ctx_.deployments->ByIndex(kNamespaceIndex, policy.ns);
-  input.pods = ctx_.pods->ByIndex(kNamespaceIndex, policy.ns);
-  for (json& c : ctx_.canaries->ByIndex(kNamespaceIndex, policy.ns)) {
-    if (Str(Field(Field(c, "metadata"), "labels"), kPolicyLabel) == policy.name) {
-      input.canaries.push_back(std::move(c));
+  input.status = std::move(current);
+  for (const json& d : ctx_.deployments->ByIndex(kNamespaceIndex, policy.ns)) {
+    input.deployments.push_back(api::ParseDeploymentSummary(d));
+  }
+  for (const json& p : ctx_.pods->ByIndex(kNamespaceIndex, policy.ns)) {
+    input.pods.push_back(api::ParsePodSummary(p));
+  }
+  for (const json& c : ctx_.canaries->ByIndex(kNamespaceIndex, policy.ns)) {
+    api::ReplayCanarySummary canary = api::ParseReplayCanarySummary(c);
+    auto label = canary.meta.labels.find(kPolicyLabel);
+    if (label != canary.meta.labels.end() && label->second == policy.name) {
+      input.canaries.push_back(std::move(canary));
     }
   }
   input.operator_namespace = ctx_.operator_namespace;
   input.now_rfc3339 = now;
   {
     std::set<std::string> present;
-    for (const json& pod : input.pods) present.insert(Str(Field(pod, "metadata"), "uid"));
+    for (const api::PodSummary& pod : input.pods) present.insert(pod.meta.uid);
     std::lock_guard<std::mutex> lock(deleted_mu_);
     for (auto it = deleted_pod_uids_.begin(); it != deleted_pod_uids_.end();) {
       if (it->second == policy.ns && present.count(it->first) == 0) {
@@ -263,7 +272,8 @@ Result<ReconcileResult> PolicyReconciler::Reconcile(const std::string& key) {
   }
   PolicyActions actions = DecidePolicyStatus(input);
   if (actions.status_changed) {
-    AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::AllocatorPolicies(), *object, actions.status));
+    AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::AllocatorPolicies(), *object,
+                                   api::AllocatorPolicyStatusToJson(actions.status)));
   }
   for (const SuspendedTemplate& t : actions.injection_failing) {
     RecordEvent(ctx_, *object, true, "InjectionFailing", t.note);
@@ -561,11 +571,11 @@ Result<ReconcileResult> DriftReconciler::Reconcile(const std::string& key) {
   std::optional<json> pod = ctx_.pods->Get(key);
   if (!pod.has_value()) return ReconcileResult{};
   auto [ns, name] = SplitKey(key);
-  auto policy =
-      GoverningPolicy(admission::ParsePolicies(ctx_.policies->ByIndex(kNamespaceIndex, ns)),
-                      StringMap(Field(Field(*pod, "metadata"), "labels")));
+  const api::PodSummary summary = api::ParsePodSummary(*pod);
+  auto policy = GoverningPolicy(
+      admission::ParsePolicies(ctx_.policies->ByIndex(kNamespaceIndex, ns)), summary.meta.labels);
   if (!policy.has_value()) return ReconcileResult{};
-  for (const DriftedPod& d : FindInjectionDrift(*policy, {*pod}, ctx_.operator_namespace)) {
+  for (const DriftedPod& d : FindInjectionDrift(*policy, {summary}, ctx_.operator_namespace)) {
     RecordEvent(
         ctx_, *pod, true, "InjectionMissing",
         "Pod " + d.pod + " is governed by AllocatorPolicy " + policy->name + " but " + d.reason);

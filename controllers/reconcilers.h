@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "operator/api/workloads.h"
 #include "operator/canary/job_builder.h"
 #include "operator/common/clock.h"
 #include "operator/common/status.h"
@@ -51,7 +52,7 @@ void AddCanaryJobIndex(kube::Store& pods);
 // (under kCachedTemplateHashField). The rollout reconciler fetches the full
 // template when it creates a canary. A whole Deployment is ~10 KB of JSON;
 // the slim one a fraction of that.
-inline constexpr char kCachedTemplateHashField[] = "allocguardTemplateHash";
+inline constexpr const char* kCachedTemplateHashField = api::kCachedTemplateHashField;
 void SlimDeployment(nlohmann::json& deployment);
 
 // The limits on running canaries, cluster-wide and per namespace, and the

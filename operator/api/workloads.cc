@@ -1,0 +1,96 @@
+#include "operator/api/workloads.h"
+
+#include "operator/api/json_fields.h"
+#include "operator/api/json_reader.h"
+
+namespace allocguard::api {
+
+using json_fields::Reader;
+using nlohmann::json;
+
+namespace {
+
+void ReadState(Reader& parent, const char* key, ContainerStateSummary* out,
+               std::vector<std::string>* problems) {
+  const json* state = parent.Object(key);
+  if (state == nullptr) return;
+  Reader s(*state, parent.PathOf(key), problems);
+  if (const json* waiting = s.Object("waiting")) {
+    Reader(*waiting, s.PathOf("waiting"), problems).String("reason", &out->waiting_reason);
+  }
+  if (const json* terminated = s.Object("terminated")) {
+    Reader t(*terminated, s.PathOf("terminated"), problems);
+    t.String("message", &out->terminated_message);
+    t.String("reason", &out->terminated_reason);
+    t.Int("exitCode", &out->exit_code);
+  }
+}
+
+void ReadContainerStatuses(Reader& status, const char* key,
+                           std::vector<ContainerStatusSummary>* out,
+                           std::vector<std::string>* problems) {
+  status.Objects(key, [&](const json& item, const std::string& path) {
+    ContainerStatusSummary cs;
+    Reader r(item, path, problems);
+    r.String("name", &cs.name);
+    r.Bool("ready", &cs.ready);
+    r.Int("restartCount", &cs.restart_count);
+    ReadState(r, "state", &cs.state, problems);
+    ReadState(r, "lastState", &cs.last_state, problems);
+    out->push_back(std::move(cs));
+  });
+}
+
+}  // namespace
+
+DeploymentSummary ParseDeploymentSummary(const json& object, std::vector<std::string>* problems) {
+  DeploymentSummary d;
+  d.meta = ParseObjectMeta(object, problems);
+  Reader top(object, "", problems);
+  top.String(kCachedTemplateHashField, &d.cached_template_hash);
+  const json* spec = top.Object("spec");
+  if (spec == nullptr) return d;
+  Reader s(*spec, "spec", problems);
+  s.Bool("paused", &d.paused);
+  const json* tmpl = s.Object("template");
+  if (tmpl == nullptr) return d;
+  d.pod_template = *tmpl;
+  Reader t(*tmpl, "spec.template", problems);
+  if (const json* meta = t.Object("metadata")) {
+    Reader m(*meta, "spec.template.metadata", problems);
+    m.StringMap("labels", &d.template_labels);
+    m.StringMap("annotations", &d.template_annotations);
+  }
+  return d;
+}
+
+PodSummary ParsePodSummary(const json& object, std::vector<std::string>* problems) {
+  PodSummary pod;
+  pod.meta = ParseObjectMeta(object, problems);
+  Reader top(object, "", problems);
+  const json* status = top.Object("status");
+  if (status == nullptr) return pod;
+  Reader s(*status, "status", problems);
+  s.String("phase", &pod.phase);
+  ReadContainerStatuses(s, "initContainerStatuses", &pod.init_container_statuses, problems);
+  ReadContainerStatuses(s, "containerStatuses", &pod.container_statuses, problems);
+  return pod;
+}
+
+ReplayCanarySummary ParseReplayCanarySummary(const json& object,
+                                             std::vector<std::string>* problems) {
+  ReplayCanarySummary c;
+  c.meta = ParseObjectMeta(object, problems);
+  c.status = CanaryStatusOf(object, problems);
+  Reader top(object, "", problems);
+  const json* spec = top.Object("spec");
+  if (spec == nullptr) return c;
+  Reader s(*spec, "spec", problems);
+  s.String("templateHash", &c.template_hash);
+  if (const json* target = s.Object("target")) {
+    Reader(*target, "spec.target", problems).String("name", &c.target_name);
+  }
+  return c;
+}
+
+}  // namespace allocguard::api

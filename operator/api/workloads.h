@@ -1,0 +1,100 @@
+#pragma once
+
+// The parts of the built-in workload objects the controllers read, as C++
+// values parsed once at the edge (where a reconciler takes an object from
+// its cache or from a GET). Anyone who may write these objects may have put
+// anything in them: the parsers never throw; a member of the wrong type
+// reads as absent and is reported with its path in `problems` (may be null),
+// e.g. "status.containerStatuses[0].restartCount: must be an integer, got
+// \"x\"".
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/api/canary_status.h"
+#include "operator/api/object_meta.h"
+
+namespace allocguard::api {
+
+// The member under which the operator's Deployment cache keeps the digest of
+// the pod template it dropped (controllers::SlimDeployment).
+inline constexpr char kCachedTemplateHashField[] = "allocguardTemplateHash";
+
+// A Deployment as the controllers read it: what the slim cache keeps
+// (metadata, spec.paused, the template's labels and annotations, the cached
+// template digest) and, when the object was read whole, the template itself.
+struct DeploymentSummary {
+  ObjectMeta meta;
+  bool paused = false;                                      // spec.paused
+  std::map<std::string, std::string> template_labels;       // spec.template.metadata.labels
+  std::map<std::string, std::string> template_annotations;  // ...metadata.annotations
+  // kCachedTemplateHashField, or "" when the object was not slimmed.
+  std::string cached_template_hash;
+  // spec.template as read (null when absent or not an object): the slim
+  // cache keeps only its metadata; a GET gives the whole template.
+  nlohmann::json pod_template;
+
+  bool operator==(const DeploymentSummary&) const = default;
+};
+
+DeploymentSummary ParseDeploymentSummary(const nlohmann::json& object,
+                                         std::vector<std::string>* problems = nullptr);
+
+// ContainerStatus.state / lastState, the parts read.
+struct ContainerStateSummary {
+  std::string waiting_reason;        // waiting.reason
+  std::string terminated_message;    // terminated.message
+  std::string terminated_reason;     // terminated.reason
+  std::optional<int64_t> exit_code;  // terminated.exitCode
+
+  bool operator==(const ContainerStateSummary&) const = default;
+};
+
+struct ContainerStatusSummary {
+  std::string name;
+  bool ready = false;
+  int64_t restart_count = 0;  // restartCount
+  ContainerStateSummary state;
+  ContainerStateSummary last_state;  // lastState
+
+  bool operator==(const ContainerStatusSummary&) const = default;
+};
+
+// A Pod as the controllers read it: metadata, status.phase and the
+// containers' statuses (the spec is admission's; operator/api/pod_spec.h).
+struct PodSummary {
+  ObjectMeta meta;
+  std::string phase;                                            // status.phase
+  std::vector<ContainerStatusSummary> init_container_statuses;  // initContainerStatuses
+  std::vector<ContainerStatusSummary> container_statuses;       // containerStatuses
+
+  // Succeeded or Failed: its containers will not run again.
+  bool Finished() const { return phase == "Succeeded" || phase == "Failed"; }
+
+  bool operator==(const PodSummary&) const = default;
+};
+
+PodSummary ParsePodSummary(const nlohmann::json& object,
+                           std::vector<std::string>* problems = nullptr);
+
+// A ReplayCanary as the controllers that do not run it read it (the policy
+// status, the rollout): its metadata, target, template hash and status. A
+// canary whose spec does not parse (api::ParseReplayCanary) still has these.
+struct ReplayCanarySummary {
+  ObjectMeta meta;
+  std::string target_name;    // spec.target.name
+  std::string template_hash;  // spec.templateHash
+  ReplayCanaryStatus status;
+
+  bool operator==(const ReplayCanarySummary&) const = default;
+};
+
+ReplayCanarySummary ParseReplayCanarySummary(const nlohmann::json& object,
+                                             std::vector<std::string>* problems = nullptr);
+
+}  // namespace allocguard::api

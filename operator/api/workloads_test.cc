@@ -1,0 +1,124 @@
+#include "operator/api/workloads.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace allocguard::api {
+namespace {
+
+using nlohmann::json;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+TEST(ParseDeploymentSummaryTest, ReadsWhatTheSlimCacheKeeps) {
+  const json object = {
+      {"metadata", {{"name", "web"}, {"namespace", "shop"}, {"annotations", {{"a", "1"}}}}},
+      {kCachedTemplateHashField, "digest"},
+      {"spec",
+       {{"paused", true},
+        {"template",
+         {{"metadata", {{"labels", {{"app", "web"}}}, {"annotations", {{"b", "2"}}}}}}}}}};
+  std::vector<std::string> problems;
+  const DeploymentSummary d = ParseDeploymentSummary(object, &problems);
+  EXPECT_THAT(problems, IsEmpty());
+  EXPECT_EQ(d.meta.Key(), "shop/web");
+  EXPECT_EQ(d.meta.Annotation("a"), "1");
+  EXPECT_TRUE(d.paused);
+  EXPECT_EQ(d.template_labels, (std::map<std::string, std::string>{{"app", "web"}}));
+  EXPECT_EQ(d.template_annotations, (std::map<std::string, std::string>{{"b", "2"}}));
+  EXPECT_EQ(d.cached_template_hash, "digest");
+  EXPECT_EQ(d.pod_template, object["spec"]["template"]);
+}
+
+TEST(ParseDeploymentSummaryTest, WrongTypesAreReportedWithTheirPathNeverThrown) {
+  const json object = {
+      {"metadata", {{"name", "web"}}},
+      {kCachedTemplateHashField, 7},
+      {"spec",
+       {{"paused", "yes"},
+        {"template", {{"metadata", {{"labels", {{"app", 1}, {"tier", "db"}}}}}}}}}};
+  std::vector<std::string> problems;
+  DeploymentSummary d;
+  EXPECT_NO_THROW(d = ParseDeploymentSummary(object, &problems));
+  EXPECT_FALSE(d.paused);
+  EXPECT_EQ(d.cached_template_hash, "");
+  EXPECT_EQ(d.template_labels, (std::map<std::string, std::string>{{"tier", "db"}}));
+  EXPECT_THAT(problems, Contains(HasSubstr("spec.paused")));
+  EXPECT_THAT(problems, Contains(HasSubstr("spec.template.metadata.labels.app")));
+  EXPECT_THAT(problems, Contains(HasSubstr(kCachedTemplateHashField)));
+
+  for (const json& hostile :
+       {json(), json(5), json::array(), json{{"spec", "x"}}, json{{"spec", {{"template", 3}}}}}) {
+    EXPECT_NO_THROW(ParseDeploymentSummary(hostile, &problems)) << hostile;
+  }
+}
+
+TEST(ParsePodSummaryTest, ReadsPhaseAndContainerStatuses) {
+  const json object = {
+      {"metadata",
+       {{"name", "web-1"},
+        {"ownerReferences", {{{"kind", "ReplicaSet"}, {"name", "web-7d"}, {"controller", true}}}}}},
+      {"status",
+       {{"phase", "Running"},
+        {"initContainerStatuses", {{{"name", "init"}, {"ready", true}}}},
+        {"containerStatuses",
+         {{{"name", "app"},
+           {"ready", false},
+           {"restartCount", 3},
+           {"state", {{"waiting", {{"reason", "CrashLoopBackOff"}}}}},
+           {"lastState",
+            {{"terminated", {{"exitCode", 127}, {"reason", "Error"}, {"message", "ld.so"}}}}}}}}}}};
+  std::vector<std::string> problems;
+  const PodSummary pod = ParsePodSummary(object, &problems);
+  EXPECT_THAT(problems, IsEmpty());
+  EXPECT_EQ(pod.phase, "Running");
+  EXPECT_FALSE(pod.Finished());
+  ASSERT_EQ(pod.init_container_statuses.size(), 1u);
+  EXPECT_TRUE(pod.init_container_statuses[0].ready);
+  ASSERT_EQ(pod.container_statuses.size(), 1u);
+  const ContainerStatusSummary& app = pod.container_statuses[0];
+  EXPECT_EQ(app.name, "app");
+  EXPECT_EQ(app.restart_count, 3);
+  EXPECT_EQ(app.state.waiting_reason, "CrashLoopBackOff");
+  EXPECT_EQ(app.last_state.terminated_message, "ld.so");
+  EXPECT_EQ(app.last_state.terminated_reason, "Error");
+  EXPECT_EQ(app.last_state.exit_code, 127);
+  ASSERT_NE(pod.meta.ControllerRef(), nullptr);
+  EXPECT_EQ(pod.meta.ControllerRef()->name, "web-7d");
+}
+
+TEST(ParsePodSummaryTest, HostileStatusesReadAsAbsent) {
+  const json object = {{"status",
+                        {{"phase", 3},
+                         {"containerStatuses",
+                          {"app", {{"name", "app"}, {"restartCount", "many"}, {"state", 1}}}}}}};
+  std::vector<std::string> problems;
+  PodSummary pod;
+  EXPECT_NO_THROW(pod = ParsePodSummary(object, &problems));
+  EXPECT_EQ(pod.phase, "");
+  ASSERT_EQ(pod.container_statuses.size(), 1u);
+  EXPECT_EQ(pod.container_statuses[0].restart_count, 0);
+  EXPECT_THAT(problems, Contains(HasSubstr("status.phase")));
+  EXPECT_THAT(problems, Contains(HasSubstr("status.containerStatuses[0]")));
+  EXPECT_THAT(problems, Contains(HasSubstr("status.containerStatuses[1].restartCount")));
+  EXPECT_THAT(problems, Contains(HasSubstr("status.containerStatuses[1].state")));
+}
+
+TEST(ParseReplayCanarySummaryTest, ReadsTargetHashAndStatus) {
+  const json object = {{"metadata", {{"name", "web-abc"}, {"labels", {{"p", "x"}}}}},
+                       {"spec", {{"target", {{"name", "web"}}}, {"templateHash", "abc"}}},
+                       {"status", {{"phase", "Completed"}, {"verdict", "Flat"}}}};
+  const ReplayCanarySummary c = ParseReplayCanarySummary(object);
+  EXPECT_EQ(c.meta.name, "web-abc");
+  EXPECT_EQ(c.target_name, "web");
+  EXPECT_EQ(c.template_hash, "abc");
+  EXPECT_EQ(c.status.phase, CanaryPhase::kCompleted);
+  EXPECT_EQ(c.status.verdict, Verdict::kFlat);
+  std::vector<std::string> problems;
+  EXPECT_NO_THROW(ParseReplayCanarySummary(json{{"spec", {{"target", "web"}}}}, &problems));
+  EXPECT_THAT(problems, Contains(HasSubstr("spec.target")));
+}
+
+}  // namespace
+}  // namespace allocguard::api
