@@ -22,7 +22,8 @@ inline nlohmann::json TrustedCanary(const nlohmann::json& deployment,
                                     const std::string& template_hash, const std::string& phase,
                                     const std::string& verdict,
                                     const std::string& flat_variant = "") {
-  nlohmann::json canary = BuildReplayCanary(deployment, policy, template_hash);
+  nlohmann::json canary =
+      BuildReplayCanary(api::ParseDeploymentSummary(deployment), policy, template_hash);
   auto parsed = api::ParseReplayCanary(canary);
   EXPECT_TRUE(parsed.ok()) << parsed.status().message();
   nlohmann::json status = {{"phase", phase}, {"explanation", "test explanation"}};

@@ -232,7 +232,7 @@ GateAnswer AnswerDeploymentGate(const json& deployment,
   if (Annotation(deployment, api::kInjectAnnotation) == "false") {
     // As the rollout reconciler reads it: an opt-out is not an override, so
     // a template held before it stays held (and nothing releases it).
-    if (!held.empty() && !RolledOutByOverride(deployment)) {
+    if (!held.empty() && !RolledOutByOverride(api::ParseDeploymentSummary(deployment))) {
       a.state = GateState::kHeld;
       a.reason = "OptedOutWhileHeld";
       a.message = "template " + held + " stays held although the Deployment opted out with " +

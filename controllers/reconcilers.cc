@@ -496,41 +496,44 @@ Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
   std::optional<json> deployment = ctx_.deployments->Get(key);
   if (!deployment.has_value()) return ReconcileResult{};
   auto [ns, name] = SplitKey(key);
-  const json& tmpl = Field(Field(*deployment, "spec"), "template");
   RolloutInput input;
-  input.deployment = *deployment;
+  input.deployment = api::ParseDeploymentSummary(*deployment);
   const std::vector<api::AllocatorPolicy> policies =
       admission::ParsePolicies(ctx_.policies->ByIndex(kNamespaceIndex, ns));
-  const std::map<std::string, std::string> labels =
-      StringMap(Field(Field(tmpl, "metadata"), "labels"));
   const std::vector<const api::AllocatorPolicy*> matching =
-      api::PoliciesSelecting(policies, labels);
+      api::PoliciesSelecting(policies, input.deployment.template_labels);
   if (matching.size() == 1) input.policy = *matching.front();
   input.policy_ambiguous = matching.size() > 1;
-  const bool held =
-      !Str(Field(Field(*deployment, "metadata"), "annotations"), api::kHeldCandidateAnnotation)
-           .empty();
+  const bool held = !input.deployment.meta.Annotation(api::kHeldCandidateAnnotation).empty();
   // An ungoverned Deployment matters only when a hold is left on it.
   if (!input.policy.has_value() && !held) return ReconcileResult{};
-  input.template_hash = Str(*deployment, kCachedTemplateHashField);
-  if (input.template_hash.empty()) input.template_hash = admission::TemplateHash(tmpl);
+  input.template_hash = input.deployment.cached_template_hash;
+  if (input.template_hash.empty()) {
+    input.template_hash = admission::TemplateHash(input.deployment.pod_template);
+  }
   if (input.policy.has_value()) {
-    input.canary = ctx_.canaries->Get(
-        ns + "/" + CanaryName(name, input.template_hash, CanaryPolicyKey(*input.policy)));
+    if (std::optional<json> canary = ctx_.canaries->Get(
+            ns + "/" + CanaryName(name, input.template_hash, CanaryPolicyKey(*input.policy)))) {
+      input.canary = api::ParseReplayCanarySummary(*canary);
+    }
   }
   RolloutActions actions = DecideRollout(input);
   if (actions.create_canary.has_value()) {
     // The cache holds no full template: read the Deployment, and snapshot
-    // it only if it is still the template the cache saw.
+    // it only if it is still the template the cache saw. The decision is
+    // made again on what was read: it is newer than the cache (its
+    // annotations, its pause may have changed since), and the canary built
+    // from it must carry the template read, not the cache's slim one.
     auto full = ctx_.client->Get(kube::Deployments(), ns, name);
     if (!full.ok()) {
       if (full.error().IsNotFound()) return ReconcileResult{};
       return ApiStatus(full.error(), "reading " + key);
     }
-    if (admission::TemplateHash(Field(Field(*full, "spec"), "template")) != input.template_hash) {
+    api::DeploymentSummary read = api::ParseDeploymentSummary(*full);
+    if (admission::TemplateHash(read.pod_template) != input.template_hash) {
       return ReconcileResult{std::chrono::seconds(1)};  // the cache is behind; look again
     }
-    input.deployment = *full;
+    input.deployment = std::move(read);
     actions = DecideRollout(input);
   }
   if (actions.create_canary.has_value()) {
@@ -550,7 +553,7 @@ Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
     // the webhook has held while the cache still showed the old one. The
     // decision is then made again from a fresh view.
     json patch = *actions.deployment_patch;
-    const std::string seen = Str(Field(input.deployment, "metadata"), "resourceVersion");
+    const std::string& seen = input.deployment.meta.resource_version;
     if (!seen.empty()) patch["metadata"]["resourceVersion"] = seen;
     auto patched =
         ctx_.client->Patch(kube::Deployments(), ns, name, kube::PatchType::kMerge, patch);

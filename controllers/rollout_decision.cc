@@ -5,27 +5,12 @@
 #include "controllers/canary_decision.h"
 #include "operator/admission/deployment_gate.h"
 #include "operator/api/canary_status.h"
-#include "operator/api/json_fields.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
-#include "operator/kube/object.h"
 
 namespace allocguard::controllers {
-namespace {
 
 using nlohmann::json;
-
-using api::json_fields::Annotation;
-using api::json_fields::Paused;
-
-std::string ObjectName(const json& object) {
-  if (!object.is_object() || !object.contains("metadata") || !object["metadata"].is_object()) {
-    return "";
-  }
-  return object["metadata"].value("name", "");
-}
-
-}  // namespace
 
 namespace {
 
@@ -46,33 +31,25 @@ std::string CanaryPolicyKey(const api::AllocatorPolicy& policy) {
   return ProofKey(policy.spec.allocator, policy.spec.libc, policy.spec.canary, policy.spec.limits);
 }
 
-std::string CanaryDistrust(const json& canary, const json& deployment,
+std::string CanaryDistrust(const api::ReplayCanarySummary& canary,
+                           const api::DeploymentSummary& deployment,
                            const std::string& template_hash, const api::AllocatorPolicy& policy) {
-  auto parsed = api::ParseReplayCanary(canary);
-  if (!parsed.ok()) return "it does not parse: " + parsed.status().message();
-  const api::ReplayCanarySpec& spec = parsed->spec;
-  const json& deployment_meta = kube::FieldOrNull(deployment, "metadata");
-  const std::string name = kube::StringField(deployment_meta, "name");
-  const std::string uid = kube::StringField(deployment_meta, "uid");
+  if (!canary.parsed.has_value()) return "it does not parse: " + canary.parse_error;
+  const api::ReplayCanarySpec& spec = canary.parsed->spec;
+  const std::string& name = deployment.meta.name;
+  const std::string& uid = deployment.meta.uid;
   if (spec.target_kind != "Deployment" || spec.target_name != name) {
     return "it targets " + spec.target_kind + "/" + spec.target_name + ", not Deployment/" + name;
   }
   bool owned = false;
-  const json& owners = kube::FieldOrNull(kube::FieldOrNull(canary, "metadata"), "ownerReferences");
-  if (owners.is_array()) {
-    for (const json& o : owners) {
-      if (kube::StringField(o, "kind") == "Deployment" && kube::StringField(o, "name") == name &&
-          !uid.empty() && kube::StringField(o, "uid") == uid) {
-        owned = true;
-      }
-    }
+  for (const api::OwnerReference& o : canary.meta.owner_references) {
+    if (o.kind == "Deployment" && o.name == name && !uid.empty() && o.uid == uid) owned = true;
   }
   if (!owned) return "it is not owned by this Deployment (uid " + uid + ")";
   if (spec.template_hash != template_hash) {
     return "its spec.templateHash is " + spec.template_hash + ", not " + template_hash;
   }
-  const std::string stored =
-      admission::TemplateHash(kube::FieldOrNull(kube::FieldOrNull(canary, "spec"), "template"));
+  const std::string stored = admission::TemplateHash(canary.pod_template);
   if (stored != template_hash) {
     return "its spec.template is not template " + template_hash + " (it hashes to " + stored + ")";
   }
@@ -81,9 +58,10 @@ std::string CanaryDistrust(const json& canary, const json& deployment,
     return "its allocator, canary or limits are not those policy " + policy.name + " asks for";
   }
   bool candidate_measured = false;
-  for (const api::VariantStatus& v : api::CanaryStatusOf(canary).variants) {
+  for (const api::VariantStatus& v : canary.status.variants) {
     if (v.measurement_key.empty()) continue;
-    if (v.measurement_key != MeasurementKey(*parsed, v.name, policy.spec.containers, RerunOf(&v))) {
+    if (v.measurement_key !=
+        MeasurementKey(*canary.parsed, v.name, policy.spec.containers, RerunOf(&v))) {
       return "variant " + v.name + " was measured on another spec (the canary was edited)";
     }
     if (v.name == "candidate") candidate_measured = true;
@@ -92,10 +70,16 @@ std::string CanaryDistrust(const json& canary, const json& deployment,
   return "";
 }
 
-json BuildReplayCanary(const json& deployment, const api::AllocatorPolicy& policy,
+std::string CanaryDistrust(const json& canary, const json& deployment,
+                           const std::string& template_hash, const api::AllocatorPolicy& policy) {
+  return CanaryDistrust(api::ParseReplayCanarySummary(canary),
+                        api::ParseDeploymentSummary(deployment), template_hash, policy);
+}
+
+json BuildReplayCanary(const api::DeploymentSummary& deployment, const api::AllocatorPolicy& policy,
                        const std::string& template_hash) {
-  const json& meta = deployment["metadata"];
-  const std::string name = meta.value("name", "");
+  const api::ObjectMeta& meta = deployment.meta;
+  const std::string& name = meta.name;
   api::ReplayCanarySpec spec;
   spec.policy = policy.name;
   spec.target_kind = "Deployment";
@@ -106,21 +90,25 @@ json BuildReplayCanary(const json& deployment, const api::AllocatorPolicy& polic
   spec.canary = policy.spec.canary;
   spec.limits = policy.spec.limits;
   json spec_json = api::ReplayCanarySpecToJson(spec);
-  spec_json["template"] = deployment["spec"]["template"];
-  json owner = {
-      {"apiVersion", "apps/v1"},      {"kind", "Deployment"}, {"name", name},
-      {"uid", meta.value("uid", "")}, {"controller", false},  {"blockOwnerDeletion", false}};
+  spec_json["template"] = deployment.pod_template;
+  json owner = {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}, {"name", name},
+                {"uid", meta.uid},         {"controller", false},  {"blockOwnerDeletion", false}};
   return {{"apiVersion", api::kApiVersion},
           {"kind", "ReplayCanary"},
           {"metadata",
            {{"name", CanaryName(name, template_hash, CanaryPolicyKey(policy))},
-            {"namespace", meta.value("namespace", "")},
+            {"namespace", meta.namespace_name},
             {"labels",
              {{kPolicyLabel, policy.name},
               {kWorkloadLabel, name.substr(0, 63)},
               {api::kManagedByLabel, api::kManagedByValue}}},
             {"ownerReferences", json::array({owner})}}},
           {"spec", spec_json}};
+}
+
+json BuildReplayCanary(const json& deployment, const api::AllocatorPolicy& policy,
+                       const std::string& template_hash) {
+  return BuildReplayCanary(api::ParseDeploymentSummary(deployment), policy, template_hash);
 }
 
 namespace {
@@ -141,159 +129,229 @@ std::string OrphanedHoldReason(const RolloutInput& input) {
 
 }  // namespace
 
-bool RolledOutByOverride(const json& deployment) {
-  return !Annotation(deployment, api::kOverrideHoldAnnotation).empty() && !Paused(deployment);
+bool RolledOutByOverride(const api::DeploymentSummary& deployment) {
+  return !deployment.meta.Annotation(api::kOverrideHoldAnnotation).empty() && !deployment.paused;
 }
 
-RolloutActions DecideRollout(const RolloutInput& input) {
+namespace {
+
+// What every rule reads, derived once from the input.
+struct RolloutFacts {
+  const RolloutInput& input;
+  std::string held;         // kHeldCandidateAnnotation: the held template, if any
+  std::string released;     // kReleasedCandidateAnnotation
+  std::string canary_name;  // for the current template under the policy ("" without one)
+  bool holding() const { return !held.empty(); }
+};
+
+using RolloutRule = std::optional<RolloutActions> (*)(const RolloutFacts&);
+
+RolloutActions Skip(std::string reason) {
   RolloutActions out;
-  const std::string held_hash = Annotation(input.deployment, api::kHeldCandidateAnnotation);
-  if (!held_hash.empty()) {
-    if (const std::string why = OrphanedHoldReason(input); !why.empty()) {
-      out.deployment_patch =
-          json{{"metadata", {{"annotations", {{api::kHeldCandidateAnnotation, nullptr}}}}},
-               {"spec", {{"paused", false}}}};
-      out.event_reason = "HoldReleased";
-      out.event_note = "template " + held_hash + " was held by allocguard; the hold is released " +
-                       "because " + why + ". The template was not proven by a replay canary.";
-      return out;
-    }
-    if (RolledOutByOverride(input.deployment)) {
-      const std::string override_reason =
-          Annotation(input.deployment, api::kOverrideHoldAnnotation);
-      // The user rolled the held template out by override: the hold is over.
-      out.deployment_patch =
-          json{{"metadata",
-                {{"annotations",
-                  {{api::kHeldCandidateAnnotation, nullptr},
-                   {api::kOverrideHoldAnnotation, nullptr},
-                   {api::kOverriddenCandidateAnnotation, held_hash + " " + override_reason},
-                   {api::kReleasedCandidateAnnotation, input.template_hash}}}}}};
-      out.event_reason = "HoldCleared";
-      out.event_note = "template " + held_hash + " was rolled out by override (" + override_reason +
-                       ") without a Flat canary; the hold and the override " +
-                       "annotation are cleared, so a later hold needs a new override";
-      return out;
-    }
-  }
-  if (!input.policy.has_value()) {
-    out.skip_reason = "no policy governs it";
-    return out;
-  }
-  const api::AllocatorPolicy& policy = *input.policy;
+  out.skip_reason = std::move(reason);
+  return out;
+}
+
+// Rule 1: a hold no Enforce policy stands behind any more is released.
+std::optional<RolloutActions> ReleaseOrphanedHold(const RolloutFacts& f) {
+  if (!f.holding()) return std::nullopt;
+  const std::string why = OrphanedHoldReason(f.input);
+  if (why.empty()) return std::nullopt;
+  RolloutActions out;
+  out.deployment_patch =
+      json{{"metadata", {{"annotations", {{api::kHeldCandidateAnnotation, nullptr}}}}},
+           {"spec", {{"paused", false}}}};
+  out.event_reason = "HoldReleased";
+  out.event_note = "template " + f.held + " was held by allocguard; the hold is released " +
+                   "because " + why + ". The template was not proven by a replay canary.";
+  return out;
+}
+
+// Rule 2: the user rolled the held template out by override: the hold is
+// over, and the override is consumed.
+std::optional<RolloutActions> ClearOverriddenHold(const RolloutFacts& f) {
+  if (!f.holding() || !RolledOutByOverride(f.input.deployment)) return std::nullopt;
+  const std::string override_reason =
+      f.input.deployment.meta.Annotation(api::kOverrideHoldAnnotation);
+  RolloutActions out;
+  out.deployment_patch =
+      json{{"metadata",
+            {{"annotations",
+              {{api::kHeldCandidateAnnotation, nullptr},
+               {api::kOverrideHoldAnnotation, nullptr},
+               {api::kOverriddenCandidateAnnotation, f.held + " " + override_reason},
+               {api::kReleasedCandidateAnnotation, f.input.template_hash}}}}}};
+  out.event_reason = "HoldCleared";
+  out.event_note = "template " + f.held + " was rolled out by override (" + override_reason +
+                   ") without a Flat canary; the hold and the override " +
+                   "annotation are cleared, so a later hold needs a new override";
+  return out;
+}
+
+// Rule 3: no policy, or one in mode Off: nothing to do.
+std::optional<RolloutActions> NotGoverned(const RolloutFacts& f) {
+  if (!f.input.policy.has_value()) return Skip("no policy governs it");
+  const api::AllocatorPolicy& policy = *f.input.policy;
   if (policy.spec.rollout.mode == api::RolloutMode::kOff) {
-    out.skip_reason = "policy " + policy.name + " has rollout mode Off";
-    return out;
+    return Skip("policy " + policy.name + " has rollout mode Off");
   }
-  if (Annotation(input.deployment, api::kInjectAnnotation) == "false") {
-    if (!held_hash.empty()) {
-      // An opt-out is not an override: it would let anyone who may edit the
-      // Deployment lift the hold (the webhook asks the override permission
-      // for it, and this holds when the webhook was down).
-      out.event_warning = true;
-      out.event_reason = "RolloutHeld";
-      out.event_note = "template " + held_hash + " stays held although the Deployment opted out " +
-                       "with " + api::kInjectAnnotation +
-                       "=false: an opt-out does not lift a hold. To roll out anyway, annotate " +
-                       api::kOverrideHoldAnnotation + "=<reason> (needs the override " +
-                       "permission) and unpause it.";
-      return out;
-    }
-    out.skip_reason = "opted out with " + std::string(api::kInjectAnnotation) + "=false";
-    return out;
+  return std::nullopt;
+}
+
+// Rule 4: opted out (allocguard.io/inject=false): nothing is canaried, and
+// a hold stays. An opt-out is not an override: it would let anyone who may
+// edit the Deployment lift the hold (the webhook asks the override
+// permission for it, and this holds when the webhook was down).
+std::optional<RolloutActions> OptedOut(const RolloutFacts& f) {
+  if (f.input.deployment.meta.Annotation(api::kInjectAnnotation) != "false") return std::nullopt;
+  if (!f.holding()) {
+    return Skip("opted out with " + std::string(api::kInjectAnnotation) + "=false");
   }
-  const std::string& hash = input.template_hash;
-  const std::string held = Annotation(input.deployment, api::kHeldCandidateAnnotation);
-  const std::string released = Annotation(input.deployment, api::kReleasedCandidateAnnotation);
-  const bool holding = !held.empty();
-  if (!holding && released == hash) {
-    out.skip_reason = "template " + hash + " already released";
-    return out;
+  RolloutActions out;
+  out.event_warning = true;
+  out.event_reason = "RolloutHeld";
+  out.event_note = "template " + f.held + " stays held although the Deployment opted out " +
+                   "with " + api::kInjectAnnotation +
+                   "=false: an opt-out does not lift a hold. To roll out anyway, annotate " +
+                   api::kOverrideHoldAnnotation + "=<reason> (needs the override " +
+                   "permission) and unpause it.";
+  return out;
+}
+
+// Rule 5: the current template was released already.
+std::optional<RolloutActions> AlreadyReleased(const RolloutFacts& f) {
+  if (f.holding() || f.released != f.input.template_hash) return std::nullopt;
+  return Skip("template " + f.input.template_hash + " already released");
+}
+
+// Rule 6: running before the policy came (or admitted while the webhook
+// was down): nothing to hold, so its template is the baseline.
+std::optional<RolloutActions> AdoptRunningTemplate(const RolloutFacts& f) {
+  const api::AllocatorPolicy& policy = *f.input.policy;
+  if (f.holding() || !f.released.empty() ||
+      policy.spec.rollout.mode != api::RolloutMode::kEnforce) {
+    return std::nullopt;
   }
-  const std::string canary_name =
-      CanaryName(ObjectName(input.deployment), hash, CanaryPolicyKey(policy));
-  if (!holding && released.empty() && policy.spec.rollout.mode == api::RolloutMode::kEnforce) {
-    // Running before the policy came (or admitted while the webhook was
-    // down): nothing to hold, so its template is the baseline.
-    out.deployment_patch =
-        json{{"metadata", {{"annotations", {{api::kReleasedCandidateAnnotation, hash}}}}}};
-    out.event_reason = "TemplateAdopted";
-    out.event_note = "policy " + policy.name +
-                     " now governs this Deployment; its running template " + hash +
-                     " is the baseline, and the next template change is held until a " +
-                     "replay canary finds it flat";
-    return out;
-  }
-  if (!input.canary.has_value()) {
-    out.create_canary = BuildReplayCanary(input.deployment, policy, hash);
-    out.event_reason = "CanaryStarted";
-    out.event_note =
-        "replay canary " + canary_name + " started for template " + hash +
-        (holding ? "; the rollout is held until it is flat" : " (audit: the rollout is not held)");
-    return out;
-  }
-  const json& canary = *input.canary;
-  const api::ReplayCanaryStatus status = api::CanaryStatusOf(canary);
-  if (!Ended(status.phase)) {
-    out.skip_reason = "canary " + canary_name + " is running";
-    return out;
-  }
+  const std::string& hash = f.input.template_hash;
+  RolloutActions out;
+  out.deployment_patch =
+      json{{"metadata", {{"annotations", {{api::kReleasedCandidateAnnotation, hash}}}}}};
+  out.event_reason = "TemplateAdopted";
+  out.event_note = "policy " + policy.name + " now governs this Deployment; its running template " +
+                   hash + " is the baseline, and the next template change is held until a " +
+                   "replay canary finds it flat";
+  return out;
+}
+
+// Rule 7: no canary for this template under this policy yet: start one.
+std::optional<RolloutActions> StartCanary(const RolloutFacts& f) {
+  if (f.input.canary.has_value()) return std::nullopt;
+  const std::string& hash = f.input.template_hash;
+  RolloutActions out;
+  out.create_canary = BuildReplayCanary(f.input.deployment, *f.input.policy, hash);
+  out.event_reason = "CanaryStarted";
+  out.event_note = "replay canary " + f.canary_name + " started for template " + hash +
+                   (f.holding() ? "; the rollout is held until it is flat"
+                                : " (audit: the rollout is not held)");
+  return out;
+}
+
+// Rule 8: the canary runs: wait for it.
+std::optional<RolloutActions> WaitForCanary(const RolloutFacts& f) {
+  if (Ended(f.input.canary->status.phase)) return std::nullopt;
+  return Skip("canary " + f.canary_name + " is running");
+}
+
+// Rule 9: whatever releases a hold or records a template as judged must
+// come from a canary that proves this very template (a held template that
+// is not Flat stays held whoever made the canary). Fail closed: nothing is
+// released or recorded; deleting the canary lets the operator run its own.
+std::optional<RolloutActions> DistrustedCanary(const RolloutFacts& f) {
+  const bool flat = f.input.canary->status.verdict == Verdict::kFlat;
+  if (!flat && f.holding()) return std::nullopt;
+  const std::string& hash = f.input.template_hash;
+  const std::string why =
+      CanaryDistrust(*f.input.canary, f.input.deployment, hash, *f.input.policy);
+  if (why.empty()) return std::nullopt;
+  RolloutActions out;
+  out.event_warning = true;
+  out.event_reason = f.holding() ? "RolloutHeld" : "CanaryNotTrusted";
+  out.event_note = "canary " + f.canary_name + " cannot " + (f.holding() ? "release" : "judge") +
+                   " template " + hash + ": " + why +
+                   ". Delete it, and allocguard runs its own canary for this template.";
+  return out;
+}
+
+// Rule 10: a held template whose canary is not Flat stays held; the event
+// says why and what would fix it.
+std::optional<RolloutActions> KeepHeld(const RolloutFacts& f) {
+  const api::ReplayCanaryStatus& status = f.input.canary->status;
+  if (!f.holding() || status.verdict == Verdict::kFlat) return std::nullopt;
   const std::string verdict = api::RecordedVerdictName(status.verdict, status.unknown_verdict);
-  const std::string& explanation = status.explanation;
-  const std::string& flat_variant = status.flat_variant;
   const std::string& slope = status.floor_slope;
+  RolloutActions out;
+  out.event_warning = true;
+  out.event_reason = "RolloutHeld";
+  out.event_note = "template " + f.input.template_hash + " is held: canary " + f.canary_name +
+                   " found " + (verdict.empty() ? std::string("no verdict") : verdict) +
+                   (slope.empty() ? "" : " (floor slope " + slope + ")") + ": " +
+                   status.explanation +
+                   (status.flat_variant.empty()
+                        ? ""
+                        : "; variant " + status.flat_variant +
+                              " stayed flat on the same load: switch the policy's allocator") +
+                   ". To roll out anyway, annotate the Deployment with " +
+                   api::kOverrideHoldAnnotation + "=<reason> and unpause it.";
+  return out;
+}
+
+// Rule 11: record the template as judged; a held one (Flat) is released, an
+// audited one reported with its verdict.
+std::optional<RolloutActions> ReleaseOrRecord(const RolloutFacts& f) {
+  const api::ReplayCanaryStatus& status = f.input.canary->status;
   const bool flat = status.verdict == Verdict::kFlat;
-
-  // Whatever releases a hold or records a template as judged must come from
-  // a canary that proves this very template (a held template that is not
-  // Flat stays held whoever made the canary).
-  if (flat || !holding) {
-    if (const std::string why = CanaryDistrust(canary, input.deployment, hash, policy);
-        !why.empty()) {
-      // Fail closed: nothing is released or recorded; deleting the canary
-      // lets the operator run its own.
-      out.event_warning = true;
-      out.event_reason = holding ? "RolloutHeld" : "CanaryNotTrusted";
-      out.event_note = "canary " + canary_name + " cannot " + (holding ? "release" : "judge") +
-                       " template " + hash + ": " + why +
-                       ". Delete it, and allocguard runs its own canary for this template.";
-      return out;
-    }
-  }
-
-  if (holding && !flat) {
-    // Stay held; say why and what would fix it.
-    out.event_warning = true;
-    out.event_reason = "RolloutHeld";
-    out.event_note = "template " + hash + " is held: canary " + canary_name + " found " +
-                     (verdict.empty() ? std::string("no verdict") : verdict) +
-                     (slope.empty() ? "" : " (floor slope " + slope + ")") + ": " + explanation +
-                     (flat_variant.empty()
-                          ? ""
-                          : "; variant " + flat_variant +
-                                " stayed flat on the same load: switch the policy's allocator") +
-                     ". To roll out anyway, annotate the Deployment with " +
-                     api::kOverrideHoldAnnotation + "=<reason> and unpause it.";
-    return out;
-  }
-  json annotations = {{api::kReleasedCandidateAnnotation, hash}};
-  json patch = {{"metadata", {{"annotations", annotations}}}};
-  if (holding) {
+  const std::string& hash = f.input.template_hash;
+  const std::string& slope = status.floor_slope;
+  RolloutActions out;
+  json patch = {{"metadata", {{"annotations", {{api::kReleasedCandidateAnnotation, hash}}}}}};
+  if (f.holding()) {
     patch["metadata"]["annotations"][api::kHeldCandidateAnnotation] = nullptr;
     patch["spec"] = {{"paused", false}};
     out.event_reason = "RolloutReleased";
-    out.event_note = "canary " + canary_name + " is Flat" +
+    out.event_note = "canary " + f.canary_name + " is Flat" +
                      (slope.empty() ? "" : " (floor slope " + slope + ")") +
                      ": the rollout of template " + hash + " proceeds";
   } else {
     out.event_warning = !flat;
     out.event_reason = flat ? "CanaryPassed" : "CanaryFailedAudit";
-    out.event_note = "audit: canary " + canary_name + " found " + verdict +
-                     (slope.empty() ? "" : " (floor slope " + slope + ")") + ": " + explanation +
-                     " (the rollout was not held: the policy's mode is Audit)";
+    out.event_note = "audit: canary " + f.canary_name + " found " +
+                     api::RecordedVerdictName(status.verdict, status.unknown_verdict) +
+                     (slope.empty() ? "" : " (floor slope " + slope + ")") + ": " +
+                     status.explanation + " (the rollout was not held: the policy's mode is Audit)";
   }
   out.deployment_patch = patch;
   return out;
+}
+
+}  // namespace
+
+RolloutActions DecideRollout(const RolloutInput& input) {
+  RolloutFacts facts{input, input.deployment.meta.Annotation(api::kHeldCandidateAnnotation),
+                     input.deployment.meta.Annotation(api::kReleasedCandidateAnnotation), ""};
+  if (input.policy.has_value()) {
+    facts.canary_name =
+        CanaryName(input.deployment.meta.name, input.template_hash, CanaryPolicyKey(*input.policy));
+  }
+  // In the order of the header's list; rules 6 on may assume a policy
+  // (rule 3), rules 8 on a canary (rule 7).
+  static constexpr RolloutRule kRules[] = {
+      ReleaseOrphanedHold,  ClearOverriddenHold, NotGoverned,   OptedOut,         AlreadyReleased,
+      AdoptRunningTemplate, StartCanary,         WaitForCanary, DistrustedCanary, KeepHeld,
+      ReleaseOrRecord};
+  for (RolloutRule rule : kRules) {
+    if (std::optional<RolloutActions> actions = rule(facts)) return std::move(*actions);
+  }
+  return RolloutActions{};  // not reached: ReleaseOrRecord always decides
 }
 
 }  // namespace allocguard::controllers

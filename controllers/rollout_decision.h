@@ -33,14 +33,15 @@
 
 #include "operator/api/names.h"
 #include "operator/api/types.h"
+#include "operator/api/workloads.h"
 
 namespace allocguard::controllers {
 
 struct RolloutInput {
-  nlohmann::json deployment;
+  api::DeploymentSummary deployment;
   std::optional<api::AllocatorPolicy> policy;  // the governing policy, if any
   // The ReplayCanary for (deployment, current template hash), if it exists.
-  std::optional<nlohmann::json> canary;
+  std::optional<api::ReplayCanarySummary> canary;
   std::string template_hash;  // of the deployment's current template
   // More than one policy's selector matches the template (the validating
   // webhook refuses to create such an overlap; one may predate it).
@@ -70,6 +71,22 @@ std::string CanaryPolicyKey(const api::AllocatorPolicy& policy);
 // The canary's name (moved to operator/api/names.h).
 using api::CanaryName;
 
+// The first of these rules that applies decides:
+//   1. a hold without an Enforce policy behind it is released (HoldReleased);
+//   2. a hold the user overrode and unpaused is cleared (HoldCleared);
+//   3. no policy, or mode Off: nothing;
+//   4. opted out: nothing, and a hold stays (RolloutHeld);
+//   5. the current template was released already: nothing;
+//   6. Enforce, never held nor released: the template is adopted as the
+//      baseline (TemplateAdopted);
+//   7. no canary for (template, policy key): create it (CanaryStarted);
+//   8. the canary runs: wait;
+//   9. a canary that would release or be recorded but cannot prove this
+//      template (CanaryDistrust): nothing, a Warning (RolloutHeld or
+//      CanaryNotTrusted);
+//  10. held and not Flat: stays held (RolloutHeld, naming the flat variant);
+//  11. released when held (RolloutReleased), else recorded with its verdict
+//      (CanaryPassed or CanaryFailedAudit).
 RolloutActions DecideRollout(const RolloutInput& input);
 
 // Why `canary` cannot prove template `template_hash` of `deployment` under
@@ -96,14 +113,23 @@ RolloutActions DecideRollout(const RolloutInput& input);
 // True when the user rolls the held template out by override: the
 // override annotation is set and the Deployment is unpaused. DecideRollout
 // then clears the hold (even after an opt-out, which alone never lifts it).
-bool RolledOutByOverride(const nlohmann::json& deployment);
+bool RolledOutByOverride(const api::DeploymentSummary& deployment);
 
+std::string CanaryDistrust(const api::ReplayCanarySummary& canary,
+                           const api::DeploymentSummary& deployment,
+                           const std::string& template_hash, const api::AllocatorPolicy& policy);
+// The same for objects as the API gives them (parsed here).
 std::string CanaryDistrust(const nlohmann::json& canary, const nlohmann::json& deployment,
                            const std::string& template_hash, const api::AllocatorPolicy& policy);
 
 // The ReplayCanary object for a Deployment's current template: a snapshot of
 // the template and of the policy's allocator, canary and limits, owned by the
-// Deployment (deleted with it) and labelled with the policy's name.
+// Deployment (deleted with it) and labelled with the policy's name. The
+// Deployment must have been read whole (its pod_template).
+nlohmann::json BuildReplayCanary(const api::DeploymentSummary& deployment,
+                                 const api::AllocatorPolicy& policy,
+                                 const std::string& template_hash);
+// The same for a Deployment as the API gives it (parsed here).
 nlohmann::json BuildReplayCanary(const nlohmann::json& deployment,
                                  const api::AllocatorPolicy& policy,
                                  const std::string& template_hash);

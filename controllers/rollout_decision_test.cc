@@ -51,6 +51,17 @@ json Canary(const std::string& phase, const std::string& verdict,
                                 verdict, flat_variant);
 }
 
+// The input as the rollout reconciler parses it from its caches.
+RolloutInput In(const json& deployment, std::optional<api::AllocatorPolicy> policy,
+                const std::optional<json>& canary, const std::string& template_hash) {
+  RolloutInput in;
+  in.deployment = api::ParseDeploymentSummary(deployment);
+  in.policy = std::move(policy);
+  if (canary.has_value()) in.canary = api::ParseReplayCanarySummary(*canary);
+  in.template_hash = template_hash;
+  return in;
+}
+
 TEST(DecideRolloutTest, Table) {
   const json held = {{api::kHeldCandidateAnnotation, Hash()}};
   const json released = {{api::kReleasedCandidateAnnotation, Hash()}};
@@ -119,7 +130,7 @@ TEST(DecideRolloutTest, Table) {
        Canary("Completed", "Ratchet"), false, false, false, true, "RolloutHeld"},
   };
   for (const Case& c : cases) {
-    RolloutInput in{c.deployment, c.policy, c.canary, Hash()};
+    RolloutInput in = In(c.deployment, c.policy, c.canary, Hash());
     RolloutActions a = DecideRollout(in);
     EXPECT_EQ(a.create_canary.has_value(), c.creates_canary) << c.name;
     EXPECT_EQ(a.deployment_patch.has_value(), c.patches) << c.name;
@@ -183,21 +194,22 @@ TEST(DecideRolloutTest, AFlatCanaryReleasesOnlyWhenItProvesTheHeldTemplate) {
   for (const Case& c : cases) {
     json canary = Canary("Completed", "Flat");
     c.tamper(canary);
-    RolloutInput in{Deployment(held, true), Policy(api::RolloutMode::kEnforce), canary, Hash()};
+    RolloutInput in =
+        In(Deployment(held, true), Policy(api::RolloutMode::kEnforce), canary, Hash());
     RolloutActions a = DecideRollout(in);
     EXPECT_FALSE(a.deployment_patch.has_value()) << c.name << ": released by an untrusted canary";
     EXPECT_EQ(a.event_reason, "RolloutHeld") << c.name;
     EXPECT_TRUE(a.event_warning) << c.name;
     EXPECT_NE(a.event_note.find(c.why), std::string::npos) << c.name << ": " << a.event_note;
     // Audit records nothing from it either.
-    in = RolloutInput{Deployment(), Policy(api::RolloutMode::kAudit), canary, Hash()};
+    in = In(Deployment(), Policy(api::RolloutMode::kAudit), canary, Hash());
     a = DecideRollout(in);
     EXPECT_FALSE(a.deployment_patch.has_value()) << c.name << " (audit)";
     EXPECT_EQ(a.event_reason, "CanaryNotTrusted") << c.name;
   }
   // The untouched canary does release: the checks above are what differs.
-  RolloutInput in{Deployment(held, true), Policy(api::RolloutMode::kEnforce),
-                  Canary("Completed", "Flat"), Hash()};
+  RolloutInput in = In(Deployment(held, true), Policy(api::RolloutMode::kEnforce),
+                       Canary("Completed", "Flat"), Hash());
   EXPECT_EQ(DecideRollout(in).event_reason, "RolloutReleased");
 }
 
@@ -212,7 +224,7 @@ TEST(DecideRolloutTest, AFlatRerunReleases) {
   candidate["seed"] = 2;
   candidate["measurementKey"] = MeasurementKey(*parsed, "candidate", {}, 1);
   const json held = {{api::kHeldCandidateAnnotation, Hash()}};
-  RolloutInput in{Deployment(held, true), Policy(api::RolloutMode::kEnforce), canary, Hash()};
+  RolloutInput in = In(Deployment(held, true), Policy(api::RolloutMode::kEnforce), canary, Hash());
   RolloutActions a = DecideRollout(in);
   EXPECT_EQ(a.event_reason, "RolloutReleased") << a.event_note;
   EXPECT_TRUE(a.deployment_patch.has_value());
@@ -221,8 +233,8 @@ TEST(DecideRolloutTest, AFlatRerunReleases) {
 TEST(DecideRolloutTest, AnAmbiguousHoldIsLeftAlone) {
   // Two policies match: which one's verdict counts cannot be told, so the
   // hold stays until the overlap is resolved.
-  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, Hash()}}, true), std::nullopt,
-                  std::nullopt, Hash()};
+  RolloutInput in = In(Deployment({{api::kHeldCandidateAnnotation, Hash()}}, true), std::nullopt,
+                       std::nullopt, Hash());
   in.policy_ambiguous = true;
   RolloutActions a = DecideRollout(in);
   EXPECT_FALSE(a.deployment_patch.has_value());
@@ -230,8 +242,8 @@ TEST(DecideRolloutTest, AnAmbiguousHoldIsLeftAlone) {
 }
 
 TEST(DecideRolloutTest, ReleasedOrphanHoldSaysWhyAndThatNothingWasProven) {
-  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, Hash()}}, true),
-                  Policy(api::RolloutMode::kOff), std::nullopt, Hash()};
+  RolloutInput in = In(Deployment({{api::kHeldCandidateAnnotation, Hash()}}, true),
+                       Policy(api::RolloutMode::kOff), std::nullopt, Hash());
   RolloutActions a = DecideRollout(in);
   EXPECT_NE(a.event_note.find("rollout mode Off"), std::string::npos) << a.event_note;
   EXPECT_NE(a.event_note.find("not proven"), std::string::npos) << a.event_note;
@@ -240,10 +252,10 @@ TEST(DecideRolloutTest, ReleasedOrphanHoldSaysWhyAndThatNothingWasProven) {
 }
 
 TEST(DecideRolloutTest, AnOverrideIsConsumedOnce) {
-  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, Hash()},
-                              {api::kOverrideHoldAnnotation, "hotfix for INC-42"}},
-                             false),
-                  Policy(api::RolloutMode::kEnforce), Canary("Completed", "Ratchet"), Hash()};
+  RolloutInput in = In(Deployment({{api::kHeldCandidateAnnotation, Hash()},
+                                   {api::kOverrideHoldAnnotation, "hotfix for INC-42"}},
+                                  false),
+                       Policy(api::RolloutMode::kEnforce), Canary("Completed", "Ratchet"), Hash());
   RolloutActions a = DecideRollout(in);
   ASSERT_TRUE(a.deployment_patch.has_value());
   const json& annotations = (*a.deployment_patch)["metadata"]["annotations"];
@@ -257,9 +269,9 @@ TEST(DecideRolloutTest, AnOverrideIsConsumedOnce) {
 }
 
 TEST(DecideRolloutTest, HeldWarningNamesTheFlatVariantAndTheOverride) {
-  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, Hash()}}, true),
-                  Policy(api::RolloutMode::kEnforce),
-                  Canary("Completed", "AllocatorRetention", "jemalloc"), Hash()};
+  RolloutInput in = In(Deployment({{api::kHeldCandidateAnnotation, Hash()}}, true),
+                       Policy(api::RolloutMode::kEnforce),
+                       Canary("Completed", "AllocatorRetention", "jemalloc"), Hash());
   RolloutActions a = DecideRollout(in);
   EXPECT_NE(a.event_note.find("variant jemalloc stayed flat"), std::string::npos) << a.event_note;
   EXPECT_NE(a.event_note.find(api::kOverrideHoldAnnotation), std::string::npos) << a.event_note;
@@ -269,7 +281,7 @@ TEST(DecideRolloutTest, HeldWarningNamesTheFlatVariantAndTheOverride) {
 TEST(BuildReplayCanaryTest, SnapshotsTemplateAndPolicy) {
   api::AllocatorPolicy p = Policy(api::RolloutMode::kEnforce);
   p.spec.canary.duration = std::chrono::seconds(600);
-  json c = BuildReplayCanary(Deployment(), p, "0123456789abcdef");
+  json c = BuildReplayCanary(api::ParseDeploymentSummary(Deployment()), p, "0123456789abcdef");
   EXPECT_EQ(c["kind"], "ReplayCanary");
   EXPECT_EQ(c["metadata"]["name"], "web-0123456789-" + CanaryPolicyKey(p).substr(0, 6));
   EXPECT_EQ(c["metadata"]["namespace"], "shop");
@@ -315,8 +327,8 @@ TEST(DecideRolloutTest, APolicySwitchOfAHeldTemplateStartsANewCanary) {
   api::AllocatorPolicy glibc = Policy(api::RolloutMode::kEnforce);
   glibc.spec.allocator.name = api::Allocator::kGlibc;
   const api::AllocatorPolicy jemalloc = Policy(api::RolloutMode::kEnforce);
-  RolloutInput in{Deployment({{api::kHeldCandidateAnnotation, Hash()}}, true), jemalloc,
-                  std::nullopt, Hash()};
+  RolloutInput in = In(Deployment({{api::kHeldCandidateAnnotation, Hash()}}, true), jemalloc,
+                       std::nullopt, Hash());
   RolloutActions a = DecideRollout(in);
   ASSERT_TRUE(a.create_canary.has_value());
   EXPECT_EQ((*a.create_canary)["spec"]["candidate"]["allocator"]["name"], "jemalloc");
@@ -335,7 +347,8 @@ TEST(DecideRolloutTest, ACanaryStatusOfOtherTypesNeitherThrowsNorReleases) {
         json{{"phase", "Completed"}, {"verdict", 7}}, json("Completed")}) {
     json canary = Canary("Completed", "Flat");
     canary["status"] = status;
-    RolloutInput in{Deployment(held, true), Policy(api::RolloutMode::kEnforce), canary, Hash()};
+    RolloutInput in =
+        In(Deployment(held, true), Policy(api::RolloutMode::kEnforce), canary, Hash());
     RolloutActions a;
     ASSERT_NO_THROW(a = DecideRollout(in)) << status.dump();
     EXPECT_NE(a.event_reason, "RolloutReleased") << status.dump();

@@ -2,6 +2,7 @@
 
 #include "operator/api/json_fields.h"
 #include "operator/api/json_reader.h"
+#include "operator/api/policy.h"
 
 namespace allocguard::api {
 
@@ -52,9 +53,9 @@ DeploymentSummary ParseDeploymentSummary(const json& object, std::vector<std::st
   if (spec == nullptr) return d;
   Reader s(*spec, "spec", problems);
   s.Bool("paused", &d.paused);
+  if (const json* raw = json_fields::Member(*spec, "template")) d.pod_template = *raw;
   const json* tmpl = s.Object("template");
   if (tmpl == nullptr) return d;
-  d.pod_template = *tmpl;
   Reader t(*tmpl, "spec.template", problems);
   if (const json* meta = t.Object("metadata")) {
     Reader m(*meta, "spec.template.metadata", problems);
@@ -82,9 +83,16 @@ ReplayCanarySummary ParseReplayCanarySummary(const json& object,
   ReplayCanarySummary c;
   c.meta = ParseObjectMeta(object, problems);
   c.status = CanaryStatusOf(object, problems);
+  auto parsed = ParseReplayCanary(object);
+  if (parsed.ok()) {
+    c.parsed = std::move(parsed).value();
+  } else {
+    c.parse_error = parsed.status().message();
+  }
   Reader top(object, "", problems);
   const json* spec = top.Object("spec");
   if (spec == nullptr) return c;
+  if (const json* tmpl = json_fields::Member(*spec, "template")) c.pod_template = *tmpl;
   Reader s(*spec, "spec", problems);
   s.String("templateHash", &c.template_hash);
   if (const json* target = s.Object("target")) {

@@ -18,6 +18,7 @@
 
 #include "operator/api/canary_status.h"
 #include "operator/api/object_meta.h"
+#include "operator/api/types.h"
 
 namespace allocguard::api {
 
@@ -35,7 +36,7 @@ struct DeploymentSummary {
   std::map<std::string, std::string> template_annotations;  // ...metadata.annotations
   // kCachedTemplateHashField, or "" when the object was not slimmed.
   std::string cached_template_hash;
-  // spec.template as read (null when absent or not an object): the slim
+  // spec.template as stored, whatever its type (null when absent): the slim
   // cache keeps only its metadata; a GET gives the whole template.
   nlohmann::json pod_template;
 
@@ -90,6 +91,11 @@ struct ReplayCanarySummary {
   std::string target_name;    // spec.target.name
   std::string template_hash;  // spec.templateHash
   ReplayCanaryStatus status;
+  // spec.template as stored, whatever its type (null when absent).
+  nlohmann::json pod_template;
+  // The whole canary when ParseReplayCanary accepts it; else why not.
+  std::optional<ReplayCanary> parsed;
+  std::string parse_error;
 
   bool operator==(const ReplayCanarySummary&) const = default;
 };
