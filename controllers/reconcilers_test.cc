@@ -1,0 +1,277 @@
+// The reconcilers against an in-memory API server (kube::testing::
+// FakeApiServer) through the real kube::Client: each test puts objects where
+// the reconciler reads them (the API and the informer caches), reconciles,
+// and checks what a user would see in the API: the status written, the Job
+// created, the hold released, the event recorded.
+
+#include "controllers/reconcilers.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "controllers/canary_fixture_for_test.h"
+#include "controllers/rollout_decision.h"
+#include "operator/admission/deployment_gate.h"
+#include "operator/api/names.h"
+#include "operator/api/policy.h"
+#include "operator/kube/testing/fake_api_server.h"
+
+namespace allocguard::controllers {
+namespace {
+
+using kube::testing::FakeApiServer;
+using nlohmann::json;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+constexpr char kNs[] = "shop";
+
+json PolicyObject(const std::string& mode = "Enforce") {
+  return {{"apiVersion", "allocguard.io/v1alpha1"},
+          {"kind", "AllocatorPolicy"},
+          {"metadata", {{"name", "web-policy"}, {"namespace", kNs}}},
+          {"spec",
+           {{"selector", {{"matchLabels", {{"app", "web"}}}}},
+            {"allocator", {{"name", "jemalloc"}}},
+            {"rollout", {{"mode", mode}}},
+            {"canary",
+             {{"duration", "10m"},
+              {"load",
+               {{"port", 8080},
+                {"rate", 20},
+                {"requests", {{{"name", "get"}, {"path", "/item?id={key}"}}}}}}}}}}};
+}
+
+json DeploymentObject(const std::string& image = "web:2") {
+  return {{"apiVersion", "apps/v1"},
+          {"kind", "Deployment"},
+          {"metadata", {{"name", "web"}, {"namespace", kNs}}},
+          {"spec",
+           {{"replicas", 1},
+            {"selector", {{"matchLabels", {{"app", "web"}}}}},
+            {"template",
+             {{"metadata", {{"labels", {{"app", "web"}}}}},
+              {"spec", {{"containers", {{{"name", "server"}, {"image", image}}}}}}}}}}};
+}
+
+json PodObject(const std::string& name, json annotations = json::object()) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata",
+           {{"name", name},
+            {"namespace", kNs},
+            {"labels", {{"app", "web"}}},
+            {"annotations", annotations}}},
+          {"spec", {{"containers", {{{"name", "server"}, {"image", "web:2"}}}}}},
+          {"status", {{"phase", "Running"}}}};
+}
+
+class ReconcilerTest : public ::testing::Test {
+ protected:
+  ReconcilerTest() {
+    for (kube::Store* s : {&policies_, &canaries_, &deployments_, &pods_, &jobs_}) {
+      AddNamespaceIndex(*s);
+    }
+    AddCanaryJobIndex(pods_);
+    ctx_.client = &client_;
+    ctx_.policies = &policies_;
+    ctx_.canaries = &canaries_;
+    ctx_.deployments = &deployments_;
+    ctx_.pods = &pods_;
+    ctx_.jobs = &jobs_;
+    ctx_.events = &events_;
+    ctx_.clock = &clock_;
+    ctx_.operator_namespace = "allocguard-system";
+    ctx_.job_options.image = "allocguard:test";
+    clock_.Advance(std::chrono::hours(24 * 365 * 56));  // in 2026
+  }
+
+  // Creates `object` in the API and shows it in `cache` as the informer
+  // would (Deployments slimmed); returns it as stored.
+  json Put(const kube::ResourceType& type, kube::Store& cache, json object) {
+    json stored = server_->Seed(type, object);
+    json cached = stored;
+    if (&cache == &deployments_) SlimDeployment(cached);
+    cache.Upsert(cached);
+    return stored;
+  }
+
+  std::vector<std::string> EventReasons() const {
+    std::vector<std::string> out;
+    for (const json& e : server_->List(kube::EventsV1(), "")) out.push_back(e.value("reason", ""));
+    return out;
+  }
+
+  std::shared_ptr<FakeApiServer> server_ = std::make_shared<FakeApiServer>();
+  kube::Client client_{server_, nullptr};
+  kube::EventRecorder events_{&client_, {}};
+  FakeClock clock_;
+  kube::Store policies_, canaries_, deployments_, pods_, jobs_;
+  ControllerContext ctx_;
+};
+
+TEST_F(ReconcilerTest, FakeApiServerAnswersAsTheApiServerDoes) {
+  auto missing = client_.Get(kube::Deployments(), kNs, "web");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(missing.error().IsNotFound());
+  auto created = client_.Create(kube::Deployments(), kNs, DeploymentObject());
+  ASSERT_TRUE(created.ok());
+  const std::string rv = (*created)["metadata"]["resourceVersion"];
+  auto again = client_.Create(kube::Deployments(), kNs, DeploymentObject());
+  ASSERT_FALSE(again.ok());
+  EXPECT_TRUE(again.error().IsAlreadyExists());
+  json patch = {{"metadata", {{"resourceVersion", rv}, {"annotations", {{"a", "1"}}}}}};
+  ASSERT_TRUE(client_.Patch(kube::Deployments(), kNs, "web", kube::PatchType::kMerge, patch).ok());
+  auto stale = client_.Patch(kube::Deployments(), kNs, "web", kube::PatchType::kMerge, patch);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_TRUE(stale.error().IsConflict());
+  kube::DeleteOptions options;
+  options.precondition_uid = "another";
+  auto deleted = client_.Delete(kube::Deployments(), kNs, "web", options);
+  ASSERT_FALSE(deleted.ok());
+  EXPECT_TRUE(deleted.error().IsConflict());
+  EXPECT_EQ(server_->List(kube::Deployments(), kNs).size(), 1u);
+}
+
+// The policy's status as written, from a canary that finished without a
+// completionTime (nor a creationTimestamp): the write must not carry an
+// empty date-time, which the CRD would refuse with the whole status.
+TEST_F(ReconcilerTest, PolicyStatusIsWrittenWithoutInvalidDateTimes) {
+  json policy = Put(kube::AllocatorPolicies(), policies_, PolicyObject());
+  json deployment = DeploymentObject();
+  Put(kube::Deployments(), deployments_, deployment);
+  auto parsed = api::ParseAllocatorPolicy(policy);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  json canary = BuildReplayCanary(deployment, *parsed, "h1");
+  canary["metadata"]["creationTimestamp"] = "";
+  canary["status"] = {{"phase", "Completed"}, {"verdict", "Flat"}, {"explanation", "flat"}};
+  Put(kube::ReplayCanaries(), canaries_, canary);
+
+  PolicyReconciler reconciler(ctx_);
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/web-policy").ok());
+  std::optional<json> written = server_->Get(kube::AllocatorPolicies(), kNs, "web-policy");
+  ASSERT_TRUE(written.has_value());
+  const json& status = (*written)["status"];
+  EXPECT_EQ(status["governedCount"], 1);
+  EXPECT_EQ(status["governed"][0]["name"], "web");
+  ASSERT_EQ(status["verdicts"].size(), 1u);
+  EXPECT_EQ(status["verdicts"][0]["verdict"], "Flat");
+  EXPECT_FALSE(status["verdicts"][0].contains("time")) << status["verdicts"][0];
+  EXPECT_FALSE(status["lastVerdict"].contains("time"));
+  bool passed = false;
+  for (const json& c : status["conditions"]) {
+    EXPECT_FALSE(c["lastTransitionTime"].get<std::string>().empty()) << c;
+    if (c["type"] == "CanaryPassed") passed = c["status"] == "True";
+  }
+  EXPECT_TRUE(passed);
+}
+
+TEST_F(ReconcilerTest, RolloutReleasesAHoldOnATrustedFlatCanary) {
+  json policy = Put(kube::AllocatorPolicies(), policies_, PolicyObject());
+  auto parsed = api::ParseAllocatorPolicy(policy);
+  ASSERT_TRUE(parsed.ok());
+  json deployment = DeploymentObject();
+  const std::string hash = admission::TemplateHash(deployment["spec"]["template"]);
+  deployment["metadata"]["annotations"] = {{api::kHeldCandidateAnnotation, hash}};
+  deployment["spec"]["paused"] = true;
+  deployment = Put(kube::Deployments(), deployments_, deployment);
+  Put(kube::ReplayCanaries(), canaries_,
+      testing::TrustedCanary(deployment, *parsed, hash, "Completed", "Flat"));
+
+  RolloutReconciler reconciler(ctx_);
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/web").ok());
+  std::optional<json> released = server_->Get(kube::Deployments(), kNs, "web");
+  ASSERT_TRUE(released.has_value());
+  EXPECT_EQ((*released)["spec"]["paused"], false);
+  const json& annotations = (*released)["metadata"]["annotations"];
+  EXPECT_FALSE(annotations.contains(api::kHeldCandidateAnnotation)) << annotations;
+  EXPECT_EQ(annotations[api::kReleasedCandidateAnnotation], hash);
+  EXPECT_THAT(EventReasons(), Contains("RolloutReleased"));
+}
+
+// The cache still shows the Deployment as it was; a user changed it since:
+// the release is refused (409) and decided again, nothing is written.
+TEST_F(ReconcilerTest, RolloutDoesNotReleaseWhatChangedSinceTheCacheSawIt) {
+  json policy = Put(kube::AllocatorPolicies(), policies_, PolicyObject());
+  auto parsed = api::ParseAllocatorPolicy(policy);
+  ASSERT_TRUE(parsed.ok());
+  json deployment = DeploymentObject();
+  const std::string hash = admission::TemplateHash(deployment["spec"]["template"]);
+  deployment["metadata"]["annotations"] = {{api::kHeldCandidateAnnotation, hash}};
+  deployment["spec"]["paused"] = true;
+  deployment = Put(kube::Deployments(), deployments_, deployment);
+  Put(kube::ReplayCanaries(), canaries_,
+      testing::TrustedCanary(deployment, *parsed, hash, "Completed", "Flat"));
+  json changed = deployment;
+  changed["spec"]["template"]["spec"]["containers"][0]["image"] = "web:3";
+  ASSERT_TRUE(client_.Update(kube::Deployments(), changed, "").ok());
+
+  RolloutReconciler reconciler(ctx_);
+  auto result = reconciler.Reconcile(std::string(kNs) + "/web");
+  ASSERT_TRUE(result.ok());
+  EXPECT_TRUE(result->requeue_after.has_value()) << "decided again after a look";
+  std::optional<json> now = server_->Get(kube::Deployments(), kNs, "web");
+  EXPECT_EQ((*now)["spec"]["paused"], true);
+  EXPECT_EQ((*now)["metadata"]["annotations"][api::kHeldCandidateAnnotation], hash);
+  EXPECT_THAT(EventReasons(), ::testing::Not(Contains("RolloutReleased")));
+}
+
+TEST_F(ReconcilerTest, RolloutStartsACanaryForAHeldTemplate) {
+  Put(kube::AllocatorPolicies(), policies_, PolicyObject());
+  json deployment = DeploymentObject();
+  const std::string hash = admission::TemplateHash(deployment["spec"]["template"]);
+  deployment["metadata"]["annotations"] = {{api::kHeldCandidateAnnotation, hash}};
+  deployment["spec"]["paused"] = true;
+  Put(kube::Deployments(), deployments_, deployment);
+
+  RolloutReconciler reconciler(ctx_);
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/web").ok());
+  const std::vector<json> created = server_->List(kube::ReplayCanaries(), kNs);
+  ASSERT_EQ(created.size(), 1u);
+  EXPECT_EQ(created[0]["spec"]["templateHash"], hash);
+  EXPECT_EQ(created[0]["spec"]["template"], deployment["spec"]["template"])
+      << "the full template, read from the API, not the cache's slim one";
+  EXPECT_THAT(EventReasons(), Contains("CanaryStarted"));
+}
+
+TEST_F(ReconcilerTest, CanaryCreatesTheJobOfItsFirstVariantAndSaysSo) {
+  json policy = Put(kube::AllocatorPolicies(), policies_, PolicyObject());
+  auto parsed = api::ParseAllocatorPolicy(policy);
+  ASSERT_TRUE(parsed.ok());
+  json deployment = Put(kube::Deployments(), deployments_, DeploymentObject());
+  const std::string hash = admission::TemplateHash(deployment["spec"]["template"]);
+  json canary =
+      Put(kube::ReplayCanaries(), canaries_, BuildReplayCanary(deployment, *parsed, hash));
+
+  CanaryReconciler reconciler(ctx_);
+  const std::string name = canary["metadata"]["name"];
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/" + name).ok());
+  const std::vector<json> jobs = server_->List(kube::Jobs(), kNs);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_THAT(jobs[0]["metadata"]["name"].get<std::string>(), HasSubstr("candidate"));
+  std::optional<json> written = server_->Get(kube::ReplayCanaries(), kNs, name);
+  ASSERT_TRUE(written.has_value());
+  EXPECT_EQ((*written)["status"]["phase"], "Running");
+}
+
+TEST_F(ReconcilerTest, DriftRecordsAWarningOnAnUninjectedPod) {
+  Put(kube::AllocatorPolicies(), policies_, PolicyObject());
+  Put(kube::Pods(), pods_, PodObject("web-1"));
+  Put(kube::Pods(), pods_, PodObject("web-2", {{api::kInjectedAnnotation, "jemalloc"}}));
+
+  DriftReconciler reconciler(ctx_);
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/web-1").ok());
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/web-2").ok());
+  const std::vector<json> events = server_->List(kube::EventsV1(), kNs);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["reason"], "InjectionMissing");
+  EXPECT_EQ(events[0]["type"], "Warning");
+  EXPECT_EQ(events[0]["regarding"]["name"], "web-1");
+}
+
+}  // namespace
+}  // namespace allocguard::controllers
