@@ -86,7 +86,7 @@ TEST(GateExitCodeTest, DistinctPerOutcome) {
   EXPECT_EQ(GateExitCode(GateState::kNotFound), 5);
 }
 
-TEST(DecideDeploymentGateTest, Table) {
+TEST(AnswerDeploymentGateTest, Table) {
   const json held = {{api::kHeldCandidateAnnotation, Hash()}};
   const json released = {{api::kReleasedCandidateAnnotation, Hash()}};
   const json held_other = {{api::kHeldCandidateAnnotation, "0123456789abcdef"}};

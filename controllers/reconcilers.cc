@@ -24,8 +24,6 @@ using nlohmann::json;
 
 // JSON accessors that never throw (operator/kube/object.h).
 const auto& Field = kube::FieldOrNull;
-const auto& Str = kube::StringField;
-const auto& StringMap = kube::StringMap;
 
 std::pair<std::string, std::string> SplitKey(const std::string& key) {
   auto slash = key.find('/');
@@ -190,19 +188,19 @@ void SlimDeployment(json& deployment) {
 
 void AddNamespaceIndex(kube::Store& store) {
   store.AddIndex(kNamespaceIndex, [](const json& object) {
-    return std::vector<std::string>{Str(Field(object, "metadata"), "namespace")};
+    return std::vector<std::string>{api::ParseObjectMeta(object).namespace_name};
   });
 }
 
 void AddCanaryJobIndex(kube::Store& pods) {
   pods.AddIndex(kCanaryIndex, [](const json& object) {
-    const json& meta = Field(object, "metadata");
-    const auto labels = StringMap(Field(meta, "labels"));
+    const api::ObjectMeta meta = api::ParseObjectMeta(object);
+    const std::map<std::string, std::string>& labels = meta.labels;
     if (labels.count(api::kCanaryLabel) == 0) return std::vector<std::string>{};
     auto job = labels.find("batch.kubernetes.io/job-name");
     if (job == labels.end()) job = labels.find("job-name");
     if (job == labels.end()) return std::vector<std::string>{};
-    return std::vector<std::string>{Str(meta, "namespace") + "/" + job->second};
+    return std::vector<std::string>{meta.namespace_name + "/" + job->second};
   });
 }
 
@@ -325,7 +323,7 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
     status.unknown_verdict.clear();
     status.explanation = "invalid ReplayCanary: " + parsed.status().message();
     status.completion_time = now;
-    const int64_t generation = kube::IntField(Field(*object, "metadata"), "generation");
+    const int64_t generation = api::ParseObjectMeta(*object).generation;
     SetCanaryConditions(status, generation, now);
     // Stalled with reason InvalidSpec: nothing runs until the spec is fixed,
     // and the message names the field (the parser's error).
@@ -357,13 +355,12 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
   input.containers = containers;
   // What other canaries of this template recorded: a variant measured with
   // identical inputs is copied instead of run again (MeasurementKey).
-  for (const json& other : ctx_.canaries->ByIndex(kNamespaceIndex, canary.ns)) {
-    const json& meta = Field(other, "metadata");
-    if (Str(meta, "name") == canary.name) continue;
-    if (Str(Field(other, "spec"), "templateHash") != canary.spec.template_hash) continue;
-    const api::ReplayCanaryStatus other_status = api::CanaryStatusOf(other);
-    for (const api::VariantStatus& v : other_status.variants) {
-      input.earlier.push_back({Str(meta, "name"), v, other_status.arena_limit});
+  for (const json& cached : ctx_.canaries->ByIndex(kNamespaceIndex, canary.ns)) {
+    const api::ReplayCanarySummary other = api::ParseReplayCanarySummary(cached);
+    if (other.meta.name == canary.name) continue;
+    if (other.template_hash != canary.spec.template_hash) continue;
+    for (const api::VariantStatus& v : other.status.variants) {
+      input.earlier.push_back({other.meta.name, v, other.status.arena_limit});
     }
   }
   std::map<std::string, std::string> job_names;
@@ -430,7 +427,7 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
     std::string target_hash;
     if (canary.spec.target_kind == "Deployment") {
       if (auto target = ctx_.deployments->Get(canary.ns + "/" + canary.spec.target_name)) {
-        target_hash = Str(*target, kCachedTemplateHashField);
+        target_hash = api::ParseDeploymentSummary(*target).cached_template_hash;
       }
     }
     const std::string refused = RefuseTemplateRights(canary, target_hash);
@@ -482,7 +479,7 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
     auto created = ctx_.client->Create(kube::Jobs(), canary.ns, *job_to_create);
     if (!created.ok() && !created.error().IsAlreadyExists()) {
       return ApiStatus(created.error(),
-                       "creating canary Job " + Str(Field(*job_to_create, "metadata"), "name"));
+                       "creating canary Job " + api::ParseObjectMeta(*job_to_create).name);
     }
   }
   ReconcileResult result;
