@@ -261,69 +261,57 @@ std::string RefuseTemplateRights(const api::ReplayCanary& canary,
 }
 
 VariantObservation ObserveVariant(const std::string& variant, const std::string& job_name,
-                                  const json* job, const std::vector<json>& pods) {
+                                  const api::JobSummary* job,
+                                  const std::vector<api::PodSummary>& pods) {
   VariantObservation obs;
   obs.variant = variant;
   obs.job_name = job_name;
   if (job == nullptr) return obs;
   obs.job_exists = true;
-  const json& conditions = Field(Field(*job, "status"), "conditions");
-  if (conditions.is_array()) {
-    for (const json& c : conditions) {
-      if (Str(c, "type") == "Failed" && Str(c, "status") == "True") {
-        obs.job_failure = "the canary Job failed: " + Str(c, "reason") + " " + Str(c, "message");
-      }
+  for (const api::ObjectCondition& c : job->conditions) {
+    if (c.type == "Failed" && c.status == "True") {
+      obs.job_failure = "the canary Job failed: " + c.reason + " " + c.message;
     }
   }
-  for (const json& pod : pods) {
-    const json& status = Field(pod, "status");
-    const json& statuses = Field(status, "containerStatuses");
-    if (statuses.is_array()) {
-      for (const json& cs : statuses) {
-        const json& terminated = Field(Field(cs, "state"), "terminated");
-        const json& last_terminated = Field(Field(cs, "lastState"), "terminated");
-        if (Str(cs, "name") == api::kDriverContainerName) {
-          if (terminated.is_object()) {
-            auto decoded = replay::DecodeCanaryResult(Str(terminated, "message"));
-            if (decoded.ok()) {
-              obs.result = decoded.value();
-            } else {
-              obs.result_error = decoded.status().message();
-            }
-          }
-          continue;
-        }
-        if (Str(terminated, "reason") == "OOMKilled" ||
-            Str(last_terminated, "reason") == "OOMKilled") {
-          obs.workload_oom_killed = true;
-        }
-        // The injection sets FallbackToLogsOnError: a loader that refused
-        // the variant's library left its words in the termination message.
-        for (const json* t : {&terminated, &last_terminated}) {
-          if (obs.workload_start_failure.has_value()) break;
-          if (auto loader = FindLoaderError(Str(*t, "message"))) {
-            obs.workload_start_failure = Str(cs, "name") + ": " + *loader;
+  for (const api::PodSummary& pod : pods) {
+    for (const api::ContainerStatusSummary& cs : pod.container_statuses) {
+      const api::ContainerStateSummary& state = cs.state;
+      const api::ContainerStateSummary& last = cs.last_state;
+      if (cs.name == api::kDriverContainerName) {
+        if (state.terminated) {
+          auto decoded = replay::DecodeCanaryResult(state.terminated_message);
+          if (decoded.ok()) {
+            obs.result = *decoded;
+          } else {
+            obs.result_error = decoded.status().message();
           }
         }
-        const json& waiting = Field(Field(cs, "state"), "waiting");
-        const std::string wreason = Str(waiting, "reason");
-        if (wreason == "ImagePullBackOff" || wreason == "ErrImagePull" ||
-            wreason == "CreateContainerConfigError" || wreason == "CrashLoopBackOff") {
-          obs.pod_problem = Str(cs, "name") + ": " + wreason + " " + Str(waiting, "message");
+        continue;
+      }
+      if (state.terminated_reason == "OOMKilled" || last.terminated_reason == "OOMKilled") {
+        obs.workload_oom_killed = true;
+      }
+      // The injection sets FallbackToLogsOnError: a loader that refused
+      // the variant's library left its words in the termination message.
+      for (const api::ContainerStateSummary* t : {&state, &last}) {
+        if (obs.workload_start_failure.has_value()) break;
+        if (auto loader = FindLoaderError(t->terminated_message)) {
+          obs.workload_start_failure = cs.name + ": " + *loader;
         }
       }
-    }
-    const json& pod_conditions = Field(status, "conditions");
-    if (pod_conditions.is_array()) {
-      for (const json& c : pod_conditions) {
-        if (Str(c, "type") == "PodScheduled" && Str(c, "status") == "False") {
-          obs.pod_problem = "not scheduled: " + Str(c, "message");
-        }
+      const std::string& wreason = state.waiting_reason;
+      if (wreason == "ImagePullBackOff" || wreason == "ErrImagePull" ||
+          wreason == "CreateContainerConfigError" || wreason == "CrashLoopBackOff") {
+        obs.pod_problem = cs.name + ": " + wreason + " " + state.waiting_message;
       }
     }
-    if (Str(status, "phase") == "Failed" && !obs.result.has_value() && !obs.workload_oom_killed) {
-      obs.job_failure =
-          "the canary pod failed: " + Str(status, "reason") + " " + Str(status, "message");
+    for (const api::ObjectCondition& c : pod.conditions) {
+      if (c.type == "PodScheduled" && c.status == "False") {
+        obs.pod_problem = "not scheduled: " + c.message;
+      }
+    }
+    if (pod.phase == "Failed" && !obs.result.has_value() && !obs.workload_oom_killed) {
+      obs.job_failure = "the canary pod failed: " + pod.reason + " " + pod.message;
     }
   }
   return obs;

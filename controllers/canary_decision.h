@@ -18,6 +18,7 @@
 
 #include "operator/api/canary_status.h"
 #include "operator/api/types.h"
+#include "operator/api/workloads.h"
 #include "operator/common/verdict.h"
 #include "operator/replay/canary_result.h"
 
@@ -60,8 +61,8 @@ struct VariantObservation {
 // message holds a loader error (FindLoaderError), and pod problems
 // (unschedulable, image pull, config error, crash loop).
 VariantObservation ObserveVariant(const std::string& variant, const std::string& job_name,
-                                  const nlohmann::json* job,
-                                  const std::vector<nlohmann::json>& pods);
+                                  const api::JobSummary* job,
+                                  const std::vector<api::PodSummary>& pods);
 
 // A variant result recorded in another ReplayCanary's status.
 struct EarlierMeasurement {

@@ -248,7 +248,7 @@ json CanaryPod(json app_status) {
 }
 
 TEST(ObserveVariantTest, ALoaderErrorInTheWorkloadsTerminationMessageIsAStartFailure) {
-  const json job = {{"status", json::object()}};
+  const api::JobSummary job = api::ParseJobSummary(json{{"status", json::object()}});
   struct Case {
     const char* name;
     json app_status;
@@ -275,8 +275,8 @@ TEST(ObserveVariantTest, ALoaderErrorInTheWorkloadsTerminationMessageIsAStartFai
       {"running", {{"state", {{"running", json::object()}}}}, std::nullopt},
   };
   for (const Case& c : cases) {
-    VariantObservation obs =
-        ObserveVariant("candidate", "web-abc-candidate", &job, {CanaryPod(c.app_status)});
+    VariantObservation obs = ObserveVariant("candidate", "web-abc-candidate", &job,
+                                            {api::ParsePodSummary(CanaryPod(c.app_status))});
     EXPECT_TRUE(obs.job_exists) << c.name;
     EXPECT_EQ(obs.workload_start_failure, c.start_failure) << c.name;
   }
@@ -797,7 +797,8 @@ TEST(ObserveVariantTest, ATerminationMessageWithAnUnknownVerdictIsAResultError) 
            {"state",
             {{"terminated",
               {{"message", R"({"v":1,"verdict":"Great","variant":"candidate"})"}}}}}}}}}}};
-  VariantObservation o = ObserveVariant("candidate", "job", &pod, {pod});
+  const api::JobSummary job = api::ParseJobSummary(pod);
+  VariantObservation o = ObserveVariant("candidate", "job", &job, {api::ParsePodSummary(pod)});
   EXPECT_FALSE(o.result.has_value());
   ASSERT_TRUE(o.result_error.has_value());
   EXPECT_NE(o.result_error->find("\"Great\", which is not one allocguard writes"),

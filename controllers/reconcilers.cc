@@ -61,8 +61,12 @@ VariantObservation Observe(const ControllerContext& ctx, const std::string& ns,
                            const std::string& variant, const std::string& job_name) {
   std::optional<json> job = ctx.jobs->Get(ns + "/" + job_name);
   if (!job.has_value()) return ObserveVariant(variant, job_name, nullptr, {});
-  return ObserveVariant(variant, job_name, &*job,
-                        ctx.pods->ByIndex(kCanaryIndex, ns + "/" + job_name));
+  const api::JobSummary summary = api::ParseJobSummary(*job);
+  std::vector<api::PodSummary> pods;
+  for (const json& pod : ctx.pods->ByIndex(kCanaryIndex, ns + "/" + job_name)) {
+    pods.push_back(api::ParsePodSummary(pod));
+  }
+  return ObserveVariant(variant, job_name, &summary, pods);
 }
 
 api::ArenaLimitStatus ArenaStatus(const canary::ArenaLimit& limit,

@@ -17,9 +17,12 @@ void ReadState(Reader& parent, const char* key, ContainerStateSummary* out,
   if (state == nullptr) return;
   Reader s(*state, parent.PathOf(key), problems);
   if (const json* waiting = s.Object("waiting")) {
-    Reader(*waiting, s.PathOf("waiting"), problems).String("reason", &out->waiting_reason);
+    Reader w(*waiting, s.PathOf("waiting"), problems);
+    w.String("reason", &out->waiting_reason);
+    w.String("message", &out->waiting_message);
   }
   if (const json* terminated = s.Object("terminated")) {
+    out->terminated = true;
     Reader t(*terminated, s.PathOf("terminated"), problems);
     t.String("message", &out->terminated_message);
     t.String("reason", &out->terminated_reason);
@@ -42,7 +45,31 @@ void ReadContainerStatuses(Reader& status, const char* key,
   });
 }
 
+void ReadConditions(Reader& status, std::vector<ObjectCondition>* out,
+                    std::vector<std::string>* problems) {
+  status.Objects("conditions", [&](const json& item, const std::string& path) {
+    ObjectCondition c;
+    Reader r(item, path, problems);
+    r.String("type", &c.type);
+    r.String("status", &c.status);
+    r.String("reason", &c.reason);
+    r.String("message", &c.message);
+    out->push_back(std::move(c));
+  });
+}
+
 }  // namespace
+
+JobSummary ParseJobSummary(const json& object, std::vector<std::string>* problems) {
+  JobSummary job;
+  job.meta = ParseObjectMeta(object, problems);
+  Reader top(object, "", problems);
+  const json* status = top.Object("status");
+  if (status == nullptr) return job;
+  Reader s(*status, "status", problems);
+  ReadConditions(s, &job.conditions, problems);
+  return job;
+}
 
 DeploymentSummary ParseDeploymentSummary(const json& object, std::vector<std::string>* problems) {
   DeploymentSummary d;
@@ -73,6 +100,9 @@ PodSummary ParsePodSummary(const json& object, std::vector<std::string>* problem
   if (status == nullptr) return pod;
   Reader s(*status, "status", problems);
   s.String("phase", &pod.phase);
+  s.String("reason", &pod.reason);
+  s.String("message", &pod.message);
+  ReadConditions(s, &pod.conditions, problems);
   ReadContainerStatuses(s, "initContainerStatuses", &pod.init_container_statuses, problems);
   ReadContainerStatuses(s, "containerStatuses", &pod.container_statuses, problems);
   return pod;

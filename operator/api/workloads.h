@@ -48,7 +48,9 @@ DeploymentSummary ParseDeploymentSummary(const nlohmann::json& object,
 
 // ContainerStatus.state / lastState, the parts read.
 struct ContainerStateSummary {
+  bool terminated = false;           // terminated is set (an object)
   std::string waiting_reason;        // waiting.reason
+  std::string waiting_message;       // waiting.message
   std::string terminated_message;    // terminated.message
   std::string terminated_reason;     // terminated.reason
   std::optional<int64_t> exit_code;  // terminated.exitCode
@@ -66,11 +68,25 @@ struct ContainerStatusSummary {
   bool operator==(const ContainerStatusSummary&) const = default;
 };
 
-// A Pod as the controllers read it: metadata, status.phase and the
-// containers' statuses (the spec is admission's; operator/api/pod_spec.h).
+// An entry of a built-in object's status.conditions (Pod, Job).
+struct ObjectCondition {
+  std::string type;
+  std::string status;  // "True", "False", "Unknown"
+  std::string reason;
+  std::string message;
+
+  bool operator==(const ObjectCondition&) const = default;
+};
+
+// A Pod as the controllers read it: metadata, status (phase, reason,
+// message, conditions) and the containers' statuses (the spec is
+// admission's; operator/api/pod_spec.h).
 struct PodSummary {
   ObjectMeta meta;
   std::string phase;                                            // status.phase
+  std::string reason;                                           // status.reason
+  std::string message;                                          // status.message
+  std::vector<ObjectCondition> conditions;                      // status.conditions
   std::vector<ContainerStatusSummary> init_container_statuses;  // initContainerStatuses
   std::vector<ContainerStatusSummary> container_statuses;       // containerStatuses
 
@@ -81,6 +97,17 @@ struct PodSummary {
 };
 
 PodSummary ParsePodSummary(const nlohmann::json& object,
+                           std::vector<std::string>* problems = nullptr);
+
+// A Job as the controllers read it: metadata and status.conditions.
+struct JobSummary {
+  ObjectMeta meta;
+  std::vector<ObjectCondition> conditions;  // status.conditions
+
+  bool operator==(const JobSummary&) const = default;
+};
+
+JobSummary ParseJobSummary(const nlohmann::json& object,
                            std::vector<std::string>* problems = nullptr);
 
 // A ReplayCanary as the controllers that do not run it read it (the policy

@@ -122,3 +122,50 @@ TEST(ParseReplayCanarySummaryTest, ReadsTargetHashAndStatus) {
 
 }  // namespace
 }  // namespace allocguard::api
+
+namespace allocguard::api {
+namespace {
+
+TEST(ParseJobSummaryTest, ReadsConditionsAndReportsHostileOnes) {
+  const nlohmann::json job = {
+      {"metadata", {{"name", "web-abc-candidate"}}},
+      {"status",
+       {{"conditions",
+         {{{"type", "Failed"}, {"status", "True"}, {"reason", "BackoffLimitExceeded"}},
+          "Complete",
+          {{"type", 3}}}}}}};
+  std::vector<std::string> problems;
+  const JobSummary j = ParseJobSummary(job, &problems);
+  EXPECT_EQ(j.meta.name, "web-abc-candidate");
+  ASSERT_EQ(j.conditions.size(), 2u);
+  EXPECT_EQ(j.conditions[0], (ObjectCondition{"Failed", "True", "BackoffLimitExceeded", ""}));
+  EXPECT_EQ(j.conditions[1].type, "");
+  EXPECT_THAT(problems, ::testing::Contains(::testing::HasSubstr("status.conditions[1]")));
+  EXPECT_THAT(problems, ::testing::Contains(::testing::HasSubstr("status.conditions[2].type")));
+}
+
+TEST(ParsePodSummaryTest, ReadsStatusConditionsReasonAndWaitingMessage) {
+  const nlohmann::json pod = {
+      {"status",
+       {{"phase", "Failed"},
+        {"reason", "Evicted"},
+        {"message", "low on memory"},
+        {"conditions", {{{"type", "PodScheduled"}, {"status", "False"}, {"message", "0/3"}}}},
+        {"containerStatuses",
+         {{{"name", "app"},
+           {"state", {{"waiting", {{"reason", "ErrImagePull"}, {"message", "no such image"}}}}},
+           {"lastState", {{"terminated", nlohmann::json::object()}}}}}}}}};
+  const PodSummary p = ParsePodSummary(pod);
+  EXPECT_TRUE(p.Finished());
+  EXPECT_EQ(p.reason, "Evicted");
+  EXPECT_EQ(p.message, "low on memory");
+  ASSERT_EQ(p.conditions.size(), 1u);
+  EXPECT_EQ(p.conditions[0].message, "0/3");
+  ASSERT_EQ(p.container_statuses.size(), 1u);
+  EXPECT_EQ(p.container_statuses[0].state.waiting_message, "no such image");
+  EXPECT_FALSE(p.container_statuses[0].state.terminated);
+  EXPECT_TRUE(p.container_statuses[0].last_state.terminated);
+}
+
+}  // namespace
+}  // namespace allocguard::api
