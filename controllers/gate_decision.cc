@@ -15,29 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-const json& Field(const json& object, const char* key) {
-  static const json kNull;
-  return object.is_object() && object.contains(key) ? object[key] : kNull;
-}
-
-std::string Str(const json& object, const char* key) {
-  const json& v = Field(object, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
-
-using api::json_fields::Annotation;
-using api::json_fields::HasAnnotation;
-
-std::map<std::string, std::string> Labels(const json& object) {
-  std::map<std::string, std::string> out;
-  const json& labels = Field(Field(object, "metadata"), "labels");
-  if (!labels.is_object()) return out;
-  for (auto it = labels.begin(); it != labels.end(); ++it) {
-    if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
-  }
-  return out;
-}
-
 std::string Lower(std::string s) {
   for (char& c : s) {
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
@@ -46,9 +23,9 @@ std::string Lower(std::string s) {
 }
 
 // Copies what a canary's status says into the answer.
-void ReadCanary(const json& canary, GateAnswer& a) {
-  const api::ReplayCanaryStatus status = api::CanaryStatusOf(canary);
-  a.canary = Str(Field(canary, "metadata"), "name");
+void ReadCanary(const api::ReplayCanarySummary& canary, GateAnswer& a) {
+  const api::ReplayCanaryStatus& status = canary.status;
+  a.canary = canary.meta.name;
   a.canary_phase = status.phase;
   a.floor_slope = status.floor_slope;
   a.flat_variant = status.flat_variant;
@@ -167,11 +144,12 @@ json GateAnswer::ToJson() const {
   return j;
 }
 
-GateAnswer AnswerCanaryGate(const json& canary) {
+GateAnswer AnswerCanaryGate(const json& object) {
+  const api::ReplayCanarySummary canary = api::ParseReplayCanarySummary(object);
   GateAnswer a;
   ReadCanary(canary, a);
-  a.policy = Str(Field(Field(canary, "spec"), "policyRef"), "name");
-  a.template_hash = Str(Field(canary, "spec"), "templateHash");
+  a.policy = canary.policy_name;
+  a.template_hash = canary.template_hash;
   if (!Ended(a.canary_phase)) {
     a.state = GateState::kWaiting;
     a.reason = std::string("Canary") +
@@ -198,14 +176,15 @@ GateAnswer AnswerCanaryGate(const json& canary) {
   return a;
 }
 
-GateAnswer AnswerDeploymentGate(const json& deployment,
+GateAnswer AnswerDeploymentGate(const json& object,
                                 const std::vector<api::AllocatorPolicy>& policies,
                                 const CanaryLookup& canaries) {
+  const api::DeploymentSummary deployment = api::ParseDeploymentSummary(object);
+  const api::ObjectMeta& meta = deployment.meta;
   GateAnswer a;
-  const json& tmpl = Field(Field(deployment, "spec"), "template");
   // The policy that governs it, as the rollout reconciler finds it: the one
   // whose selector matches the pod template's labels.
-  const auto labels = Labels(tmpl);
+  const std::map<std::string, std::string>& labels = deployment.template_labels;
   const std::vector<const api::AllocatorPolicy*> matching =
       api::PoliciesSelecting(policies, labels);
   if (matching.size() != 1) {
@@ -228,11 +207,11 @@ GateAnswer AnswerDeploymentGate(const json& deployment,
     a.message = "policy " + policy.name + " has rollout mode Off: nothing is held";
     return a;
   }
-  const std::string held = Annotation(deployment, api::kHeldCandidateAnnotation);
-  if (Annotation(deployment, api::kInjectAnnotation) == "false") {
+  const std::string held = meta.Annotation(api::kHeldCandidateAnnotation);
+  if (meta.Annotation(api::kInjectAnnotation) == "false") {
     // As the rollout reconciler reads it: an opt-out is not an override, so
     // a template held before it stays held (and nothing releases it).
-    if (!held.empty() && !RolledOutByOverride(api::ParseDeploymentSummary(deployment))) {
+    if (!held.empty() && !RolledOutByOverride(deployment)) {
       a.state = GateState::kHeld;
       a.reason = "OptedOutWhileHeld";
       a.message = "template " + held + " stays held although the Deployment opted out with " +
@@ -248,25 +227,29 @@ GateAnswer AnswerDeploymentGate(const json& deployment,
       return a;
     }
   }
-  const std::string hash = admission::TemplateHash(tmpl);
+  const std::string hash = admission::TemplateHash(deployment.pod_template);
   a.template_hash = hash;
-  const std::string released = Annotation(deployment, api::kReleasedCandidateAnnotation);
-  const bool paused = Field(Field(deployment, "spec"), "paused") == json(true);
-  const std::string name = Str(Field(deployment, "metadata"), "name");
-  a.canary = CanaryName(name, hash, CanaryPolicyKey(policy));
-  std::optional<json> canary = canaries ? canaries(a.canary) : std::nullopt;
+  const std::string released = meta.Annotation(api::kReleasedCandidateAnnotation);
+  const bool paused = deployment.paused;
+  a.canary = CanaryName(meta.name, hash, CanaryPolicyKey(policy));
+  std::optional<api::ReplayCanarySummary> canary;
+  if (canaries) {
+    if (std::optional<json> found = canaries(a.canary)) {
+      canary = api::ParseReplayCanarySummary(*found);
+    }
+  }
   if (canary.has_value()) ReadCanary(*canary, a);
   const bool finished = canary.has_value() && Ended(a.canary_phase);
 
   if (!held.empty() && held == hash && !paused &&
-      HasAnnotation(deployment, api::kOverrideHoldAnnotation)) {
+      meta.HasAnnotation(api::kOverrideHoldAnnotation)) {
     a.state = GateState::kProceed;
     a.reason = "Overridden";
     a.message = "the hold of template " + hash +
-                " was overridden by hand: " + Annotation(deployment, api::kOverrideHoldAnnotation);
+                " was overridden by hand: " + meta.Annotation(api::kOverrideHoldAnnotation);
     return a;
   }
-  const std::string overridden = Annotation(deployment, api::kOverriddenCandidateAnnotation);
+  const std::string overridden = meta.Annotation(api::kOverriddenCandidateAnnotation);
   if (held.empty() && released == hash && overridden.rfind(hash + " ", 0) == 0) {
     // The operator cleared a hold the user overrode.
     a.state = GateState::kProceed;

@@ -125,6 +125,9 @@ ReplayCanarySummary ParseReplayCanarySummary(const json& object,
   if (const json* tmpl = json_fields::Member(*spec, "template")) c.pod_template = *tmpl;
   Reader s(*spec, "spec", problems);
   s.String("templateHash", &c.template_hash);
+  if (const json* policy = s.Object("policyRef")) {
+    Reader(*policy, "spec.policyRef", problems).String("name", &c.policy_name);
+  }
   if (const json* target = s.Object("target")) {
     Reader(*target, "spec.target", problems).String("name", &c.target_name);
   }

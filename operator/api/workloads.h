@@ -117,6 +117,7 @@ struct ReplayCanarySummary {
   ObjectMeta meta;
   std::string target_name;    // spec.target.name
   std::string template_hash;  // spec.templateHash
+  std::string policy_name;    // spec.policyRef.name
   ReplayCanaryStatus status;
   // spec.template as stored, whatever its type (null when absent).
   nlohmann::json pod_template;
