@@ -11,6 +11,8 @@ packages=(
   build-essential cmake ninja-build pkg-config clang-format ccache
   libcpp-httplib-dev nlohmann-json3-dev libssl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
+  # scripts/lint.sh: clang-tidy's checks (.clang-tidy); clang-format is above.
+  clang-tidy
   # The sanitizer builds (ASan + UBSan with the fuzz targets of fuzz/, and
   # ThreadSanitizer): clang and its libFuzzer and sanitizer runtimes (only
   # recommended by clang, so named here).

@@ -21,7 +21,7 @@ static void Reap(int sig) {
   }
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   if (argc > 1 && strcmp(argv[1], "-v") == 0) {
     puts("allocguard-pause");
     return 0;

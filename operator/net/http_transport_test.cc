@@ -62,8 +62,8 @@ TEST(HttpTransportTest, ClientAndServerRoundTripOnEphemeralPort) {
 
 TEST(HttpTransportTest, RefusedConnectionIsUnavailable) {
   // Port 1 (tcpmux) is privileged and unused on any machine that runs these tests.
-  auto client = NewHttpClient({.base_url = "http://127.0.0.1:1",
-                               .connect_timeout = std::chrono::milliseconds(500)});
+  auto client = NewHttpClient(
+      {.base_url = "http://127.0.0.1:1", .connect_timeout = std::chrono::milliseconds(500)});
   ASSERT_TRUE(client.ok());
   auto res = (*client)->Send({.method = "GET", .path = "/"});
   ASSERT_FALSE(res.ok());
