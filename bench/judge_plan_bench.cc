@@ -17,7 +17,8 @@
 
 #include "operator/memory/group_sequential.h"
 
-using namespace allocguard::memory;
+using allocguard::memory::CrossingProbability;
+using allocguard::memory::SpendingNominalLevels;
 
 int main(int argc, char** argv) {
   std::string minutes_list = "15,30,60,240,1440";
@@ -35,7 +36,8 @@ int main(int argc, char** argv) {
     std::vector<double> information;
     for (int n = 3; n <= minutes; ++n)
       information.push_back(n * (n * static_cast<double>(n) - 1) / 12);
-    double best_ms = 1e300, error = 0;
+    double best_ms = 1e300;
+    double error = 0;
     for (int r = 0; r < repeat; ++r) {
       const auto start = std::chrono::steady_clock::now();
       const std::vector<double> levels = SpendingNominalLevels(information, 0.008, 2);

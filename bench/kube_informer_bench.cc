@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <random>
 #include <string>
 #include <thread>
@@ -25,9 +26,7 @@
 #include "operator/kube/informer.h"
 #include "operator/kube/testing/fake_transport.h"
 
-using namespace allocguard;
-using namespace allocguard::kube;
-
+namespace allocguard::kube {
 namespace {
 
 using Seconds = std::chrono::duration<double>;
@@ -111,7 +110,7 @@ int FakeRun(int n) {
   list = Object();
   Client client(transport, nullptr);
   std::printf("objects:                  %d Deployments (fake server)\n", n);
-  std::printf("JSON size per object:     %.0f bytes\n", double(json_bytes) / n);
+  std::printf("JSON size per object:     %.0f bytes\n", static_cast<double>(json_bytes) / n);
   for (bool strip : {false, true}) {
     transport->Queue(testing::FakeReply::Json(200, body));
     size_t before = HeapInUse();
@@ -123,7 +122,7 @@ int FakeRun(int n) {
     size_t after = HeapInUse();
     informer.Stop();
     std::printf("memory per cached object: %.0f bytes (heap in use, informer store%s)\n",
-                double(after - before) / informer.store().size(),
+                static_cast<double>(after - before) / informer.store().size(),
                 strip ? ", managedFields stripped" : "");
   }
   return 0;
@@ -149,8 +148,10 @@ int RealRun(int n, const std::string& kubeconfig) {
 
   // Create N Deployments with 4 writers.
   auto t0 = std::chrono::steady_clock::now();
-  std::atomic<int> next{0}, failed{0};
+  std::atomic<int> next{0};
+  std::atomic<int> failed{0};
   std::vector<std::thread> writers;
+  writers.reserve(4);
   for (int w = 0; w < 4; ++w) {
     writers.emplace_back([&] {
       for (int i = next++; i < n; i = next++) {
@@ -175,7 +176,8 @@ int RealRun(int n, const std::string& kubeconfig) {
   for (const auto& o : list->items) bytes += o.dump().size();
   std::printf("list:                     %zu objects in %.2f s (%.0f objects/s, %.1f MB/s)\n",
               list->items.size(), list_s, list->items.size() / list_s, bytes / list_s / 1e6);
-  std::printf("JSON size per object:     %.0f bytes\n", double(bytes) / list->items.size());
+  std::printf("JSON size per object:     %.0f bytes\n",
+              static_cast<double>(bytes) / list->items.size());
   list = ApiResult<ObjectList>(ObjectList{});
 
   // Memory of the informer's cache.
@@ -191,7 +193,7 @@ int RealRun(int n, const std::string& kubeconfig) {
   size_t after = HeapInUse();
   std::printf("informer sync:            %zu objects in %.2f s\n", informer.store().size(), sync_s);
   std::printf("memory per cached object: %.0f bytes (heap in use, informer store)\n",
-              double(after - before) / informer.store().size());
+              static_cast<double>(after - before) / informer.store().size());
 
   // Watch throughput: 4 writers patch every Deployment once; time until the
   // informer has seen every change (bound by how fast the server writes).
@@ -246,13 +248,14 @@ int RealRun(int n, const std::string& kubeconfig) {
     stripped.WaitForSync();
     size_t after_strip = HeapInUse();
     std::printf("memory per cached object: %.0f bytes (managedFields stripped)\n",
-                double(after_strip - before_strip) / stripped.store().size());
+                static_cast<double>(after_strip - before_strip) / stripped.store().size());
   }
   (void)client.Delete(Namespaces(), "", ns);
   return 0;
 }
 
 }  // namespace
+}  // namespace allocguard::kube
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -265,6 +268,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   const char* kubeconfig = std::getenv("ALLOCGUARD_TEST_KUBECONFIG");
-  if (kubeconfig != nullptr && *kubeconfig != '\0') return RealRun(n, kubeconfig);
-  return FakeRun(n);
+  try {
+    if (kubeconfig != nullptr && *kubeconfig != '\0') {
+      return allocguard::kube::RealRun(n, kubeconfig);
+    }
+    return allocguard::kube::FakeRun(n);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kube_informer_bench: %s\n", e.what());
+    return 1;
+  }
 }

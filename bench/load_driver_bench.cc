@@ -18,7 +18,10 @@
 #include "operator/replay/load_driver.h"
 
 using allocguard::RealClock;
-using namespace allocguard::replay;
+using allocguard::replay::Arrival;
+using allocguard::replay::LoadDriver;
+using allocguard::replay::LoadSpec;
+using allocguard::replay::LoadStats;
 
 namespace {
 
@@ -93,7 +96,8 @@ int main(int argc, char** argv) {
   };
   // Double the rate from 100/s until the driver falls behind (over 1 % of
   // requests late, or a backlog), then bisect between the last two rates.
-  double good = 0, bad = 0;
+  double good = 0;
+  double bad = 0;
   for (double rate = 100; rate <= 256000; rate *= 2) {
     Row r = Drive(url, rate, workers, seconds);
     Print(r);

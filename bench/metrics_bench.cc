@@ -6,12 +6,12 @@
 // --label-sets: label sets per family in the scraped registry (default 100,
 // e.g. one per policy).
 
-#include <time.h>
-
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,7 +19,14 @@
 #include "operator/metrics/process_metrics.h"
 #include "operator/metrics/registry.h"
 
-using namespace allocguard::metrics;
+using allocguard::metrics::AddProcessMetrics;
+using allocguard::metrics::Counter;
+using allocguard::metrics::CounterHandle;
+using allocguard::metrics::DefaultBuckets;
+using allocguard::metrics::Gauge;
+using allocguard::metrics::Histogram;
+using allocguard::metrics::HistogramHandle;
+using allocguard::metrics::Registry;
 
 namespace {
 
@@ -36,7 +43,8 @@ double WallSeconds() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int label_sets = 100, threads = 4;
+  int label_sets = 100;
+  int threads = 4;
   for (int i = 1; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--label-sets")) label_sets = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[++i]);
@@ -70,6 +78,7 @@ int main(int argc, char** argv) {
 
   // Several threads on the same cell: the worst case for the CAS loop.
   std::vector<std::thread> workers;
+  workers.reserve(static_cast<size_t>(std::max(threads, 0)));
   double w0 = WallSeconds();
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&] {

@@ -7,20 +7,22 @@
 // so the sampled tree resembles a real workload, and samples it N times.
 
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <thread>
 #include <vector>
 
 #include "operator/replay/memory_cgroup.h"
 #include "operator/replay/proc_reader.h"
 
-using namespace allocguard::replay;
+using allocguard::replay::MemoryCgroup;
+using allocguard::replay::ProcReader;
 
 namespace {
 
@@ -33,7 +35,8 @@ double ThreadCpuSeconds() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = 64, samples = 500;
+  int threads = 64;
+  int samples = 500;
   for (int i = 1; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--samples")) samples = std::atoi(argv[++i]);
@@ -44,14 +47,14 @@ int main(int argc, char** argv) {
   if (child == 0) {
     if (cgroup.ok()) (void)(*cgroup)->AddProcess(getpid());
     std::vector<std::thread> ts;
+    ts.reserve(static_cast<size_t>(std::max(threads, 0)));
     for (int i = 0; i < threads; ++i) ts.emplace_back([] { pause(); });
     pause();
     _exit(0);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ProcReader proc;
-  int proc_entries = 0;
-  for (const auto& e : std::vector<pid_t>(proc.ProcessTree(1))) (void)e, ++proc_entries;
+  const int proc_entries = static_cast<int>(proc.ProcessTree(1).size());
 
   double t0 = ThreadCpuSeconds();
   int64_t sink = 0;

@@ -18,6 +18,7 @@
 // Linked into each JSON target; defines LLVMFuzzerCustomMutator and
 // LLVMFuzzerCustomCrossOver.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -256,7 +257,7 @@ bool MutateOnce(json& root, Rng& rng, const json* other) {
 size_t Write(const json& doc, uint8_t* data, size_t max_size) {
   std::string text = Text(doc);
   if (text.size() > max_size) return 0;
-  std::memcpy(data, text.data(), text.size());
+  std::copy_n(text.data(), text.size(), data);
   return text.size();
 }
 

@@ -35,7 +35,7 @@ namespace canary = allocguard::canary;
 // Job may add or drop containers around the template's own.
 std::vector<std::string> HostAccessKinds(const json& pod_template) {
   std::vector<std::string> kinds;
-  for (std::string field : api::HostAccessFields(pod_template)) {
+  for (const std::string& field : api::HostAccessFields(pod_template)) {
     std::string kind;
     bool in_index = false;
     for (char ch : field) {

@@ -14,6 +14,7 @@
 int main() {
   std::atomic<int> caught{0};
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&caught, t] {
       std::map<std::string, std::vector<int>> map;

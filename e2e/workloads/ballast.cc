@@ -13,7 +13,7 @@ namespace {
 
 constexpr size_t kChunkBytes = 1 << 20;
 // The most a request may ask for: a typo must not take the node's memory.
-constexpr uint64_t kMaxMiB = 64 * 1024;
+constexpr uint64_t kMaxMiB = uint64_t{64} * 1024;
 constexpr auto kGrowTick = std::chrono::milliseconds(100);
 
 // Parses a non-negative decimal; false for anything else.

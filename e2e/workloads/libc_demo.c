@@ -42,7 +42,8 @@ static int MappingOf(uintptr_t addr, char* path, size_t size) {
   char line[4096];
   int found = -1;
   while (fgets(line, sizeof line, maps) != NULL) {
-    unsigned long start = 0, end = 0;
+    unsigned long start = 0;
+    unsigned long end = 0;
     int name_at = 0;
     // start-end perms offset dev inode   pathname
     if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &start, &end, &name_at) < 2) continue;
@@ -91,9 +92,10 @@ static uint32_t NextRandom(uint32_t* state) {  // xorshift32
 }
 
 static void* Churn(void* arg) {
-  uint32_t state = 2463534242u + (uint32_t)(uintptr_t)arg;
+  const long index = *(const long*)arg;
+  uint32_t state = 2463534242u + (uint32_t)index;
   void* slots[kSlots] = {0};
-  const struct timespec pause = {0, 20 * 1000 * 1000};
+  const struct timespec pause = {0, 20L * 1000 * 1000};
   for (;;) {
     for (int i = 0; i < 2000; i++) {
       uint32_t r = NextRandom(&state);
@@ -135,13 +137,15 @@ static void Serve(int fd) {
     if (strstr(request, "\r\n\r\n") != NULL || strstr(request, "\n\n") != NULL) break;
   }
   request[used] = '\0';
-  char method[16] = "", target[256] = "";
+  char method[16] = "";
+  char target[256] = "";
   if (sscanf(request, "%15s %255s", method, target) != 2) return;
   if (strcmp(method, "GET") != 0) {
     Respond(fd, 405, "only GET\n");
     return;
   }
-  char path[4096], body[4200];
+  char path[4096];
+  char body[4200];
   int is_allocator = 0;
   if (strcmp(target, "/healthz") == 0) {
     Respond(fd, 200, "ok\n");
@@ -196,9 +200,11 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  static long churn_index[kChurnThreads];
   for (long i = 0; i < kChurnThreads; i++) {
     pthread_t t;
-    int err = pthread_create(&t, NULL, Churn, (void*)i);
+    churn_index[i] = i;
+    int err = pthread_create(&t, NULL, Churn, &churn_index[i]);
     if (err != 0) {
       fprintf(stderr, "libc_demo: pthread_create: %s\n", strerror(err));
       return 1;

@@ -27,7 +27,7 @@ bool IsTunableEnv(const std::string& name) {
       "MALLOC_ARENA_MAX", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
       "MALLOC_CONF",      "TCMALLOC_RELEASE_RATE",  "TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES",
   };
-  return kNames.count(name) > 0 || name.rfind("MIMALLOC_", 0) == 0;
+  return kNames.contains(name) || name.rfind("MIMALLOC_", 0) == 0;
 }
 
 std::string StringField(const json& obj, const char* key) {
@@ -56,7 +56,8 @@ void EraseFromList(json& obj, const char* key, Pred drop) {
 // LD_PRELOAD without the entries under the library mount path.
 std::string PreloadWithoutOurs(const std::string& value) {
   const std::string ours = std::string(api::kLibraryMountPath) + "/";
-  std::string out, part;
+  std::string out;
+  std::string part;
   auto flush = [&] {
     if (!part.empty() && part.rfind(ours, 0) != 0) out += (out.empty() ? "" : ":") + part;
     part.clear();
@@ -290,7 +291,10 @@ Result<json> BuildCanaryJob(const api::ReplayCanary& canary, const api::VariantS
     arena = {ArenaLimitSource::kArenaMaxEnv, *arena_env};
   } else if (!c.node_selector.empty()) {
     std::string value;
-    for (const auto& [k, v] : c.node_selector) value += (value.empty() ? "" : ",") + k + "=" + v;
+    for (const auto& [k, v] : c.node_selector) {
+      if (!value.empty()) value += ',';
+      value.append(k).append("=").append(v);
+    }
     arena = {ArenaLimitSource::kNodeSelector, value};
   }
 

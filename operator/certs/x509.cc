@@ -10,6 +10,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <cstdint>
 #include <ctime>
 #include <memory>
 
@@ -30,7 +31,7 @@ using Owned = std::unique_ptr<T, Free>;
 // The text of the OpenSSL errors queued on this thread, then cleared.
 std::string OpenSslError(const std::string& what) {
   std::string out = what;
-  unsigned long e;
+  uint64_t e = 0;
   const char* sep = ": ";
   while ((e = ERR_get_error()) != 0) {
     char buf[256];
@@ -62,7 +63,7 @@ std::string CertPem(X509* x) {
   Owned<BIO> bio(BIO_new(BIO_s_mem()));
   PEM_write_bio_X509(bio.get(), x);
   char* data = nullptr;
-  long n = BIO_get_mem_data(bio.get(), &data);
+  const int64_t n = BIO_get_mem_data(bio.get(), &data);
   return std::string(data, static_cast<size_t>(n));
 }
 
@@ -70,7 +71,7 @@ std::string KeyPem(EVP_PKEY* k) {
   Owned<BIO> bio(BIO_new(BIO_s_mem()));
   PEM_write_bio_PrivateKey(bio.get(), k, nullptr, nullptr, 0, nullptr, nullptr);
   char* data = nullptr;
-  long n = BIO_get_mem_data(bio.get(), &data);
+  const int64_t n = BIO_get_mem_data(bio.get(), &data);
   return std::string(data, static_cast<size_t>(n));
 }
 
@@ -222,7 +223,7 @@ Result<std::vector<CertificateInfo>> ParseCertificates(const std::string& pem) {
     }
     out.push_back(std::move(info));
   }
-  unsigned long err = ERR_peek_last_error();
+  const uint64_t err = ERR_peek_last_error();
   bool clean_end = ERR_GET_REASON(err) == PEM_R_NO_START_LINE;
   ERR_clear_error();
   if (!clean_end && !out.empty()) return InvalidArgument("a certificate in the PEM does not parse");

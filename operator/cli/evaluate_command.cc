@@ -87,7 +87,8 @@ void PrintMedianRow(const char* label, const std::vector<ClassEvaluation>& evals
 // Share of the traces of matching classes that had a verdict by `minutes`.
 double PooledShareBy(const std::vector<ClassEvaluation>& evals, bool new_rule,
                      bool (*match)(const memory::TraceClass&), int minutes) {
-  int total = 0, by = 0;
+  int total = 0;
+  int by = 0;
   for (const ClassEvaluation& e : evals) {
     if (!match(e.trace_class)) continue;
     for (int m : (new_rule ? e.new_rule : e.old_rule).minutes) {
@@ -106,12 +107,18 @@ double PooledShareBy(const std::vector<ClassEvaluation>& evals, bool new_rule,
 void PrintKnownNoiseBounds(const std::vector<ClassEvaluation>& evals,
                            const memory::JudgeOptions& options) {
   const double threshold = options.max_slope_gib_per_h;
-  const double alpha_r = options.false_ratchet_rate, alpha_f = options.false_flat_rate;
+  const double alpha_r = options.false_ratchet_rate;
+  const double alpha_f = options.false_flat_rate;
   const int last_floors = options.max_minutes - options.warmup_minutes;
   const int ratchet_floors = 5 - options.warmup_minutes;  // a verdict by minute 5
   const int flat_floors = 10 - options.warmup_minutes;    // a verdict by minute 10
-  double missed = 0, ratchet_by5 = 0, ratchet_by5_estimated = 0, flat_by10 = 0;
-  int ratchet_classes = 0, fast_classes = 0, flat_classes = 0;
+  double missed = 0;
+  double ratchet_by5 = 0;
+  double ratchet_by5_estimated = 0;
+  double flat_by10 = 0;
+  int ratchet_classes = 0;
+  int fast_classes = 0;
+  int flat_classes = 0;
   std::string worst;
   for (const ClassEvaluation& e : evals) {
     const memory::TraceClass& c = e.trace_class;
@@ -209,7 +216,8 @@ struct SegmentNoise {
 
 SegmentNoise MeasureSegmentNoise(const std::vector<memory::MemorySample>& samples, double start_s,
                                  double end_s, double segment_s, double quantile) {
-  std::vector<double> x, y;
+  std::vector<double> x;
+  std::vector<double> y;
   for (double a = start_s; a + segment_s <= end_s + 1e-9; a += segment_s) {
     std::vector<double> v;
     for (const memory::MemorySample& m : samples) {
@@ -220,7 +228,7 @@ SegmentNoise MeasureSegmentNoise(const std::vector<memory::MemorySample>& sample
     if (v.empty()) continue;
     std::sort(v.begin(), v.end());
     const double pos = quantile * static_cast<double>(v.size() - 1);
-    const size_t lo = static_cast<size_t>(pos);
+    const auto lo = static_cast<size_t>(pos);
     const double frac = pos - static_cast<double>(lo);
     y.push_back(lo + 1 < v.size() ? v[lo] * (1 - frac) + v[lo + 1] * frac : v[lo]);
     x.push_back((a + segment_s / 2) / 60);
@@ -228,15 +236,18 @@ SegmentNoise MeasureSegmentNoise(const std::vector<memory::MemorySample>& sample
   SegmentNoise out;
   out.points = static_cast<int>(x.size());
   if (x.size() < 3) return out;
-  const double n = static_cast<double>(x.size());
-  double mx = 0, my = 0;
+  const auto n = static_cast<double>(x.size());
+  double mx = 0;
+  double my = 0;
   for (size_t i = 0; i < x.size(); ++i) mx += x[i] / n, my += y[i] / n;
-  double sxx = 0, sxy = 0;
+  double sxx = 0;
+  double sxy = 0;
   for (size_t i = 0; i < x.size(); ++i)
     sxx += (x[i] - mx) * (x[i] - mx), sxy += (x[i] - mx) * (y[i] - my);
   const double b = sxy / sxx;
   std::vector<double> r;
-  double sse = 0, lag = 0;
+  double sse = 0;
+  double lag = 0;
   for (size_t i = 0; i < x.size(); ++i) r.push_back(y[i] - my - b * (x[i] - mx));
   for (size_t i = 0; i < r.size(); ++i) {
     sse += r[i] * r[i];
@@ -404,9 +415,15 @@ double SampleMedian(const std::vector<memory::SampleClassEvaluation>& evals, siz
 void PrintSampleBounds(const std::vector<memory::SampleClassEvaluation>& evals,
                        const memory::JudgeOptions& options) {
   const double threshold = options.max_slope_gib_per_h;
-  double missed = 0, by5 = 0, by10 = 0;
-  int ratchet_classes = 0, fast_classes = 0, flat_classes = 0;
-  std::string worst, by5_classes, by10_classes;
+  double missed = 0;
+  double by5 = 0;
+  double by10 = 0;
+  int ratchet_classes = 0;
+  int fast_classes = 0;
+  int flat_classes = 0;
+  std::string worst;
+  std::string by5_classes;
+  std::string by10_classes;
   const auto append = [](std::string& list, const std::string& name, double rate) {
     char buf[96];
     std::snprintf(buf, sizeof buf, "%s%s %.1f%%", list.empty() ? "" : ", ", name.c_str(),
@@ -513,7 +530,9 @@ int EvaluateSampleCorpus(const EvaluateArgs& args) {
         {"min/60s", 60, 0}, {"p10/60s", 60, 0.1}, {"min/30s", 30, 0}, {"min/10s", 10, 0}};
     std::printf("  %-22s", c.name.c_str());
     for (const Kind& k : kinds) {
-      double sd = 0, lag = 0, se = 0;
+      double sd = 0;
+      double lag = 0;
+      double se = 0;
       const int n = 200;
       for (int i = 0; i < n; ++i) {
         const auto samples = memory::GenerateSampleTrace(c.spec, 0xca11b4a7eULL + i);
@@ -554,6 +573,7 @@ int EvaluateSampleCorpus(const EvaluateArgs& args) {
   std::vector<RuleSummary> sums;
   for (size_t r = 0; r < rules.size(); ++r) {
     std::vector<VerdictCounts> counts;
+    counts.reserve(evals.size());
     for (const auto& e : evals) counts.push_back(e.rules[r]);
     sums.push_back(memory::SummarizeCounts(names, truths, counts));
   }
@@ -672,7 +692,8 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
   };
   // Flat truth: a level floor or one well inside the threshold.
   const auto flat_truth_inconclusive = [&](size_t r) {
-    int traces = 0, inconclusive = 0;
+    int traces = 0;
+    int inconclusive = 0;
     for (size_t k = 0; k < corpus.size(); ++k) {
       if (!plain(corpus[k]) || std::fabs(corpus[k].spec.slope_gib_per_h) > threshold / 2) continue;
       traces += counts[k][r].traces;

@@ -106,9 +106,12 @@ class [[nodiscard]] Result {
 #define AG_CONCAT(a, b) AG_CONCAT_INNER(a, b)
 
 // AG_ASSIGN_OR_RETURN(auto x, MakeX()); declares x or returns the error.
+// lhs is a declaration and tmp a name: neither can be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define AG_ASSIGN_OR_RETURN(lhs, expr) \
   AG_ASSIGN_OR_RETURN_IMPL(AG_CONCAT(ag_result_, __LINE__), lhs, expr)
 #define AG_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                             \
   if (!tmp.ok()) return tmp.status();            \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

@@ -102,7 +102,7 @@ struct Guard::Gauges {
 
 Guard::Guard(GuardOptions options, WorkloadSource* source, AsyncReporter* reporter,
              metrics::Registry* registry, Clock* clock, std::function<void(const std::string&)> log)
-    : options_(std::move(options)),
+    : options_(options),
       source_(source),
       reporter_(reporter),
       clock_(clock),
@@ -167,7 +167,7 @@ void Guard::Step() {
     GuardState state = GuardState::kWatching;
     if (!snapshot_.gate_open) state = GuardState::kBackpressure;
     for (pid_t pid : reading->main_pids) {
-      if (terminated_.count(pid) != 0) state = GuardState::kRestarting;
+      if (terminated_.contains(pid)) state = GuardState::kRestarting;
     }
     snapshot_.state = state;
   }
@@ -281,7 +281,7 @@ void Guard::Publish(const WorkloadReading* reading) {
     gauges_->processes.Set(0);
     return;
   }
-  const double judged = static_cast<double>(reading->sample.JudgedBytes());
+  const auto judged = static_cast<double>(reading->sample.JudgedBytes());
   gauges_->processes.Set(static_cast<double>(reading->pids.size()));
   gauges_->anon.Set(static_cast<double>(reading->sample.anon_bytes));
   gauges_->dirty.Set(static_cast<double>(reading->sample.cgroup_dirty_bytes.value_or(0) +

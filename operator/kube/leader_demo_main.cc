@@ -7,8 +7,9 @@
 // Prints "leading IDENTITY" when it becomes leader, "stopped IDENTITY" when it
 // stops; SIGTERM/SIGINT release the lease and exit 0; losing it exits 1.
 
-#include <signal.h>
+#include <pthread.h>
 
+#include <csignal>
 #include <cstdio>
 #include <thread>
 
@@ -16,8 +17,12 @@
 #include "operator/kube/config.h"
 #include "operator/kube/leader_election.h"
 
-using namespace allocguard;
-using namespace allocguard::kube;
+using allocguard::Status;
+using allocguard::kube::Canceller;
+using allocguard::kube::Client;
+using allocguard::kube::LeaderElectionConfig;
+using allocguard::kube::LeaderElector;
+using allocguard::kube::LoadKubeconfig;
 
 int main(int argc, char** argv) {
   if (argc != 5) {

@@ -35,7 +35,7 @@ struct RateLimiterOptions {
 // Thread-safe.
 class RateLimiter {
  public:
-  RateLimiter(Clock* clock, RateLimiterOptions options = {});
+  explicit RateLimiter(Clock* clock, RateLimiterOptions options = {});
   // The delay before key may be retried; counts a failure of key.
   Clock::Duration When(const std::string& key);
   void Forget(const std::string& key);

@@ -46,7 +46,7 @@ bool ParseInt64(const std::string& text, int64_t* out) {
 
 }  // namespace
 
-Result<ProcStatTimes> ParseProcStat(const std::string& text, long ticks_per_second) {
+Result<ProcStatTimes> ParseProcStat(const std::string& text, int64_t ticks_per_second) {
   if (ticks_per_second <= 0) return InvalidArgument("ticks per second must be positive");
   // The command name is the text between the first '(' and the last ')'.
   size_t close = text.rfind(')');

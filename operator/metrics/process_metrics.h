@@ -29,7 +29,7 @@ struct ProcStatTimes {
   double cpu_seconds = 0;
   double start_seconds_since_boot = 0;
 };
-Result<ProcStatTimes> ParseProcStat(const std::string& text, long ticks_per_second);
+Result<ProcStatTimes> ParseProcStat(const std::string& text, int64_t ticks_per_second);
 
 // The "btime" line of /proc/stat: boot time in seconds since the epoch.
 Result<int64_t> ParseBootTime(const std::string& text);
