@@ -45,8 +45,10 @@ Result<std::chrono::milliseconds> ParseDuration(const std::string& text) {
     } else if (unit == "h") {
       ms += value * 3'600'000;
     } else {
-      return InvalidArgument("duration \"" + text + "\" has unknown unit \"" + unit +
-                             "\" (use ms, s, m or h)");
+      std::string message = "duration \"";
+      message.append(text).append("\" has unknown unit \"").append(unit);
+      message.append("\" (use ms, s, m or h)");
+      return InvalidArgument(message);
     }
     ++terms;
   }

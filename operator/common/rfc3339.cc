@@ -1,13 +1,19 @@
 #include "operator/common/rfc3339.h"
 
 #include <cctype>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 
 namespace allocguard {
 
 Result<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& text) {
-  int y, mo, d, h, mi, s;
+  int y = 0;
+  int mo = 0;
+  int d = 0;
+  int h = 0;
+  int mi = 0;
+  int s = 0;
   char tail[64] = {0};
   if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%63s", &y, &mo, &d, &h, &mi, &s, tail) <
       6) {
@@ -26,10 +32,10 @@ Result<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& te
   tm.tm_sec = s;
   time_t t = timegm(&tm);
   std::string rest = tail;
-  long micros = 0;
+  int64_t micros = 0;
   if (!rest.empty() && rest.front() == '.') {
     size_t i = 1;
-    long scale = 100000;
+    int64_t scale = 100000;
     while (i < rest.size() && std::isdigit(static_cast<unsigned char>(rest[i]))) {
       micros += (rest[i] - '0') * scale;
       scale /= 10;
@@ -37,7 +43,7 @@ Result<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& te
     }
     rest = rest.substr(i);
   }
-  long offset = 0;
+  int64_t offset = 0;
   if (rest == "Z" || rest == "z") {
     offset = 0;
   } else if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':' &&
@@ -46,9 +52,9 @@ Result<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& te
              std::isdigit(static_cast<unsigned char>(rest[4])) &&
              std::isdigit(static_cast<unsigned char>(rest[5]))) {
     // Digits only: std::stol would throw on anything else.
-    offset =
-        (((rest[1] - '0') * 10 + (rest[2] - '0')) * 60 + (rest[4] - '0') * 10 + (rest[5] - '0')) *
-        60;
+    const int hours = (rest[1] - '0') * 10 + (rest[2] - '0');
+    const int minutes = (rest[4] - '0') * 10 + (rest[5] - '0');
+    offset = (int64_t{hours} * 60 + minutes) * 60;
     if (rest[0] == '-') offset = -offset;
   } else {
     return InvalidArgument("\"" + text + "\" is not an RFC 3339 time (bad zone)");
