@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 namespace allocguard::guard {
@@ -18,17 +20,24 @@ std::string BaseName(const std::string& path) {
 
 bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
+struct Ids {
+  int64_t real = 0;
+  int64_t effective = 0;
+};
+
 // The real and effective ids from /proc/<pid>/status ("Uid:\t0\t1000\t..."),
-// false when the file cannot be read.
-bool ReadIds(const std::string& status_path, const char* key, long* real_id, long* effective_id) {
+// nullopt when the file cannot be read.
+std::optional<Ids> ReadIds(const std::string& status_path, const char* key) {
   std::ifstream in(status_path);
   std::string line;
   while (std::getline(in, line)) {
     if (!StartsWith(line, key)) continue;
     std::istringstream fields(line.substr(std::strlen(key)));
-    return static_cast<bool>(fields >> *real_id >> *effective_id);
+    Ids ids;
+    if (fields >> ids.real >> ids.effective) return ids;
+    return std::nullopt;
   }
-  return false;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -81,12 +90,11 @@ AllocatorObservation ObserveAllocator(const std::string& proc_root, pid_t pid) {
   o.pid = pid;
   // The loader ignores LD_PRELOAD (outside the system directories) when it
   // runs a setuid or setgid program.
-  long real_uid = 0, effective_uid = 0, real_gid = 0, effective_gid = 0;
-  const bool have_uid = ReadIds(dir + "/status", "Uid:", &real_uid, &effective_uid);
-  const bool have_gid = ReadIds(dir + "/status", "Gid:", &real_gid, &effective_gid);
-  if (have_uid && have_gid && (real_uid != effective_uid || real_gid != effective_gid)) {
-    o.not_loaded_reason = "setuid/setgid program (real uid " + std::to_string(real_uid) +
-                          ", effective uid " + std::to_string(effective_uid) +
+  const std::optional<Ids> uid = ReadIds(dir + "/status", "Uid:");
+  const std::optional<Ids> gid = ReadIds(dir + "/status", "Gid:");
+  if (uid && gid && (uid->real != uid->effective || gid->real != gid->effective)) {
+    o.not_loaded_reason = "setuid/setgid program (real uid " + std::to_string(uid->real) +
+                          ", effective uid " + std::to_string(uid->effective) +
                           "): the loader ignored LD_PRELOAD (secure execution)";
     return o;
   }
