@@ -1,10 +1,10 @@
 #include "operator/guard/workload_source.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -39,7 +39,7 @@ class ProcWorkloadSource final : public WorkloadSource {
       }
       std::set<pid_t> all;
       for (pid_t root : options_.pids) {
-        if (alive.count(root) == 0) continue;
+        if (!alive.contains(root)) continue;
         roots.push_back(root);
         std::vector<pid_t> stack = {root};
         while (!stack.empty()) {
@@ -57,7 +57,7 @@ class ProcWorkloadSource final : public WorkloadSource {
       r.pids = replay::SelectWorkloadProcesses(listed, filter);
       const std::set<pid_t> in_workload(r.pids.begin(), r.pids.end());
       for (const replay::ProcessInfo& p : listed) {
-        if (in_workload.count(p.pid) != 0 && in_workload.count(p.ppid) == 0) {
+        if (in_workload.contains(p.pid) && !in_workload.contains(p.ppid)) {
           r.main_pids.push_back(p.pid);
         }
       }
@@ -148,7 +148,7 @@ std::optional<int64_t> ReadCgroupLimit(const std::string& cgroup_dir, int versio
   if (!(in >> text) || text == "max") return std::nullopt;
   errno = 0;
   char* end = nullptr;
-  long long v = std::strtoll(text.c_str(), &end, 10);
+  const auto v = std::strtoll(text.c_str(), &end, 10);
   if (errno != 0 || end == text.c_str() || v <= 0) return std::nullopt;
   // cgroup v1 writes "unlimited" as the largest page-aligned long.
   if (v >= (1LL << 62)) return std::nullopt;
