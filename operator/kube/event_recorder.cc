@@ -29,7 +29,8 @@ Status EventRecorder::Record(const Object& regarding, EventType type, const std:
     s.count += 1;
     s.last_seen = clock_->Now();
     Object patch = {{"series", {{"count", s.count}, {"lastObservedTime", now}}}};
-    std::string ens = s.event_namespace, ename = s.event_name;
+    std::string ens = s.event_namespace;
+    std::string ename = s.event_name;
     lock.unlock();
     ApiResult<Object> patched = client_->Patch(EventsV1(), ens, ename, PatchType::kMerge, patch);
     if (patched.ok()) return Status::Ok();
