@@ -10,7 +10,9 @@ namespace {
 double BetaContinuedFraction(double x, double a, double b) {
   constexpr double kTiny = 1e-300;
   constexpr double kEpsilon = 1e-15;
-  const double qab = a + b, qap = a + 1, qam = a - 1;
+  const double qab = a + b;
+  const double qap = a + 1;
+  const double qam = a - 1;
   double c = 1;
   double d = 1 - qab * x / qap;
   if (std::fabs(d) < kTiny) d = kTiny;
@@ -63,7 +65,8 @@ double StudentTUpperQuantile(double upper_tail, double dof) {
   if (upper_tail == 0.5) return 0;
   // Bracket, then bisect on the monotone tail probability: robust for every
   // dof > 0, and cheap enough (about 60 evaluations) for the judge's few calls.
-  double lo = 0, hi = 1;
+  double lo = 0;
+  double hi = 1;
   while (StudentTUpperTail(hi, dof) > upper_tail && hi < 1e12) hi *= 2;
   for (int i = 0; i < 200 && hi - lo > 1e-12 * hi; ++i) {
     const double mid = (lo + hi) / 2;
