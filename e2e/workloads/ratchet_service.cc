@@ -5,9 +5,9 @@
 // jemalloc, and for the knobs.
 
 #include <pthread.h>
-#include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <thread>
@@ -23,6 +23,8 @@ using allocguard::workloads::RenderServiceOptions;
 
 }  // namespace
 
+// An exception that escapes is a bug: std::terminate aborts with its stack.
+// NOLINTNEXTLINE(bugprone-exception-escape)
 int main(int argc, char** argv) {
   CLI::App app{
       "ratchet_service: allocguard's demo workload (per-request worker threads, "

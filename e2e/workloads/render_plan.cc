@@ -10,7 +10,7 @@
 namespace allocguard::workloads {
 namespace {
 
-constexpr uint64_t kMiB = 1024 * 1024;
+constexpr uint64_t kMiB = uint64_t{1024} * 1024;
 constexpr uint64_t kMinBufferBytes = 4096;
 constexpr uint64_t kMaxBufferBytes = 32 * kMiB;
 constexpr int kMaxWidth = 8192;
@@ -57,8 +57,8 @@ struct SizeClass {
   uint64_t max_bytes;
 };
 constexpr SizeClass kSizeClasses[] = {
-    {"small", 64 * 1024, 1 * kMiB},
-    {"medium", 256 * 1024, 4 * kMiB},
+    {"small", uint64_t{64} * 1024, 1 * kMiB},
+    {"medium", uint64_t{256} * 1024, 4 * kMiB},
     {"large", 1 * kMiB, 8 * kMiB},
 };
 

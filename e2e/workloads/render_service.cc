@@ -91,8 +91,8 @@ net::HttpResponse RenderService::HandleRender(const net::HttpRequest& request) {
   net::HttpResponse response;
   response.status = 200;
   response.headers.emplace("Content-Type", "application/json");
-  response.body = "{\"plan\":\"" + std::to_string(plan.seed) +
-                  "\",\"threads\":" + std::to_string(result->threads) +
+  response.body = R"({"plan":")" + std::to_string(plan.seed) + R"(","threads":)" +
+                  std::to_string(result->threads) +
                   ",\"buffer_bytes\":" + std::to_string(result->buffer_bytes) +
                   ",\"pin_bytes\":" + std::to_string(result->pin_bytes) +
                   ",\"checksum\":" + std::to_string(result->checksum) + "}\n";

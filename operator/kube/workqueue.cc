@@ -48,9 +48,9 @@ WorkQueue::WorkQueue(Clock* clock, RateLimiterOptions options)
     : clock_(clock), limiter_(clock, options) {}
 
 void WorkQueue::AddLocked(const std::string& key) {
-  if (shutting_down_ || dirty_.count(key) != 0) return;
+  if (shutting_down_ || dirty_.contains(key)) return;
   dirty_.insert(key);
-  if (processing_.count(key) != 0) return;  // re-queued by Done()
+  if (processing_.contains(key)) return;  // re-queued by Done()
   queue_.push_back(key);
   cv_.notify_one();
 }
@@ -134,7 +134,7 @@ std::optional<std::string> WorkQueue::Get() {
 void WorkQueue::Done(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   processing_.erase(key);
-  if (dirty_.count(key) != 0 && !shutting_down_) {
+  if (dirty_.contains(key) && !shutting_down_) {
     queue_.push_back(key);
     cv_.notify_one();
   }
