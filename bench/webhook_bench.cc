@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,11 +34,10 @@
 #include "operator/net/http.h"
 #include "operator/webhook/admission_server.h"
 
-using namespace allocguard;
-using namespace allocguard::bench;
-using Steady = std::chrono::steady_clock;
-
+namespace allocguard::bench {
 namespace {
+
+using Steady = std::chrono::steady_clock;
 
 bool PinToCpu(int cpu) {
   cpu_set_t set;
@@ -59,7 +59,7 @@ struct RunResult {
 double Quantile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
   size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
   return v[k];
 }
 
@@ -68,7 +68,7 @@ RunResult Drive(const std::string& url, const std::string& ca_pem,
                 int connections) {
   RunResult result;
   result.rate = rate;
-  const size_t total = static_cast<size_t>(rate * seconds);
+  const auto total = static_cast<size_t>(rate * seconds);
   std::atomic<size_t> next{0};
   std::mutex mu;
   // Connect and warm every connection first (TLS handshakes are not measured).
@@ -86,10 +86,13 @@ RunResult Drive(const std::string& url, const std::string& ca_pem,
   const Steady::time_point start = Steady::now() + std::chrono::milliseconds(50);
   const auto interval = std::chrono::duration<double>(1.0 / rate);
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(std::max(connections, 0)));
   for (int c = 0; c < connections; ++c) {
     threads.emplace_back([&, c] {
       std::vector<double> latencies;
-      size_t ok = 0, errors = 0, patched = 0;
+      size_t ok = 0;
+      size_t errors = 0;
+      size_t patched = 0;
       while (true) {
         size_t i = next.fetch_add(1);
         if (i >= total) break;
@@ -135,13 +138,12 @@ double ThreadCpuSeconds(const rusage& u) {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   std::vector<double> rates = {200, 500, 1000, 2000};
   double seconds = 10;
   int connections = 16;
-  int server_cpu = 0, client_cpu = 1;
+  int server_cpu = 0;
+  int client_cpu = 1;
   std::string handler = "injection";  // or "empty"
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
@@ -195,6 +197,7 @@ int main(int argc, char** argv) {
   const std::string url = "https://127.0.0.1:" + std::to_string((*server)->port());
 
   std::vector<std::string> bodies;
+  bodies.reserve(512);
   for (int i = 0; i < 512; ++i) bodies.push_back(PodCreateReview(i));
   // What one review costs the handler alone, for reference.
   auto probe = admission.Review("/mutate-pods", bodies[0]);
@@ -232,7 +235,8 @@ int main(int argc, char** argv) {
   std::printf("%8s %10s %8s %8s %9s %9s %9s %9s %8s\n", "rate/s", "achieved/s", "ok", "errors",
               "p50 ms", "p90 ms", "p99 ms", "max ms", "cpu");
   for (double rate : rates) {
-    rusage before{}, after{};
+    rusage before{};
+    rusage after{};
     getrusage(RUSAGE_SELF, &before);
     auto cpu_start = Steady::now();
     RunResult r = Drive(url, ca->cert_pem, bodies, rate, seconds, connections);
@@ -261,3 +265,8 @@ int main(int argc, char** argv) {
   serving_thread.join();
   return 0;
 }
+
+}  // namespace
+}  // namespace allocguard::bench
+
+int main(int argc, char** argv) { return allocguard::bench::Main(argc, argv); }

@@ -28,7 +28,6 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +35,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,17 +51,16 @@
 #include "operator/net/http.h"
 #include "operator/webhook/admission_server.h"
 
-using namespace allocguard;
-using namespace allocguard::bench;
-using Steady = std::chrono::steady_clock;
-
+namespace allocguard::bench {
 namespace {
+
+using Steady = std::chrono::steady_clock;
 
 constexpr char kPath[] = "/mutate-v1-pod";
 
 double Ms(Steady::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-long VmRssKb(pid_t pid) {
+int64_t VmRssKb(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(in, line)) {
@@ -70,8 +70,8 @@ long VmRssKb(pid_t pid) {
 }
 
 // Runs the server in this (child) process until the parent closes `control`.
-[[noreturn]] void ServeInChild(int workers, std::shared_ptr<net::TlsKeyPair> pair, int port_pipe,
-                               int control) {
+[[noreturn]] void ServeInChild(int workers, const std::shared_ptr<net::TlsKeyPair>& pair,
+                               int port_pipe, int control) {
   auto server =
       net::NewHttpsServer({.worker_threads = workers, .key_pair = [pair] { return pair; }});
   if (!server.ok()) {
@@ -147,7 +147,7 @@ bool TlsOpen(SSL_CTX* ctx, int port, TlsConn& c) {
 
 struct Attackers {
   std::atomic<bool> run{true};
-  std::atomic<long> connections{0};  // opened so far, reconnections included
+  std::atomic<int64_t> connections{0};  // opened so far, reconnections included
   std::vector<std::thread> threads;
   ~Attackers() { StopAll(); }
   void StopAll() {
@@ -250,8 +250,10 @@ struct Row {
   std::string name;
   int sent = 0, ok = 0, over5s = 0, failed = 0;
   double p50 = 0, p99 = 0, max = 0;
-  long rss_before = 0, rss_peak = 0, rss_after = 0;
-  long attacker_connections = 0;
+  int64_t rss_before = 0;
+  int64_t rss_peak = 0;
+  int64_t rss_after = 0;
+  int64_t attacker_connections = 0;
 };
 
 double Quantile(std::vector<double> v, double q) {
@@ -318,9 +320,7 @@ Row RunScenario(const std::string& name, const std::function<void(Attackers&)>& 
   return row;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   int reviews = 50;
   int workers = 4;  // WebhookServerOptions::worker_threads (operator/manager/webhook_server.h)
   double budget_s = 60;
@@ -356,7 +356,8 @@ int main(int argc, char** argv) {
   pair->cert_chain_pem = serving->cert_pem;
   pair->key_pem = serving->key_pem;
 
-  int port_pipe[2], control[2];
+  int port_pipe[2];
+  int control[2];
   if (pipe(port_pipe) != 0 || pipe(control) != 0) return 1;
   pid_t child = fork();
   if (child == 0) {
@@ -373,6 +374,7 @@ int main(int argc, char** argv) {
   }
   const std::string url = "https://127.0.0.1:" + std::to_string(port);
   std::vector<std::string> bodies;
+  bodies.reserve(64);
   for (int i = 0; i < 64; ++i) bodies.push_back(PodCreateReview(i));
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
   SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
@@ -432,3 +434,8 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace
+}  // namespace allocguard::bench
+
+int main(int argc, char** argv) { return allocguard::bench::Main(argc, argv); }

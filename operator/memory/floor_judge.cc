@@ -29,14 +29,16 @@ SlopeFit FitFloorSlope(std::span<const MinuteFloor> floors) {
     if (fit.n == 1) fit.intercept_bytes = floors[0].floor_bytes;
     return fit;
   }
-  double mean_x = 0, mean_y = 0;
+  double mean_x = 0;
+  double mean_y = 0;
   for (const MinuteFloor& f : floors) {
     mean_x += f.minute;
     mean_y += f.floor_bytes;
   }
   mean_x /= fit.n;
   mean_y /= fit.n;
-  double sxx = 0, sxy = 0;
+  double sxx = 0;
+  double sxy = 0;
   for (const MinuteFloor& f : floors) {
     sxx += (f.minute - mean_x) * (f.minute - mean_x);
     sxy += (f.minute - mean_x) * (f.floor_bytes - mean_y);

@@ -17,7 +17,8 @@ double UpperTail(double z) { return NormalUpperTail(z); }
 
 double UpperQuantile(double p) {
   // Bisection on the monotone tail: robust for the tiny levels used here.
-  double lo = -40, hi = 40;
+  double lo = -40;
+  double hi = 40;
   for (int i = 0; i < 200; ++i) {
     const double mid = (lo + hi) / 2;
     (UpperTail(mid) > p ? lo : hi) = mid;
@@ -82,7 +83,8 @@ double Exceed(const Density& prev, double increment_var, double bound) {
 // steps from a guess near the root; 100 bisection halvings bound the worst case.
 double BoundaryFor(const Density& prev, double increment_var, double sd, double target,
                    double guess) {
-  double lo = -10, hi = 40;
+  double lo = -10;
+  double hi = 40;
   double c = std::clamp(guess, lo, hi);
   const double log_target = std::log(target);
   for (int i = 0; i < 100 && hi - lo > 1e-12; ++i) {

@@ -21,7 +21,7 @@ std::vector<MinuteFloor> ComputeMinuteFloors(std::span<const MemorySample> sampl
     if (minute < options.warmup_minutes) continue;
     auto [it, inserted] = by_minute.try_emplace(minute);
     MinuteFloor& f = it->second;
-    double judged = static_cast<double>(s.JudgedBytes());
+    auto judged = static_cast<double>(s.JudgedBytes());
     if (inserted || judged < f.floor_bytes) f.floor_bytes = judged;
     f.minute = minute;
     ++f.samples;
@@ -54,7 +54,7 @@ std::vector<MinuteFloor> ComputeSegmentFloors(std::span<const MemorySample> samp
     if (last_t + options.sample_interval_seconds + 1e-9 < segment_end) continue;
     std::sort(values.begin(), values.end());
     const double pos = options.quantile * static_cast<double>(values.size() - 1);
-    const size_t lo = static_cast<size_t>(pos);
+    const auto lo = static_cast<size_t>(pos);
     const double frac = pos - static_cast<double>(lo);
     const double floor_bytes =
         lo + 1 < values.size() ? values[lo] * (1 - frac) + values[lo + 1] * frac : values[lo];

@@ -39,7 +39,8 @@ class SeededRandom {
   }
   // Standard normal by Box–Muller; the second value is discarded for simplicity.
   double Gaussian() {
-    const double u1 = Uniform(), u2 = Uniform();
+    const double u1 = Uniform();
+    const double u2 = Uniform();
     return std::sqrt(-2 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2);
   }
   double Exponential(double mean) { return -mean * std::log(Uniform()); }

@@ -221,6 +221,7 @@ std::vector<LookBudget> ComputeLookBudgets(const JudgeOptions& options) {
       NominalLevelsForSpending(information, spend(options.false_flat_rate));
   const std::vector<double> late = spend(late_alpha);
   std::vector<LookBudget> out;
+  out.reserve(static_cast<size_t>(std::max(looks, 0)));
   for (int k = 0; k < looks; ++k) {
     out.push_back({.ratchet = ratchet[k],
                    .late_growth = late[k] - (k == 0 ? 0 : late[k - 1]),

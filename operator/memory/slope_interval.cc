@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <vector>
 
@@ -24,13 +25,20 @@ std::vector<double> LinearResiduals(std::span<const MinuteFloor> floors, const S
 // Residuals of the least-squares fit y = a + b x + c x^2, solved from the
 // normal equations on centred x (well conditioned for minute indices).
 std::vector<double> QuadraticResiduals(std::span<const MinuteFloor> floors) {
-  const double n = static_cast<double>(floors.size());
+  const auto n = static_cast<double>(floors.size());
   double mx = 0;
   for (const MinuteFloor& f : floors) mx += f.minute;
   mx /= n;
-  double s1 = 0, s2 = 0, s3 = 0, s4 = 0, t0 = 0, t1 = 0, t2 = 0;
+  double s1 = 0;
+  double s2 = 0;
+  double s3 = 0;
+  double s4 = 0;
+  double t0 = 0;
+  double t1 = 0;
+  double t2 = 0;
   for (const MinuteFloor& f : floors) {
-    const double x = f.minute - mx, y = f.floor_bytes;
+    const double x = f.minute - mx;
+    const double y = f.floor_bytes;
     s1 += x;
     s2 += x * x;
     s3 += x * x * x;
@@ -61,7 +69,7 @@ std::vector<double> QuadraticResiduals(std::span<const MinuteFloor> floors) {
 // The spread of v: its sample variance around its least-squares line
 // against the index, or around its mean when it is too short for a line.
 double SpreadAroundLine(const std::vector<double>& v) {
-  const double m = static_cast<double>(v.size());
+  const auto m = static_cast<double>(v.size());
   if (v.size() < 2) return 0;
   double mean = 0;
   for (double x : v) mean += x / m;
@@ -71,7 +79,8 @@ double SpreadAroundLine(const std::vector<double>& v) {
     return ss / (m - 1);
   }
   const double mid = (m - 1) / 2;
-  double sxx = 0, sxy = 0;
+  double sxx = 0;
+  double sxy = 0;
   for (size_t i = 0; i < v.size(); ++i) {
     sxx += (i - mid) * (i - mid);
     sxy += (i - mid) * (v[i] - mean);
@@ -128,7 +137,8 @@ SlopeInterval FitSlopeInterval(std::span<const MinuteFloor> floors, double one_s
 
   if (noise == SlopeNoise::kDifferences && iv.n >= kDifferenceNoiseMinFloors &&
       ConsecutiveMinutes(floors)) {
-    std::vector<double> d1, d2;
+    std::vector<double> d1;
+    std::vector<double> d2;
     for (size_t i = 0; i + 1 < floors.size(); ++i) {
       d1.push_back(floors[i + 1].floor_bytes - floors[i].floor_bytes);
       if (i + 2 < floors.size()) d2.push_back(floors[i + 2].floor_bytes - floors[i].floor_bytes);
@@ -194,10 +204,11 @@ double TheilSenSlope(std::span<const MinuteFloor> floors) {
   }
   if (slopes.empty()) return 0;
   const size_t mid = slopes.size() / 2;
-  std::nth_element(slopes.begin(), slopes.begin() + mid, slopes.end());
+  const auto middle = slopes.begin() + static_cast<std::ptrdiff_t>(mid);
+  std::nth_element(slopes.begin(), middle, slopes.end());
   if (slopes.size() % 2 == 1) return slopes[mid];
   const double upper = slopes[mid];
-  const double lower = *std::max_element(slopes.begin(), slopes.begin() + mid);
+  const double lower = *std::max_element(slopes.begin(), middle);
   return (lower + upper) / 2;
 }
 
