@@ -3,7 +3,7 @@
 takes the result of a file that has not changed from a cache.
 
     scripts/clang_tidy_cached.py [--build build/release] [-j N] [--cache DIR]
-                                 [--deps build|compiler] [FILE...]
+                                 [--deps build|compiler] [--dry-run] [FILE...]
 
 The sources are those of the build's compile database (CMake writes it,
 CMAKE_EXPORT_COMPILE_COMMANDS) and the C++ files no release target compiles
@@ -238,6 +238,8 @@ def main():
     # being written.
     parser.add_argument("--deps", choices=["build", "compiler"], default="build",
                         help="where the included headers are read from")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="only list the files that are not in the cache")
     parser.add_argument("files", nargs="*")
     opts = parser.parse_args()
     start = time.monotonic()
@@ -281,6 +283,13 @@ def main():
             os.utime(cached)
         else:
             todo.append(path)
+
+    if opts.dry_run:
+        for path in todo:
+            print(rel(path))
+        print(f"clang-tidy: {len(entries)} files, {len(todo)} to check, "
+              f"{len(entries) - len(todo)} in the cache ({opts.cache})")
+        return 0
 
     failures = []
     with tempfile.TemporaryDirectory() as db_dir:

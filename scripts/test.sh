@@ -24,6 +24,9 @@
 #      demo workload are there (the operator image's C++ build takes its
 #      objects from the release build's compiler cache), while the rest of
 #      the release tree (its tests) builds;
+#   2b. beside everything from then on, at the lowest priority (nice 19):
+#      clang-format and clang-tidy (scripts/lint.sh), on the CPU the rest
+#      leaves idle;
 #   3. after the release tests, at a lower priority (nice 10), so the node
 #      tier's pods and canaries keep the CPU they need: the sanitizer build
 #      and its tests, the fuzz regression gate, the ThreadSanitizer build and
@@ -235,6 +238,18 @@ status=0
 # demo workload. The node tier can then start while the tests compile.
 build release allocguard ratchet_service
 
+# --- the lint step, in the background --------------------------------------------
+# clang-format and clang-tidy (scripts/lint.sh) need only the compile database
+# the configure above wrote. At nice 19 they take the CPU the builds, the
+# tests and the node tier leave idle, and hardly slow them: a fresh machine
+# checks every file (about 35 min of one core's CPU, docs/reliability.md); a
+# later run checks only what changed and takes the rest from the cache. The
+# release build below writes its dependency log meanwhile, so the headers
+# each file includes are asked of the compiler (--deps compiler). Counted as
+# one test.
+echo "== lint: clang-format and clang-tidy in the background at nice 19 (log: $logs/lint.log)"
+background lint nice -n 19 scripts/lint.sh build/release --deps compiler
+
 # --- 2. the node tier, in the background -------------------------------------------
 # e2e/run.sh starts a node (containerd, kubelet, scheduler, controller-manager),
 # builds the images from the Dockerfile with buildah, installs the chart with
@@ -310,6 +325,20 @@ build tsan
 unit_and_integration tsan || status=1
 { ccache --show-stats | grep -E '^ *(Hits|Misses):' | sed 's/^ */== compiler cache: /'; } || true
 
+echo "== lint: waiting for clang-format and clang-tidy"
+if finished lint; then
+  tail -3 "$logs/lint.log"
+  passed=$((passed + 1))
+  echo "== lint: 1 passed, 0 failed, 0 skipped"
+else
+  cat "$logs/lint.log"
+  failed=$((failed + 1))
+  echo "== lint: 0 passed, 1 failed, 0 skipped"
+  status=1
+fi
+took "lint: clang-format, clang-tidy (background at nice 19, from the operator's build)" \
+  "$(cat "$logs/lint.secs")"
+
 echo "== cluster binaries: waiting for the background build"
 if finished binaries; then
   tail -3 "$logs/binaries.log"
@@ -355,6 +384,7 @@ printf '%s\n' "${times[@]}" | while IFS=$'\t' read -r secs name; do
   printf '%7d s  %s\n' "$secs" "$name"
 done
 echo "== scripts/test.sh finished in $((SECONDS - start)) s (exit $status)"
-# The closing line: every ctest run above, the node tier's stages aside.
+# The closing line: every ctest run above and the lint step, the node tier's
+# stages aside.
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 exit $status
