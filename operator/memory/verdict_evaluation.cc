@@ -110,7 +110,8 @@ double MinutesQuantile(std::vector<int> minutes, double q) {
   if (minutes.empty()) return std::nan("");
   std::sort(minutes.begin(), minutes.end());
   const double rank = std::ceil(q * static_cast<double>(minutes.size()));
-  const size_t index = static_cast<size_t>(std::clamp(rank, 1.0, double(minutes.size()))) - 1;
+  const size_t index =
+      static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(minutes.size()))) - 1;
   return minutes[index];
 }
 
@@ -231,7 +232,8 @@ namespace {
 double Phi(double z) { return 1 - NormalUpperTail(z); }
 
 double NormalUpperQuantile(double p) {
-  double lo = -40, hi = 40;
+  double lo = -40;
+  double hi = 40;
   for (int i = 0; i < 200; ++i) {
     const double mid = (lo + hi) / 2;
     (NormalUpperTail(mid) > p ? lo : hi) = mid;
@@ -246,7 +248,9 @@ double KnownNoiseSlopeVariance(int n, double sd_mib, double ar1) {
   // (1 / (sd^2 (1 - rho^2))) T with T_ii = 1 + rho^2 inside, 1 at both ends,
   // T_i,i+1 = -rho. The GLS slope's variance is the (2,2) entry of
   // (X' Sigma^-1 X)^-1 with X = [1, minute].
-  double a11 = 0, a12 = 0, a22 = 0;
+  double a11 = 0;
+  double a12 = 0;
+  double a22 = 0;
   for (int i = 1; i <= n; ++i) {
     for (int j = std::max(1, i - 1); j <= std::min(n, i + 1); ++j) {
       double t;
@@ -297,7 +301,8 @@ double ScaleFreeRatchetPowerBound(double slope, double threshold, double varianc
 double FlatPowerBound(double threshold, double variance, double alpha_flat) {
   const double se = std::sqrt(variance);
   auto size = [&](double c) { return Phi((c - threshold) / se) - Phi((-c - threshold) / se); };
-  double lo = 0, hi = threshold;
+  double lo = 0;
+  double hi = threshold;
   if (size(hi) <= alpha_flat) return 2 * Phi(hi / se) - 1;
   for (int i = 0; i < 200; ++i) {
     const double mid = (lo + hi) / 2;

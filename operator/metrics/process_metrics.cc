@@ -38,7 +38,7 @@ bool ParseInt64(const std::string& text, int64_t* out) {
   if (text.empty()) return false;
   char* end = nullptr;
   errno = 0;
-  long long v = std::strtoll(text.c_str(), &end, 10);
+  const auto v = std::strtoll(text.c_str(), &end, 10);
   if (errno != 0 || *end != '\0') return false;
   *out = v;
   return true;
@@ -55,9 +55,13 @@ Result<ProcStatTimes> ParseProcStat(const std::string& text, int64_t ticks_per_s
   std::vector<std::string> fields;  // fields[0] is field 3 (state)
   for (std::string f; rest >> f;) fields.push_back(f);
   // utime, stime, starttime are fields 14, 15, 22.
-  constexpr size_t kUtime = 14 - 3, kStime = 15 - 3, kStart = 22 - 3;
+  constexpr size_t kUtime = 14 - 3;
+  constexpr size_t kStime = 15 - 3;
+  constexpr size_t kStart = 22 - 3;
   if (fields.size() <= kStart) return InvalidArgument("stat: fewer than 22 fields");
-  int64_t utime = 0, stime = 0, start = 0;
+  int64_t utime = 0;
+  int64_t stime = 0;
+  int64_t start = 0;
   if (!ParseInt64(fields[kUtime], &utime) || !ParseInt64(fields[kStime], &stime) ||
       !ParseInt64(fields[kStart], &start)) {
     return InvalidArgument("stat: utime, stime or starttime is not a number");

@@ -286,6 +286,7 @@ std::vector<double> ExponentialBuckets(double start, double factor, int count) {
 std::vector<double> LinearBuckets(double start, double width, int count) {
   if (!(width > 0) || count < 1) Die("LinearBuckets: bad arguments");
   std::vector<double> bounds;
+  bounds.reserve(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) bounds.push_back(start + width * i);
   return bounds;
 }
@@ -302,7 +303,7 @@ internal::FamilyBase* Registry::Find(const std::string& name) const {
 }
 
 Counter& Registry::AddCounter(const std::string& name, const std::string& help,
-                              std::vector<std::string> label_names) {
+                              const std::vector<std::string>& label_names) {
   CheckNames(name, label_names);
   std::lock_guard<std::mutex> lock(mu_);
   if (auto* existing = Find(name)) {
@@ -320,7 +321,7 @@ Counter& Registry::AddCounter(const std::string& name, const std::string& help,
 }
 
 Gauge& Registry::AddGauge(const std::string& name, const std::string& help,
-                          std::vector<std::string> label_names) {
+                          const std::vector<std::string>& label_names) {
   CheckNames(name, label_names);
   std::lock_guard<std::mutex> lock(mu_);
   if (auto* existing = Find(name)) {
@@ -338,7 +339,7 @@ Gauge& Registry::AddGauge(const std::string& name, const std::string& help,
 }
 
 Histogram& Registry::AddHistogram(const std::string& name, const std::string& help,
-                                  std::vector<std::string> label_names,
+                                  const std::vector<std::string>& label_names,
                                   std::vector<double> bounds) {
   CheckNames(name, label_names);
   for (const auto& label : label_names) {

@@ -238,14 +238,14 @@ class Registry {
   // valid for the life of the registry. Names follow Prometheus's rules
   // ([a-zA-Z_:][a-zA-Z0-9_:]*, label names without ':' and not starting "__").
   Counter& AddCounter(const std::string& name, const std::string& help,
-                      std::vector<std::string> label_names = {});
+                      const std::vector<std::string>& label_names = {});
   Gauge& AddGauge(const std::string& name, const std::string& help,
-                  std::vector<std::string> label_names = {});
+                  const std::vector<std::string>& label_names = {});
   // bounds: upper bounds of the buckets, strictly increasing and finite; a
   // trailing +Inf is accepted and dropped, the +Inf bucket is always rendered.
   // "le" cannot be a label name.
   Histogram& AddHistogram(const std::string& name, const std::string& help,
-                          std::vector<std::string> label_names, std::vector<double> bounds);
+                          const std::vector<std::string>& label_names, std::vector<double> bounds);
 
   // Adds a callback whose families are rendered with the registered ones.
   void AddCollector(Collector collector);
