@@ -143,14 +143,14 @@ class HttplibServer final : public HttpServer {
       res.status = out.status;
       std::string content_type = "text/plain";
       for (const auto& [k, v] : out.headers) {
-        if (CaseInsensitiveLess()(k, "Content-Type") == false &&
-            CaseInsensitiveLess()("Content-Type", k) == false) {
+        if (!CaseInsensitiveLess()(k, "Content-Type") &&
+            !CaseInsensitiveLess()("Content-Type", k)) {
           content_type = v;
         } else {
-          res.set_header(k.c_str(), v);
+          res.set_header(k, v);
         }
       }
-      res.set_content(std::move(out.body), content_type.c_str());
+      res.set_content(out.body, content_type);
     };
     if (method == "GET") {
       server_->Get(path, adapter);
@@ -415,7 +415,7 @@ Result<std::unique_ptr<StreamingHttpClient>> NewStreamingHttpClient(
       for (size_t i = 1; i < certs.size(); ++i) {
         // Intermediate certificates of the client chain; the context owns them.
         if (SSL_CTX_add_extra_chain_cert(ssl->ssl_context(), certs[i].get()) == 1) {
-          certs[i].release();
+          static_cast<void>(certs[i].release());
         }
       }
     } else {

@@ -106,7 +106,9 @@ class ServingCertificateSelector {
     out->chain.reset(sk_X509_new_null());
     if (out->chain == nullptr) return nullptr;
     for (size_t i = 1; i < certs->size(); ++i) {
-      if (sk_X509_push(out->chain.get(), (*certs)[i].get()) > 0) (*certs)[i].release();
+      if (sk_X509_push(out->chain.get(), (*certs)[i].get()) > 0) {
+        static_cast<void>((*certs)[i].release());  // the stack owns it
+      }
     }
     out->leaf = std::move(certs->front());
     return out;
@@ -199,7 +201,7 @@ std::string FormatResponse(const HttpResponse& response, bool keep_alive) {
   for (const auto& [k, v] : response.headers) {
     if (EqualsIgnoreCase(k, "Content-Length") || EqualsIgnoreCase(k, "Connection")) continue;
     has_type = has_type || EqualsIgnoreCase(k, "Content-Type");
-    out += k + ": " + v + "\r\n";
+    out.append(k).append(": ").append(v).append("\r\n");
   }
   if (!has_type) out += "Content-Type: text/plain\r\n";
   out += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";

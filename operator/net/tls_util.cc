@@ -2,8 +2,8 @@
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
-#include <signal.h>
 
+#include <csignal>
 #include <mutex>
 
 namespace allocguard::net {
