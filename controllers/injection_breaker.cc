@@ -155,26 +155,6 @@ std::string DeploymentTemplateDigest(const api::DeploymentSummary& deployment) {
   return digest;
 }
 
-admission::PodTemplateKey PodTemplateKeyOf(const api::PodSummary& pod) {
-  admission::PodTemplateKey key;
-  auto hash = pod.meta.labels.find(api::kPodTemplateHashLabel);
-  if (hash == pod.meta.labels.end() || hash->second.empty()) return key;
-  const std::string suffix = "-" + hash->second;
-  for (const api::OwnerReference& owner : pod.meta.owner_references) {
-    if (owner.kind != "ReplicaSet" || !owner.controller) continue;
-    const std::string& rs = owner.name;
-    // A ReplicaSet of a Deployment is named "<deployment>-<pod-template-hash>".
-    if (rs.size() <= suffix.size() ||
-        rs.compare(rs.size() - suffix.size(), suffix.size(), suffix) != 0) {
-      return key;
-    }
-    key.workload = "Deployment/" + rs.substr(0, rs.size() - suffix.size());
-    key.pod_template_hash = hash->second;
-    return key;
-  }
-  return key;
-}
-
 std::optional<InjectionFailure> DetectInjectionFailure(const api::AllocatorPolicy& policy,
                                                        const api::PodSummary& pod) {
   const api::ObjectMeta& meta = pod.meta;
@@ -186,7 +166,7 @@ std::optional<InjectionFailure> DetectInjectionFailure(const api::AllocatorPolic
       meta.Annotation(api::kPolicyGenerationAnnotation) != std::to_string(policy.generation)) {
     return std::nullopt;
   }
-  const admission::PodTemplateKey key = PodTemplateKeyOf(pod);
+  const admission::PodTemplateKey key = admission::PodTemplateKeyOf(pod.meta);
   if (key.pod_template_hash.empty()) return std::nullopt;
 
   for (const auto& [cs, init] : ContainerStatuses(pod)) {
@@ -277,7 +257,7 @@ BreakerDecision DecideInjectionBreaker(const BreakerInput& input) {
     if (input.deleted_pod_uids.count(uid) > 0) continue;
     if (pod.Finished()) continue;
     if (!meta.HasAnnotation(api::kInjectedAnnotation)) continue;
-    const admission::PodTemplateKey key = PodTemplateKeyOf(pod);
+    const admission::PodTemplateKey key = admission::PodTemplateKeyOf(pod.meta);
     if (key.pod_template_hash.empty()) continue;
     const EntryKey entry_key{key.workload, key.pod_template_hash, policy.generation};
     if (kept_keys.count(entry_key) == 0 || recorded_keys.count(entry_key) == 0) continue;

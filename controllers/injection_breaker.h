@@ -70,11 +70,6 @@ struct InjectionFailure {
 std::optional<InjectionFailure> DetectInjectionFailure(const api::AllocatorPolicy& policy,
                                                        const api::PodSummary& pod);
 
-// The pod template a pod was made from: its Deployment ("Deployment/web",
-// from the controlling ReplicaSet "<deployment>-<pod-template-hash>") and
-// its pod-template-hash label; empty when the pod is no Deployment's.
-admission::PodTemplateKey PodTemplateKeyOf(const api::PodSummary& pod);
-
 struct BreakerInput {
   api::AllocatorPolicy policy;
   // status.injectionSuspended as the cache holds it.
