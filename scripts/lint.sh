@@ -5,6 +5,7 @@
 # fuzz sources. Prints every finding and exits 1 if there is one.
 #
 #   scripts/lint.sh [BUILD_DIR [OPTION...]]   # default build/release
+#   scripts/lint.sh --format-only             # clang-format alone (no build needed)
 #
 # OPTIONs go to scripts/clang_tidy_cached.py (e.g. --deps compiler while the
 # build runs, or the files to check).
@@ -17,6 +18,11 @@
 # (scripts/clang_tidy_cached.py). docs/reliability.md has the timings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+format_only=0
+if [[ ${1:-} == --format-only ]]; then
+  format_only=1
+  shift
+fi
 build=${1:-build/release}
 (($#)) && shift
 status=0
@@ -29,6 +35,8 @@ else
   echo "== clang-format: FAILED: the files above differ from .clang-format's layout (clang-format -i FILE)"
   status=1
 fi
+
+((format_only)) && exit $status
 
 if [[ ! -f $build/compile_commands.json ]]; then
   echo "== clang-tidy: no $build/compile_commands.json; configure the build first (README.md)"

