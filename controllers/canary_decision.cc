@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <map>
 #include <optional>
 
@@ -526,6 +527,128 @@ void SetCanaryConditions(api::ReplayCanaryStatus& status, int64_t generation,
     api::SetCondition(conditions, "Reconciling", "True", reason, message, generation, now_rfc3339);
     api::SetCondition(conditions, "Stalled", "False", reason, message, generation, now_rfc3339);
   }
+}
+
+namespace {
+
+// How a built Job reproduces production's glibc arena limit, as recorded in
+// status.arenaLimit.
+api::ArenaLimitStatus ArenaStatus(const canary::ArenaLimit& limit,
+                                  std::optional<int> production_cpus) {
+  api::ArenaLimitStatus out;
+  out.source = canary::ArenaLimitSourceName(limit.source);
+  out.production_cpus = production_cpus;
+  if (limit.source == canary::ArenaLimitSource::kArenaMaxEnv) {
+    try {
+      out.value = std::stoi(limit.value);
+    } catch (const std::exception&) {
+      // Not a number: leave the value out rather than guess.
+    }
+  } else if (limit.source == canary::ArenaLimitSource::kNodeSelector &&
+             production_cpus.has_value()) {
+    out.value = 8 * *production_cpus;  // glibc's default on such a node
+  }
+  return out;
+}
+
+// The explanation of a canary that waits for a slot.
+std::string QueueNote(const CanarySlotAnswer& slot, const std::string& ns) {
+  std::string why = "queued: position " + std::to_string(slot.position) + " of " +
+                    std::to_string(slot.waiting) + " waiting; " + std::to_string(slot.running) +
+                    " canaries are running, the limit is " + std::to_string(slot.limit) +
+                    " (--max-concurrent-canaries)";
+  if (slot.namespace_limit > 0) {
+    why += ", " + std::to_string(slot.running_in_namespace) + " in namespace " + ns +
+           ", whose limit is " + std::to_string(slot.namespace_limit) +
+           " (--max-concurrent-canaries-per-namespace)";
+  }
+  return why;
+}
+
+// Rule 1: a canary that waits for a slot writes only its queue note onto its
+// current status.
+CanaryActions QueueCanary(const CanaryInput& input, const CanarySlotAnswer& slot) {
+  CanaryActions out;
+  out.queued = true;
+  out.status = input.status;
+  const std::string why = QueueNote(slot, input.canary.ns);
+  api::ReplayCanaryStatus& status = out.status;
+  if (status.phase != api::CanaryPhase::kPending || status.explanation != why ||
+      status.queue_position != slot.position) {
+    status.phase = api::CanaryPhase::kPending;
+    status.explanation = why;
+    status.queue_position = slot.position;
+    SetCanaryConditions(status, input.canary.generation, input.now_rfc3339);
+    out.status_changed = true;
+  }
+  return out;
+}
+
+// Rule 2: a canary that runs without a verdict drops its queue note.
+void DropQueueNote(CanaryActions& actions) {
+  api::ReplayCanaryStatus& status = actions.status;
+  const bool running = status.phase == api::CanaryPhase::kRunning;
+  if (running && !status.explanation.empty() && !status.verdict.has_value()) {
+    status.explanation.clear();
+    actions.status_changed = true;
+  }
+  if (running && status.queue_position.has_value()) {
+    status.queue_position.reset();
+    actions.status_changed = true;
+  }
+}
+
+// Rule 3: a Job that cannot be built fails its variant.
+void FailUnbuildableVariant(CanaryActions& actions, const std::string& variant,
+                            const std::string& error) {
+  if (api::VariantStatus* v = actions.status.FindVariant(variant)) {
+    v->phase = api::CanaryPhase::kFailed;
+    v->verdict = Verdict::kFailed;
+    v->unknown_verdict.clear();
+    v->message = "cannot build the canary Job: " + error;
+  }
+  actions.status_changed = true;
+  actions.create_job_for_variant.reset();
+  actions.start_events.push_back({true, "CanaryJobInvalid", error});
+}
+
+// Rule 4: a built Job's injection conflicts are reported, and the arena limit
+// it reproduces is recorded; a reproduced limit wins over one that ran on
+// whatever node it got.
+void RecordBuiltJob(CanaryActions& actions, const CanaryJobBuild& job,
+                    std::optional<int> production_cpus) {
+  for (const std::string& conflict : job.conflicts) {
+    actions.start_events.push_back({true, "InjectionConflict", conflict});
+  }
+  const std::optional<api::ArenaLimitStatus>& recorded = actions.status.arena_limit;
+  if (!recorded.has_value() || (recorded->source == "CanaryNode" &&
+                                job.arena_limit.source != canary::ArenaLimitSource::kCanaryNode)) {
+    actions.status.arena_limit = ArenaStatus(job.arena_limit, production_cpus);
+    actions.status_changed = true;
+  }
+}
+
+}  // namespace
+
+bool NeedsCanarySlot(const CanaryInput& input, const CanaryActions& actions) {
+  return actions.create_job_for_variant.has_value() &&
+         input.status.phase != api::CanaryPhase::kRunning;
+}
+
+bool WaitsForSlot(const CanaryStart& start) { return start.slot.has_value() && !start.slot->start; }
+
+CanaryActions DecideCanaryStart(const CanaryInput& input, CanaryActions actions,
+                                const CanaryStart& start) {
+  if (WaitsForSlot(start)) return QueueCanary(input, *start.slot);
+  DropQueueNote(actions);
+  if (actions.create_job_for_variant.has_value() && start.job.has_value()) {
+    if (start.job->error.has_value()) {
+      FailUnbuildableVariant(actions, *actions.create_job_for_variant, *start.job->error);
+    } else {
+      RecordBuiltJob(actions, *start.job, input.canary.spec.canary.production_cpus);
+    }
+  }
+  return actions;
 }
 
 }  // namespace allocguard::controllers

@@ -19,6 +19,7 @@
 #include "operator/api/canary_status.h"
 #include "operator/api/types.h"
 #include "operator/api/workloads.h"
+#include "operator/canary/job_builder.h"
 #include "operator/common/verdict.h"
 #include "operator/replay/canary_result.h"
 
@@ -100,6 +101,10 @@ struct CanaryActions {
   bool status_changed = false;
   std::vector<CanaryEvent> events;
   bool finished = false;  // a verdict is in status
+  // Set by DecideCanaryStart: the canary waits for a slot (requeue soon).
+  bool queued = false;
+  // Set by DecideCanaryStart: events to record before the status write.
+  std::vector<CanaryEvent> start_events;
 };
 
 // The variant names in run order: "candidate" first, then spec variants.
@@ -157,6 +162,66 @@ bool ReusableMeasurement(const api::VariantStatus& variant_status);
 // Inconclusive after its reruns ends the canary Inconclusive with
 // InconclusiveAdvice in the explanation.
 CanaryActions DecideCanary(const CanaryInput& input);
+
+// CanarySlots' answer for a canary that would start its first Job, with the
+// limits it was asked under. The reconciler asks (CanarySlots holds the
+// state); the decision words the queue note from the answer.
+struct CanarySlotAnswer {
+  bool start = true;
+  int running = 0;               // others running, cluster-wide
+  int running_in_namespace = 0;  // others running in the canary's namespace
+  int position = 0;              // 1 = next to start; 0 when starting
+  int waiting = 0;               // canaries waiting, cluster-wide
+  int limit = 0;                 // --max-concurrent-canaries
+  int namespace_limit = 0;       // --max-concurrent-canaries-per-namespace; <= 0: none
+};
+
+// The Job DecideCanary asked for, as the reconciler built it.
+struct CanaryJobBuild {
+  // Why the Job cannot be built (the builder's error, or RefuseTemplateRights'
+  // refusal); nullopt when it was built.
+  std::optional<std::string> error;
+  canary::ArenaLimit arena_limit;      // how the Job reproduces production's arena limit
+  std::vector<std::string> conflicts;  // user settings InjectAllocator left alone
+};
+
+// What the reconciler learned while starting the Job DecideCanary asked for.
+struct CanaryStart {
+  // CanarySlots' answer; asked only when NeedsCanarySlot.
+  std::optional<CanarySlotAnswer> slot;
+  // The Job, built only when a Job is to be created and the canary does not
+  // wait for a slot (WaitsForSlot).
+  std::optional<CanaryJobBuild> job;
+};
+
+// Whether the reconciler must ask CanarySlots before it creates the Job
+// `actions` asks for: a Job is to be created and the canary (input.status) is
+// not Running yet. A canary that runs keeps its slot.
+bool NeedsCanarySlot(const CanaryInput& input, const CanaryActions& actions);
+
+// Whether the slot answer in `start` says the canary waits (nothing is built).
+bool WaitsForSlot(const CanaryStart& start);
+
+// The actions of DecideCanary completed with what the reconciler learned
+// while starting the Job, by these rules in order:
+//  1. Queued: a canary that waits for a slot writes only its queue note
+//     (phase Pending, explanation "queued: position P of W waiting; ...",
+//     status.queuePosition) onto its current status, when any of these
+//     changed; no Job is created or deleted, no event is recorded, and the
+//     reconciler requeues it soon (`queued`).
+//  2. A canary that runs (phase Running) without a verdict drops the queue
+//     note: its explanation and queue position are cleared.
+//  3. A Job that cannot be built: the variant ends Failed with
+//     "cannot build the canary Job: <error>", no Job is created, and a
+//     CanaryJobInvalid warning is recorded.
+//  4. A built Job: each injection conflict is an InjectionConflict warning,
+//     and the arena limit it reproduces is recorded in status.arenaLimit
+//     unless one is recorded already; a reproduced limit (node selector or
+//     MALLOC_ARENA_MAX) replaces a recorded CanaryNode one.
+// Events of rules 3 and 4 are in `start_events`, recorded before the status
+// write, as the Job is built before the write.
+CanaryActions DecideCanaryStart(const CanaryInput& input, CanaryActions actions,
+                                const CanaryStart& start);
 
 // The kstatus conditions of a canary, from status.phase and status.verdict
 // (docs/gitops.md): while Pending or Running, Ready=False and

@@ -808,3 +808,173 @@ TEST(ObserveVariantTest, ATerminationMessageWithAnUnknownVerdictIsAResultError) 
 
 }  // namespace
 }  // namespace allocguard::controllers
+
+namespace allocguard::controllers {
+namespace {
+
+// DecideCanaryStart, rule by rule (the header's list).
+
+CanarySlotAnswer Queued(int position, int namespace_limit = 0) {
+  CanarySlotAnswer slot;
+  slot.start = false;
+  slot.running = 2;
+  slot.running_in_namespace = 1;
+  slot.position = position;
+  slot.waiting = 3;
+  slot.limit = 2;
+  slot.namespace_limit = namespace_limit;
+  return slot;
+}
+
+TEST(DecideCanaryStartTest, AskForASlotOnlyWhenANotRunningCanaryCreatesAJob) {
+  CanaryInput in{TwoVariantCanary(), {}, {}, "t"};
+  CanaryActions a = DecideCanary(in);
+  EXPECT_TRUE(NeedsCanarySlot(in, a)) << "a new canary";
+  in.status.phase = api::CanaryPhase::kRunning;
+  EXPECT_FALSE(NeedsCanarySlot(in, a)) << "a running canary keeps its slot";
+  in.status.phase = api::CanaryPhase::kPending;
+  a.create_job_for_variant.reset();
+  EXPECT_FALSE(NeedsCanarySlot(in, a)) << "no Job to create";
+  CanaryStart start;
+  EXPECT_FALSE(WaitsForSlot(start));
+  start.slot = CanarySlotAnswer{};
+  EXPECT_FALSE(WaitsForSlot(start)) << "the default answer starts";
+  start.slot = Queued(1);
+  EXPECT_TRUE(WaitsForSlot(start));
+}
+
+// Rule 1: a queued canary writes only its queue note onto its current status.
+TEST(DecideCanaryStartTest, AQueuedCanaryWritesOnlyItsQueueNote) {
+  CanaryInput in{TwoVariantCanary(), {}, {}, "2026-11-29T10:00:00Z"};
+  CanaryActions decided = DecideCanary(in);
+  decided.delete_jobs = {"leftover"};
+  CanaryStart start;
+  start.slot = Queued(2);
+  CanaryActions a = DecideCanaryStart(in, decided, start);
+  EXPECT_TRUE(a.queued);
+  EXPECT_TRUE(a.status_changed);
+  EXPECT_FALSE(a.create_job_for_variant.has_value());
+  EXPECT_TRUE(a.delete_jobs.empty());
+  EXPECT_TRUE(a.events.empty());
+  EXPECT_TRUE(a.start_events.empty());
+  EXPECT_FALSE(a.finished);
+  const json s = S(a.status);
+  EXPECT_EQ(s["phase"], "Pending");
+  EXPECT_EQ(s["queuePosition"], 2);
+  EXPECT_EQ(s["explanation"],
+            "queued: position 2 of 3 waiting; 2 canaries are running, the limit is 2 "
+            "(--max-concurrent-canaries)");
+  EXPECT_FALSE(s.contains("startTime")) << "the current status, not the decided one";
+  EXPECT_FALSE(s.contains("variants"));
+
+  // Asked again with the same answer: nothing to write.
+  in.status = a.status;
+  CanaryActions again = DecideCanaryStart(in, DecideCanary(in), start);
+  EXPECT_TRUE(again.queued);
+  EXPECT_FALSE(again.status_changed);
+
+  // A namespace limit is named with the namespace.
+  start.slot = Queued(2, 1);
+  const std::string why = S(DecideCanaryStart(in, DecideCanary(in), start).status)["explanation"];
+  EXPECT_NE(why.find(", 1 in namespace shop, whose limit is 1 "
+                     "(--max-concurrent-canaries-per-namespace)"),
+            std::string::npos)
+      << why;
+}
+
+// Rule 2: a canary that runs drops the note and the position.
+TEST(DecideCanaryStartTest, ARunningCanaryDropsItsQueueNote) {
+  CanaryInput in{TwoVariantCanary(), {}, {}, "t"};
+  in.status.phase = api::CanaryPhase::kPending;
+  in.status.explanation = "queued: position 1 of 1 waiting";
+  in.status.queue_position = 1;
+  CanaryStart start;
+  start.slot = CanarySlotAnswer{};
+  start.job = CanaryJobBuild{};
+  CanaryActions a = DecideCanaryStart(in, DecideCanary(in), start);
+  EXPECT_FALSE(a.queued);
+  EXPECT_TRUE(a.status_changed);
+  const json s = S(a.status);
+  EXPECT_EQ(s["phase"], "Running");
+  EXPECT_FALSE(s.contains("explanation"));
+  EXPECT_FALSE(s.contains("queuePosition"));
+  ASSERT_TRUE(a.create_job_for_variant.has_value());
+  EXPECT_EQ(*a.create_job_for_variant, "candidate");
+
+  // A finished canary keeps its explanation.
+  in.status.phase = api::CanaryPhase::kCompleted;
+  in.status.verdict = Verdict::kFlat;
+  in.status.explanation = "flat";
+  CanaryActions done = DecideCanaryStart(in, DecideCanary(in), CanaryStart{});
+  EXPECT_EQ(done.status.explanation, "flat");
+}
+
+// Rule 3: a Job that cannot be built fails its variant and creates nothing.
+TEST(DecideCanaryStartTest, AJobThatCannotBeBuiltFailsTheVariant) {
+  CanaryInput in{TwoVariantCanary(), {}, {}, "t"};
+  CanaryStart start;
+  start.job = CanaryJobBuild{};
+  start.job->error = "the template asks for spec.template.spec.hostPID";
+  CanaryActions a = DecideCanaryStart(in, DecideCanary(in), start);
+  EXPECT_FALSE(a.create_job_for_variant.has_value());
+  EXPECT_TRUE(a.status_changed);
+  const std::optional<json> candidate = Variant(a.status, "candidate");
+  ASSERT_TRUE(candidate.has_value());
+  EXPECT_EQ((*candidate)["phase"], "Failed");
+  EXPECT_EQ((*candidate)["verdict"], "Failed");
+  EXPECT_EQ((*candidate)["message"],
+            "cannot build the canary Job: the template asks for spec.template.spec.hostPID");
+  ASSERT_EQ(a.start_events.size(), 1u);
+  EXPECT_TRUE(a.start_events[0].warning);
+  EXPECT_EQ(a.start_events[0].reason, "CanaryJobInvalid");
+  EXPECT_EQ(a.start_events[0].note, "the template asks for spec.template.spec.hostPID");
+  EXPECT_FALSE(a.status.arena_limit.has_value());
+}
+
+// Rule 4: conflicts are warnings; a reproduced arena limit wins over a
+// recorded CanaryNode one, and nothing else replaces a recorded limit.
+TEST(DecideCanaryStartTest, ABuiltJobRecordsItsConflictsAndTheArenaLimitByPrecedence) {
+  CanaryInput in{TwoVariantCanary(), {}, {}, "t"};
+  in.canary.spec.canary.production_cpus = 4;
+  CanaryStart start;
+  start.job = CanaryJobBuild{};
+  start.job->arena_limit = {canary::ArenaLimitSource::kCanaryNode, ""};
+  start.job->conflicts = {"MALLOC_CONF is set by the workload"};
+  CanaryActions a = DecideCanaryStart(in, DecideCanary(in), start);
+  ASSERT_TRUE(a.create_job_for_variant.has_value());
+  ASSERT_EQ(a.start_events.size(), 1u);
+  EXPECT_EQ(a.start_events[0].reason, "InjectionConflict");
+  EXPECT_EQ(a.start_events[0].note, "MALLOC_CONF is set by the workload");
+  ASSERT_TRUE(a.status.arena_limit.has_value()) << "none recorded: this one is";
+  EXPECT_EQ(a.status.arena_limit->source, "CanaryNode");
+
+  // A node selector replaces CanaryNode; glibc's default on such a node.
+  in.status = a.status;
+  start.job->conflicts.clear();
+  start.job->arena_limit = {canary::ArenaLimitSource::kNodeSelector, "pool=big"};
+  a = DecideCanaryStart(in, DecideCanary(in), start);
+  ASSERT_TRUE(a.status.arena_limit.has_value());
+  EXPECT_EQ(a.status.arena_limit->source, "NodeSelector");
+  EXPECT_EQ(a.status.arena_limit->value, 32);
+  EXPECT_EQ(a.status.arena_limit->production_cpus, 4);
+  EXPECT_TRUE(a.start_events.empty());
+
+  // A recorded reproduced limit stays, whatever the next Job shows.
+  in.status = a.status;
+  start.job->arena_limit = {canary::ArenaLimitSource::kArenaMaxEnv, "2"};
+  a = DecideCanaryStart(in, DecideCanary(in), start);
+  EXPECT_EQ(a.status.arena_limit->source, "NodeSelector");
+
+  // MALLOC_ARENA_MAX is recorded with its number; one that is not a number
+  // without a value.
+  in.status.arena_limit.reset();
+  a = DecideCanaryStart(in, DecideCanary(in), start);
+  EXPECT_EQ(a.status.arena_limit->source, "ArenaMaxEnv");
+  EXPECT_EQ(a.status.arena_limit->value, 2);
+  start.job->arena_limit = {canary::ArenaLimitSource::kArenaMaxEnv, "many"};
+  a = DecideCanaryStart(in, DecideCanary(in), start);
+  EXPECT_FALSE(a.status.arena_limit->value.has_value());
+}
+
+}  // namespace
+}  // namespace allocguard::controllers

@@ -69,24 +69,6 @@ VariantObservation Observe(const ControllerContext& ctx, const std::string& ns,
   return ObserveVariant(variant, job_name, &summary, pods);
 }
 
-api::ArenaLimitStatus ArenaStatus(const canary::ArenaLimit& limit,
-                                  std::optional<int> production_cpus) {
-  api::ArenaLimitStatus out;
-  out.source = canary::ArenaLimitSourceName(limit.source);
-  out.production_cpus = production_cpus;
-  if (limit.source == canary::ArenaLimitSource::kArenaMaxEnv) {
-    try {
-      out.value = std::stoi(limit.value);
-    } catch (const std::exception&) {
-      // Not a number: leave the value out rather than guess.
-    }
-  } else if (limit.source == canary::ArenaLimitSource::kNodeSelector &&
-             production_cpus.has_value()) {
-    out.value = 8 * *production_cpus;  // glibc's default on such a node
-  }
-  return out;
-}
-
 }  // namespace
 
 CanarySlots::Decision CanarySlots::TryAcquire(const std::string& key, const kube::Store& canaries,
@@ -375,56 +357,30 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
     job_names[variant] = job_name;
     input.observations.push_back(Observe(ctx_, canary.ns, variant, job_name));
   }
-  CanaryActions actions = DecideCanary(input);
+  CanaryActions decided = DecideCanary(input);
 
   // A canary that has no Job running yet waits while the cluster-wide limit
-  // of running canaries is reached.
-  const bool starting = current.phase != api::CanaryPhase::kRunning;
-  CanarySlots::Decision slot;
-  if (actions.create_job_for_variant.has_value() && starting) {
-    slot = ctx_.canary_slots->TryAcquire(key, *ctx_.canaries, ctx_.max_concurrent_canaries,
-                                         ctx_.max_concurrent_canaries_per_namespace);
-  }
-  if (actions.create_job_for_variant.has_value() && starting && !slot.start) {
-    api::ReplayCanaryStatus status = current;
-    std::string why = "queued: position " + std::to_string(slot.position) + " of " +
-                      std::to_string(slot.waiting) + " waiting; " + std::to_string(slot.running) +
-                      " canaries are running, the limit is " +
-                      std::to_string(ctx_.max_concurrent_canaries) + " (--max-concurrent-canaries)";
-    if (ctx_.max_concurrent_canaries_per_namespace > 0) {
-      why += ", " + std::to_string(slot.running_in_namespace) + " in namespace " + canary.ns +
-             ", whose limit is " + std::to_string(ctx_.max_concurrent_canaries_per_namespace) +
-             " (--max-concurrent-canaries-per-namespace)";
-    }
-    if (status.phase != api::CanaryPhase::kPending || status.explanation != why ||
-        status.queue_position != slot.position) {
-      status.phase = api::CanaryPhase::kPending;
-      status.explanation = why;
-      status.queue_position = slot.position;
-      SetCanaryConditions(status, canary.generation, now);
-      AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::ReplayCanaries(), *object,
-                                     api::ReplayCanaryStatusToJson(status)));
-    }
-    return ReconcileResult{std::chrono::seconds(15)};
-  }
-
-  api::ReplayCanaryStatus& status = actions.status;
-  const bool running = status.phase == api::CanaryPhase::kRunning;
-  if (running && !status.explanation.empty() && !status.verdict.has_value()) {
-    status.explanation.clear();  // the "queued" note of a canary that now runs
-    actions.status_changed = true;
-  }
-  if (running && status.queue_position.has_value()) {
-    status.queue_position.reset();
-    actions.status_changed = true;
+  // of running canaries is reached; CanarySlots keeps the queue.
+  CanaryStart start;
+  if (NeedsCanarySlot(input, decided)) {
+    const CanarySlots::Decision slot =
+        ctx_.canary_slots->TryAcquire(key, *ctx_.canaries, ctx_.max_concurrent_canaries,
+                                      ctx_.max_concurrent_canaries_per_namespace);
+    start.slot = CanarySlotAnswer{slot.start,
+                                  slot.running,
+                                  slot.running_in_namespace,
+                                  slot.position,
+                                  slot.waiting,
+                                  ctx_.max_concurrent_canaries,
+                                  ctx_.max_concurrent_canaries_per_namespace};
   }
   std::optional<json> job_to_create;
-  if (actions.create_job_for_variant.has_value()) {
-    const std::string& variant = *actions.create_job_for_variant;
+  if (decided.create_job_for_variant.has_value() && !WaitsForSlot(start)) {
+    const std::string& variant = *decided.create_job_for_variant;
     api::VariantSpec spec{variant, VariantAllocator(canary, variant)};
     canary::CanaryJobOptions job_options = ctx_.job_options;
     job_options.containers = containers;
-    job_options.rerun = RerunOf(status.FindVariant(variant));
+    job_options.rerun = RerunOf(decided.status.FindVariant(variant));
     canary::CanaryJobInfo info;
     // The Job runs with the operator's rights: a template that is not the
     // target's own may not ask for more than an ordinary pod.
@@ -437,33 +393,27 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
     const std::string refused = RefuseTemplateRights(canary, target_hash);
     auto built = refused.empty() ? canary::BuildCanaryJob(canary, spec, job_options, &info)
                                  : Result<json>(PermissionDenied(refused));
-    if (!built.ok()) {
-      // A template the operator cannot turn into a Job: the variant fails.
-      if (api::VariantStatus* v = status.FindVariant(variant)) {
-        v->phase = api::CanaryPhase::kFailed;
-        v->verdict = Verdict::kFailed;
-        v->unknown_verdict.clear();
-        v->message = "cannot build the canary Job: " + built.status().message();
-      }
-      actions.status_changed = true;
-      RecordEvent(ctx_, *object, true, "CanaryJobInvalid", built.status().message());
-    } else {
+    CanaryJobBuild job;
+    if (built.ok()) {
       job_to_create = built.value();
-      for (const std::string& conflict : info.conflicts) {
-        RecordEvent(ctx_, *object, true, "InjectionConflict", conflict);
-      }
-      // How production's glibc arena limit was reproduced; a variant that
-      // reproduced it (node selector or MALLOC_ARENA_MAX) wins over one that
-      // ran on whatever node it got.
-      const std::optional<api::ArenaLimitStatus>& recorded = status.arena_limit;
-      if (!recorded.has_value() ||
-          (recorded->source == "CanaryNode" &&
-           info.arena_limit.source != canary::ArenaLimitSource::kCanaryNode)) {
-        status.arena_limit = ArenaStatus(info.arena_limit, canary.spec.canary.production_cpus);
-        actions.status_changed = true;
-      }
+      job.arena_limit = info.arena_limit;
+      job.conflicts = info.conflicts;
+    } else {
+      job.error = built.status().message();
     }
+    start.job = std::move(job);
   }
+  CanaryActions actions = DecideCanaryStart(input, std::move(decided), start);
+  if (actions.queued) {
+    if (actions.status_changed) {
+      AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::ReplayCanaries(), *object,
+                                     api::ReplayCanaryStatusToJson(actions.status)));
+    }
+    return ReconcileResult{std::chrono::seconds(15)};
+  }
+  for (const CanaryEvent& e : actions.start_events)
+    RecordEvent(ctx_, *object, e.warning, e.reason, e.note);
+  const api::ReplayCanaryStatus& status = actions.status;
   // Results first: a variant's result is in status before its Job goes.
   if (actions.status_changed) {
     AG_RETURN_IF_ERROR(
@@ -479,7 +429,7 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
       return ApiStatus(deleted.error(), "deleting canary Job " + canary.ns + "/" + job);
     }
   }
-  if (job_to_create.has_value()) {
+  if (actions.create_job_for_variant.has_value() && job_to_create.has_value()) {
     auto created = ctx_.client->Create(kube::Jobs(), canary.ns, *job_to_create);
     if (!created.ok() && !created.error().IsAlreadyExists()) {
       return ApiStatus(created.error(),

@@ -258,6 +258,68 @@ TEST_F(ReconcilerTest, CanaryCreatesTheJobOfItsFirstVariantAndSaysSo) {
   EXPECT_EQ((*written)["status"]["phase"], "Running");
 }
 
+// A hand-made canary whose template asks for host access cannot be run with
+// the operator's rights: its variant fails with the message, no Job is
+// created, and the event says why.
+TEST_F(ReconcilerTest, CanaryWhoseJobCannotBeBuiltFailsTheVariant) {
+  json policy = Put(kube::AllocatorPolicies(), policies_, PolicyObject());
+  auto parsed = api::ParseAllocatorPolicy(policy);
+  ASSERT_TRUE(parsed.ok());
+  json deployment = Put(kube::Deployments(), deployments_, DeploymentObject());
+  const std::string hash = admission::TemplateHash(deployment["spec"]["template"]);
+  json hostile = deployment;
+  hostile["spec"]["template"]["spec"]["hostPID"] = true;
+  json canary = Put(kube::ReplayCanaries(), canaries_, BuildReplayCanary(hostile, *parsed, hash));
+
+  CanaryReconciler reconciler(ctx_);
+  const std::string name = canary["metadata"]["name"];
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/" + name).ok());
+  EXPECT_TRUE(server_->List(kube::Jobs(), kNs).empty());
+  std::optional<json> written = server_->Get(kube::ReplayCanaries(), kNs, name);
+  ASSERT_TRUE(written.has_value());
+  const json& candidate = (*written)["status"]["variants"][0];
+  EXPECT_EQ(candidate["name"], "candidate");
+  EXPECT_EQ(candidate["phase"], "Failed");
+  EXPECT_EQ(candidate["verdict"], "Failed");
+  EXPECT_THAT(candidate["message"].get<std::string>(),
+              HasSubstr("cannot build the canary Job: the template asks for "
+                        "spec.template.spec.hostPID"));
+  EXPECT_THAT(EventReasons(), Contains("CanaryJobInvalid"));
+}
+
+// With the cluster-wide limit reached, a new canary waits: phase Pending with
+// its queue position, no Job.
+TEST_F(ReconcilerTest, CanaryWaitsForASlotWithItsQueuePosition) {
+  ctx_.max_concurrent_canaries = 1;
+  json policy = Put(kube::AllocatorPolicies(), policies_, PolicyObject());
+  auto parsed = api::ParseAllocatorPolicy(policy);
+  ASSERT_TRUE(parsed.ok());
+  json deployment = Put(kube::Deployments(), deployments_, DeploymentObject());
+  const std::string hash = admission::TemplateHash(deployment["spec"]["template"]);
+  json running = BuildReplayCanary(deployment, *parsed, "other-hash");
+  running["metadata"]["name"] = "running-canary";
+  running["status"] = {{"phase", "Running"}};
+  Put(kube::ReplayCanaries(), canaries_, running);
+  json canary =
+      Put(kube::ReplayCanaries(), canaries_, BuildReplayCanary(deployment, *parsed, hash));
+
+  CanaryReconciler reconciler(ctx_);
+  const std::string name = canary["metadata"]["name"];
+  auto result = reconciler.Reconcile(std::string(kNs) + "/" + name);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->requeue_after, std::chrono::seconds(15));
+  EXPECT_TRUE(server_->List(kube::Jobs(), kNs).empty());
+  std::optional<json> written = server_->Get(kube::ReplayCanaries(), kNs, name);
+  ASSERT_TRUE(written.has_value());
+  const json& status = (*written)["status"];
+  EXPECT_EQ(status["phase"], "Pending");
+  EXPECT_EQ(status["queuePosition"], 1);
+  EXPECT_EQ(status["explanation"],
+            "queued: position 1 of 1 waiting; 1 canaries are running, the limit is 1 "
+            "(--max-concurrent-canaries)");
+  EXPECT_FALSE(status.contains("variants"));
+}
+
 TEST_F(ReconcilerTest, DriftRecordsAWarningOnAnUninjectedPod) {
   Put(kube::AllocatorPolicies(), policies_, PolicyObject());
   Put(kube::Pods(), pods_, PodObject("web-1"));
