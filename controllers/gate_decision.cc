@@ -176,175 +176,231 @@ GateAnswer AnswerCanaryGate(const json& object) {
   return a;
 }
 
+namespace {
+
+// What the rules of AnswerDeploymentGate read, derived once. Rules 2 and 3
+// read the policy; rules 4 on also the template and its canary, which are
+// read only when rules 2 and 3 did not answer.
+struct GateFacts {
+  const api::DeploymentSummary& deployment;
+  const api::AllocatorPolicy& policy;
+  std::string held;  // the held-candidate annotation
+  // From rule 4 on.
+  std::string hash;        // the pod template's
+  std::string released;    // the released-candidate annotation
+  std::string overridden;  // the overridden-candidate annotation
+  std::optional<api::ReplayCanarySummary> canary;
+  bool finished = false;  // the canary exists and has ended
+  GateAnswer base;        // what the answer rests on so far
+};
+
+using GateRule = std::optional<GateAnswer> (*)(const GateFacts&);
+
+GateAnswer Say(const GateFacts& f, GateState state, std::string reason, std::string message) {
+  GateAnswer a = f.base;
+  a.state = state;
+  a.reason = std::move(reason);
+  a.message = std::move(message);
+  return a;
+}
+
+// Rule 1: no policy, or several, select the pod template: ungoverned.
+std::optional<GateAnswer> Ungoverned(size_t matching) {
+  if (matching == 1) return std::nullopt;
+  GateAnswer a;
+  a.state = GateState::kProceed;
+  a.reason = "Ungoverned";
+  a.message = matching == 0
+                  ? "no AllocatorPolicy in its namespace selects its pod template: allocguard "
+                    "does not gate this rollout"
+                  : std::to_string(matching) +
+                        " AllocatorPolicies select its pod template, so none governs it: "
+                        "allocguard does not gate this rollout";
+  return a;
+}
+
+// Rule 2: the policy's rollout mode is Off: nothing is held.
+std::optional<GateAnswer> RolloutModeOff(const GateFacts& f) {
+  if (f.policy.spec.rollout.mode != api::RolloutMode::kOff) return std::nullopt;
+  return Say(f, GateState::kProceed, "RolloutModeOff",
+             "policy " + f.policy.name + " has rollout mode Off: nothing is held");
+}
+
+// Rule 3: opted out (allocguard.io/inject=false). As the rollout reconciler
+// reads it, an opt-out is not an override: a template held before it stays
+// held (and nothing releases it) unless it was rolled out by override.
+std::optional<GateAnswer> OptedOut(const GateFacts& f) {
+  if (f.deployment.meta.Annotation(api::kInjectAnnotation) != "false") return std::nullopt;
+  if (f.held.empty()) {
+    return Say(f, GateState::kProceed, "OptedOut",
+               std::string("opted out with ") + api::kInjectAnnotation + "=false");
+  }
+  if (RolledOutByOverride(f.deployment)) return std::nullopt;
+  return Say(f, GateState::kHeld, "OptedOutWhileHeld",
+             "template " + f.held + " stays held although the Deployment opted out with " +
+                 api::kInjectAnnotation + "=false: an opt-out does not lift a hold. To roll " +
+                 "out anyway, annotate it with " + api::kOverrideHoldAnnotation +
+                 "=<reason> and unpause it");
+}
+
+// Rule 4: the held template was unpaused with the override annotation.
+std::optional<GateAnswer> HoldOverridden(const GateFacts& f) {
+  const api::ObjectMeta& meta = f.deployment.meta;
+  if (f.held.empty() || f.held != f.hash || f.deployment.paused ||
+      !meta.HasAnnotation(api::kOverrideHoldAnnotation)) {
+    return std::nullopt;
+  }
+  return Say(f, GateState::kProceed, "Overridden",
+             "the hold of template " + f.hash +
+                 " was overridden by hand: " + meta.Annotation(api::kOverrideHoldAnnotation));
+}
+
+// Rule 5: the operator cleared a hold the user overrode.
+std::optional<GateAnswer> OverriddenHoldCleared(const GateFacts& f) {
+  if (!f.held.empty() || f.released != f.hash || f.overridden.rfind(f.hash + " ", 0) != 0) {
+    return std::nullopt;
+  }
+  return Say(f, GateState::kProceed, "Overridden",
+             "the hold of template " + f.hash +
+                 " was overridden by hand: " + f.overridden.substr(f.hash.size() + 1));
+}
+
+// Rule 6: the template is released (by a Flat canary, by adoption, or let
+// through without a hold).
+std::optional<GateAnswer> AlreadyReleased(const GateFacts& f) {
+  if (!f.held.empty() || f.released != f.hash) return std::nullopt;
+  const GateAnswer& a = f.base;
+  if (!f.finished) {
+    return Say(f, GateState::kProceed, "Released",
+               "template " + f.hash + " is released (adopted as the baseline, or canaried " +
+                   "under an earlier version of the policy)");
+  }
+  if (a.verdict == Verdict::kFlat) {
+    return Say(f, GateState::kProceed, "Released",
+               "template " + f.hash + " was released: canary " + a.canary + " " + Found(a));
+  }
+  return Say(f, GateState::kProceed, "NotHeld",
+             "template " + f.hash + " was let through without a hold (rollout mode " +
+                 a.rollout_mode + "); canary " + a.canary + " " + Found(a));
+}
+
+// Rule 7: a candidate is held but the template changed since: the operator
+// has yet to act.
+std::optional<GateAnswer> TemplateChanged(const GateFacts& f) {
+  if (f.held.empty() || f.held == f.hash) return std::nullopt;
+  return Say(f, GateState::kWaiting, "TemplateChanged",
+             "the held candidate is " + f.held + " but the template is now " + f.hash +
+                 "; waiting for the operator");
+}
+
+// Rule 8: not held: Audit mode, or an Enforce Deployment not yet adopted or
+// admitted while the webhook was down. The operator's canary reports.
+std::optional<GateAnswer> NotHeld(const GateFacts& f) {
+  if (!f.held.empty()) return std::nullopt;
+  const GateAnswer& a = f.base;
+  if (f.policy.spec.rollout.mode == api::RolloutMode::kEnforce && f.released.empty()) {
+    return Say(f, GateState::kWaiting, "AwaitingAdoption",
+               "policy " + f.policy.name + " governs it but the operator has not adopted it yet");
+  }
+  if (!f.finished) {
+    return Say(f, GateState::kWaiting, f.canary.has_value() ? "CanaryRunning" : "CanaryPending",
+               "not held (rollout mode " + a.rollout_mode + "); " + WaitingForCanary(a));
+  }
+  return Say(f, GateState::kProceed, "NotHeld",
+             "template " + f.hash + " is not held (rollout mode " + a.rollout_mode + "); canary " +
+                 a.canary + " " + Found(a));
+}
+
+// Rule 9: held for this template, its canary has not ended.
+std::optional<GateAnswer> CanaryNotEnded(const GateFacts& f) {
+  if (f.finished) return std::nullopt;
+  return Say(f, GateState::kWaiting, f.canary.has_value() ? "CanaryRunning" : "CanaryPending",
+             "template " + f.hash + " is held; " + WaitingForCanary(f.base));
+}
+
+// Rule 10: the canary could not judge the template.
+std::optional<GateAnswer> CanaryCouldNotJudge(const GateFacts& f) {
+  if (!CanaryFailed(f.base)) return std::nullopt;
+  return Say(f, GateState::kFailed, "CanaryFailed",
+             "template " + f.hash + " is held: canary " + f.base.canary +
+                 " could not judge it: " + f.base.explanation);
+}
+
+// Rule 11: a Flat canary. The operator releases only on a canary that
+// proves the held template (CanaryDistrust); a Flat one it does not trust
+// holds the rollout, so the gate says so at once instead of waiting for a
+// release that will not come.
+std::optional<GateAnswer> FlatCanary(const GateFacts& f) {
+  if (f.base.verdict != Verdict::kFlat) return std::nullopt;
+  const std::string& canary = f.base.canary;
+  if (const std::string why = CanaryDistrust(*f.canary, f.deployment, f.hash, f.policy);
+      !why.empty()) {
+    return Say(f, GateState::kHeld, "CanaryNotTrusted",
+               "template " + f.hash + " is held: canary " + canary +
+                   " is Flat but cannot release it: " + why +
+                   ". Delete it, and allocguard runs its own canary for this template");
+  }
+  return Say(
+      f, GateState::kWaiting, "Releasing",
+      "canary " + canary + " is Flat; waiting for the operator to release template " + f.hash);
+}
+
+// Rule 12: any other verdict holds the template.
+std::optional<GateAnswer> CanaryNotFlat(const GateFacts& f) {
+  const GateAnswer& a = f.base;
+  return Say(f, GateState::kHeld, "CanaryNotFlat",
+             "template " + f.hash + " is held: canary " + a.canary + " " + Found(a) +
+                 (a.flat_variant.empty() ? ""
+                                         : "; variant " + a.flat_variant +
+                                               " stayed flat on the same load: switch the "
+                                               "policy's allocator") +
+                 ". To roll out anyway, annotate the Deployment with " +
+                 api::kOverrideHoldAnnotation + "=<reason> and unpause it");
+}
+
+}  // namespace
+
 GateAnswer AnswerDeploymentGate(const json& object,
                                 const std::vector<api::AllocatorPolicy>& policies,
                                 const CanaryLookup& canaries) {
   const api::DeploymentSummary deployment = api::ParseDeploymentSummary(object);
   const api::ObjectMeta& meta = deployment.meta;
-  GateAnswer a;
   // The policy that governs it, as the rollout reconciler finds it: the one
   // whose selector matches the pod template's labels.
-  const std::map<std::string, std::string>& labels = deployment.template_labels;
   const std::vector<const api::AllocatorPolicy*> matching =
-      api::PoliciesSelecting(policies, labels);
-  if (matching.size() != 1) {
-    a.state = GateState::kProceed;
-    a.reason = "Ungoverned";
-    a.message = matching.empty()
-                    ? "no AllocatorPolicy in its namespace selects its pod template: allocguard "
-                      "does not gate this rollout"
-                    : std::to_string(matching.size()) +
-                          " AllocatorPolicies select its pod template, so none governs it: "
-                          "allocguard does not gate this rollout";
-    return a;
-  }
+      api::PoliciesSelecting(policies, deployment.template_labels);
+  if (std::optional<GateAnswer> a = Ungoverned(matching.size())) return std::move(*a);
   const api::AllocatorPolicy& policy = *matching.front();
-  a.policy = policy.name;
-  a.rollout_mode = api::RolloutModeName(policy.spec.rollout.mode);
-  if (policy.spec.rollout.mode == api::RolloutMode::kOff) {
-    a.state = GateState::kProceed;
-    a.reason = "RolloutModeOff";
-    a.message = "policy " + policy.name + " has rollout mode Off: nothing is held";
-    return a;
+  GateFacts facts{deployment, policy, meta.Annotation(api::kHeldCandidateAnnotation)};
+  facts.base.policy = policy.name;
+  facts.base.rollout_mode = api::RolloutModeName(policy.spec.rollout.mode);
+  static constexpr GateRule kPolicyRules[] = {RolloutModeOff, OptedOut};
+  for (GateRule rule : kPolicyRules) {
+    if (std::optional<GateAnswer> a = rule(facts)) return std::move(*a);
   }
-  const std::string held = meta.Annotation(api::kHeldCandidateAnnotation);
-  if (meta.Annotation(api::kInjectAnnotation) == "false") {
-    // As the rollout reconciler reads it: an opt-out is not an override, so
-    // a template held before it stays held (and nothing releases it).
-    if (!held.empty() && !RolledOutByOverride(deployment)) {
-      a.state = GateState::kHeld;
-      a.reason = "OptedOutWhileHeld";
-      a.message = "template " + held + " stays held although the Deployment opted out with " +
-                  api::kInjectAnnotation + "=false: an opt-out does not lift a hold. To roll " +
-                  "out anyway, annotate it with " + api::kOverrideHoldAnnotation +
-                  "=<reason> and unpause it";
-      return a;
-    }
-    if (held.empty()) {
-      a.state = GateState::kProceed;
-      a.reason = "OptedOut";
-      a.message = std::string("opted out with ") + api::kInjectAnnotation + "=false";
-      return a;
-    }
-  }
-  const std::string hash = admission::TemplateHash(deployment.pod_template);
-  a.template_hash = hash;
-  const std::string released = meta.Annotation(api::kReleasedCandidateAnnotation);
-  const bool paused = deployment.paused;
-  a.canary = CanaryName(meta.name, hash, CanaryPolicyKey(policy));
-  std::optional<api::ReplayCanarySummary> canary;
-  if (canaries) {
-    if (std::optional<json> found = canaries(a.canary)) {
-      canary = api::ParseReplayCanarySummary(*found);
-    }
-  }
-  if (canary.has_value()) ReadCanary(*canary, a);
-  const bool finished = canary.has_value() && Ended(a.canary_phase);
 
-  if (!held.empty() && held == hash && !paused &&
-      meta.HasAnnotation(api::kOverrideHoldAnnotation)) {
-    a.state = GateState::kProceed;
-    a.reason = "Overridden";
-    a.message = "the hold of template " + hash +
-                " was overridden by hand: " + meta.Annotation(api::kOverrideHoldAnnotation);
-    return a;
-  }
-  const std::string overridden = meta.Annotation(api::kOverriddenCandidateAnnotation);
-  if (held.empty() && released == hash && overridden.rfind(hash + " ", 0) == 0) {
-    // The operator cleared a hold the user overrode.
-    a.state = GateState::kProceed;
-    a.reason = "Overridden";
-    a.message = "the hold of template " + hash +
-                " was overridden by hand: " + overridden.substr(hash.size() + 1);
-    return a;
-  }
-  if (held.empty() && released == hash) {
-    a.state = GateState::kProceed;
-    if (!finished) {
-      a.reason = "Released";
-      a.message = "template " + hash + " is released (adopted as the baseline, or canaried " +
-                  "under an earlier version of the policy)";
-    } else if (a.verdict == Verdict::kFlat) {
-      a.reason = "Released";
-      a.message = "template " + hash + " was released: canary " + a.canary + " " + Found(a);
-    } else {
-      a.reason = "NotHeld";
-      a.message = "template " + hash + " was let through without a hold (rollout mode " +
-                  a.rollout_mode + "); canary " + a.canary + " " + Found(a);
+  // Rules 4 on: the template and its canary.
+  facts.hash = admission::TemplateHash(deployment.pod_template);
+  facts.released = meta.Annotation(api::kReleasedCandidateAnnotation);
+  facts.overridden = meta.Annotation(api::kOverriddenCandidateAnnotation);
+  facts.base.template_hash = facts.hash;
+  facts.base.canary = CanaryName(meta.name, facts.hash, CanaryPolicyKey(policy));
+  if (canaries) {
+    if (std::optional<json> found = canaries(facts.base.canary)) {
+      facts.canary = api::ParseReplayCanarySummary(*found);
     }
-    return a;
   }
-  if (!held.empty() && held != hash) {
-    a.state = GateState::kWaiting;
-    a.reason = "TemplateChanged";
-    a.message = "the held candidate is " + held + " but the template is now " + hash +
-                "; waiting for the operator";
-    return a;
+  if (facts.canary.has_value()) ReadCanary(*facts.canary, facts.base);
+  facts.finished = facts.canary.has_value() && Ended(facts.base.canary_phase);
+  // In the order of the header's list; rules 9 on may assume the template is
+  // held (rules 7 and 8), rules 10 on a canary that ended (rule 9).
+  static constexpr GateRule kTemplateRules[] = {
+      HoldOverridden, OverriddenHoldCleared, AlreadyReleased, TemplateChanged, NotHeld,
+      CanaryNotEnded, CanaryCouldNotJudge,   FlatCanary,      CanaryNotFlat};
+  for (GateRule rule : kTemplateRules) {
+    if (std::optional<GateAnswer> a = rule(facts)) return std::move(*a);
   }
-  if (held.empty()) {
-    // Not held: Audit mode, or an Enforce Deployment not yet adopted or
-    // admitted while the webhook was down. The operator's canary reports.
-    if (policy.spec.rollout.mode == api::RolloutMode::kEnforce && released.empty()) {
-      a.state = GateState::kWaiting;
-      a.reason = "AwaitingAdoption";
-      a.message = "policy " + policy.name + " governs it but the operator has not adopted it yet";
-      return a;
-    }
-    if (!finished) {
-      a.state = GateState::kWaiting;
-      a.reason = canary.has_value() ? "CanaryRunning" : "CanaryPending";
-      a.message = "not held (rollout mode " + a.rollout_mode + "); " + WaitingForCanary(a);
-      return a;
-    }
-    a.state = GateState::kProceed;
-    a.reason = "NotHeld";
-    a.message = "template " + hash + " is not held (rollout mode " + a.rollout_mode + "); canary " +
-                a.canary + " " + Found(a);
-    return a;
-  }
-  // Held for this template.
-  if (!finished) {
-    a.state = GateState::kWaiting;
-    a.reason = canary.has_value() ? "CanaryRunning" : "CanaryPending";
-    a.message = "template " + hash + " is held; " + WaitingForCanary(a);
-    return a;
-  }
-  if (CanaryFailed(a)) {
-    a.state = GateState::kFailed;
-    a.reason = "CanaryFailed";
-    a.message = "template " + hash + " is held: canary " + a.canary +
-                " could not judge it: " + a.explanation;
-    return a;
-  }
-  if (a.verdict == Verdict::kFlat) {
-    // The operator releases only on a canary that proves the held template
-    // (CanaryDistrust); a Flat one it does not trust holds the rollout, so
-    // the gate says so at once instead of waiting for a release that will
-    // not come.
-    if (const std::string why = CanaryDistrust(*canary, deployment, hash, policy); !why.empty()) {
-      a.state = GateState::kHeld;
-      a.reason = "CanaryNotTrusted";
-      a.message = "template " + hash + " is held: canary " + a.canary +
-                  " is Flat but cannot release it: " + why +
-                  ". Delete it, and allocguard runs its own canary for this template";
-      return a;
-    }
-    a.state = GateState::kWaiting;
-    a.reason = "Releasing";
-    a.message =
-        "canary " + a.canary + " is Flat; waiting for the operator to release template " + hash;
-    return a;
-  }
-  a.state = GateState::kHeld;
-  a.reason = "CanaryNotFlat";
-  a.message = "template " + hash + " is held: canary " + a.canary + " " + Found(a) +
-              (a.flat_variant.empty() ? ""
-                                      : "; variant " + a.flat_variant +
-                                            " stayed flat on the same load: switch the "
-                                            "policy's allocator") +
-              ". To roll out anyway, annotate the Deployment with " + api::kOverrideHoldAnnotation +
-              "=<reason> and unpause it";
-  return a;
+  return GateAnswer{};  // not reached: CanaryNotFlat always answers
 }
 
 std::string FormatGateLine(const GateTarget& target, const GateAnswer& answer) {

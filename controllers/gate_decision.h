@@ -77,6 +77,31 @@ struct GateAnswer {
 using CanaryLookup = std::function<std::optional<nlohmann::json>(const std::string& name)>;
 
 // policies: the parsed AllocatorPolicies of the Deployment's namespace.
+// The first of these rules that applies answers:
+//  1. No policy, or several, select the pod template: Proceed, Ungoverned.
+//  2. The policy's rollout mode is Off: Proceed, RolloutModeOff.
+//  3. Opted out (allocguard.io/inject=false): Proceed, OptedOut, when no
+//     template is held; a held template that was not rolled out by override
+//     stays Held, OptedOutWhileHeld (an opt-out does not lift a hold).
+//     The canary is looked up (`canaries`) only past this rule.
+//  4. The held template is the current one, unpaused, with the override
+//     annotation: Proceed, Overridden.
+//  5. Not held, the template released, and the overridden-candidate
+//     annotation names it (the operator cleared an overridden hold):
+//     Proceed, Overridden.
+//  6. Not held and the template released: Proceed, Released (by a Flat
+//     canary, or adopted) or NotHeld (let through with another verdict).
+//  7. Another template is held than the current one: Waiting,
+//     TemplateChanged.
+//  8. Not held: Waiting, AwaitingAdoption, for an Enforce policy that has not
+//     adopted the Deployment; Waiting, CanaryRunning or CanaryPending, while
+//     the canary has no verdict; else Proceed, NotHeld.
+//  9. Held, its canary has not ended: Waiting, CanaryRunning or
+//     CanaryPending.
+// 10. The canary could not judge it: Failed, CanaryFailed.
+// 11. The canary is Flat: Held, CanaryNotTrusted, when it cannot release the
+//     template (CanaryDistrust); else Waiting, Releasing.
+// 12. Otherwise: Held, CanaryNotFlat.
 GateAnswer AnswerDeploymentGate(const nlohmann::json& deployment,
                                 const std::vector<api::AllocatorPolicy>& policies,
                                 const CanaryLookup& canaries);

@@ -196,6 +196,10 @@ TEST(AnswerDeploymentGateTest, Table) {
       EXPECT_EQ(asked, CanaryName("web", Hash(), CanaryPolicyKey(c.policies[0])));
       EXPECT_EQ(a.template_hash, Hash());
       EXPECT_EQ(a.policy, c.policies[0].name);
+    } else {
+      // Rules 1 to 3 answer before the template's canary is looked up.
+      EXPECT_EQ(asked, "");
+      EXPECT_EQ(a.template_hash, "");
     }
   }
 }
