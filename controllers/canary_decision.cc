@@ -318,13 +318,225 @@ VariantObservation ObserveVariant(const std::string& variant, const std::string&
   return obs;
 }
 
+namespace {
+
+// What the variant rules of DecideCanary read about one variant that has no
+// recorded result yet, derived once.
+struct VariantFacts {
+  const CanaryInput& input;
+  const std::string& name;
+  const VariantObservation* obs;  // null when not observed
+  std::string allocator;          // its allocator's name
+  int rerun = 0;                  // which run this is (RerunOf)
+  // The runs before this one (kept across the entry's rewrites).
+  std::vector<api::VariantRun> earlier_runs;
+  int64_t seed = 0;  // the load seed of this run
+  std::string key;   // MeasurementKey of this run
+
+  bool JobExists() const { return obs != nullptr && obs->job_exists; }
+};
+
+VariantFacts FactsOf(const CanaryInput& input, const std::string& name,
+                     const api::VariantStatus* recorded, const VariantObservation* obs) {
+  const api::ReplayCanary& canary = input.canary;
+  VariantFacts f{input, name, obs};
+  f.allocator = api::AllocatorName(VariantAllocator(canary, name).name);
+  f.rerun = RerunOf(recorded);
+  if (recorded != nullptr) f.earlier_runs = recorded->earlier_runs;
+  f.seed = static_cast<int64_t>(api::RerunSeed(canary.spec.canary.load.seed, f.rerun));
+  f.key = MeasurementKey(canary, name, input.containers, f.rerun);
+  return f;
+}
+
+// What a variant rule did: nothing (the next rule is tried), recorded the
+// variant's result (the next variant is decided), or left the variant
+// running or starting (later variants wait).
+enum class VariantStep { kNotApplicable, kRecorded, kRunning };
+
+using VariantRule = VariantStep (*)(const VariantFacts&, api::ReplayCanaryStatus&, CanaryActions&);
+
+// Rule 3: no Job, and another canary measured the same key: copy its result.
+VariantStep ReuseEarlierMeasurement(const VariantFacts& f, api::ReplayCanaryStatus& status,
+                                    CanaryActions& out) {
+  if (f.JobExists()) return VariantStep::kNotApplicable;
+  const EarlierMeasurement* earlier = FindEarlier(f.input, f.key);
+  if (earlier == nullptr) return VariantStep::kNotApplicable;
+  api::VariantStatus entry = earlier->variant;
+  entry.name = f.name;
+  entry.job.clear();
+  // This canary's own earlier runs: with them the key stays the one of this
+  // rerun (RerunOf).
+  entry.earlier_runs = f.earlier_runs;
+  if (entry.reused_from.empty()) entry.reused_from = earlier->canary;
+  SetVariantStatus(status, entry);
+  if (!status.arena_limit.has_value() && earlier->arena_limit.has_value() &&
+      VariantAllocator(f.input.canary, f.name).name == api::Allocator::kGlibc) {
+    status.arena_limit = earlier->arena_limit;
+  }
+  const std::string verdict = api::RecordedVerdictName(entry.verdict, entry.unknown_verdict);
+  out.events.push_back({entry.verdict != Verdict::kFlat, "VariantReused",
+                        "variant " + f.name + " (" + f.allocator + "): " + verdict +
+                            ", measured by canary " + entry.reused_from +
+                            " with identical inputs; not run again"});
+  return VariantStep::kRecorded;
+}
+
+// Whether the variant's Job has ended: a result, an unreadable result, a
+// failed Job, an OOM-killed or unstartable workload.
+bool RunEnded(const VariantFacts& f) {
+  const VariantObservation* obs = f.obs;
+  return f.JobExists() && (obs->result.has_value() || obs->result_error.has_value() ||
+                           obs->job_failure.has_value() || obs->workload_oom_killed ||
+                           obs->workload_start_failure.has_value());
+}
+
+// The status entry of the run that ended, with its key, seed and earlier runs.
+api::VariantStatus EndedRun(const VariantFacts& f) {
+  api::VariantStatus entry = RecordedVariant(f.name, f.allocator, *f.obs);
+  entry.measurement_key = f.key;
+  entry.seed = f.seed;
+  entry.earlier_runs = f.earlier_runs;
+  return entry;
+}
+
+// Rule 4: the candidate's run ended Inconclusive with reruns left: it runs
+// again with the next seed; the ended run is kept in earlierRuns.
+VariantStep RerunInconclusiveCandidate(const VariantFacts& f, api::ReplayCanaryStatus& status,
+                                       CanaryActions& out) {
+  const int reruns = f.input.canary.spec.canary.inconclusive_reruns;
+  if (!RunEnded(f) || f.name != kCandidate || f.rerun >= reruns) {
+    return VariantStep::kNotApplicable;
+  }
+  const api::VariantStatus entry = EndedRun(f);
+  if (entry.verdict != Verdict::kInconclusive) return VariantStep::kNotApplicable;
+  out.delete_jobs.push_back(f.obs->job_name);
+  api::VariantStatus next;
+  next.name = f.name;
+  next.allocator = f.allocator;
+  next.phase = api::CanaryPhase::kPending;
+  next.earlier_runs = f.earlier_runs;
+  next.earlier_runs.push_back(static_cast<const api::VariantRun&>(entry));
+  next.seed =
+      static_cast<int64_t>(api::RerunSeed(f.input.canary.spec.canary.load.seed, f.rerun + 1));
+  SetVariantStatus(status, next);
+  out.create_job_for_variant = f.name;
+  out.events.push_back({true, "VariantRerun",
+                        "variant " + f.name + " (" + f.allocator +
+                            "): " + VerdictName(Verdict::kInconclusive) + " — " + entry.message +
+                            "; running it again with seed " + std::to_string(*next.seed) +
+                            " (rerun " + std::to_string(f.rerun + 1) + " of " +
+                            std::to_string(reruns) + ", canary.inconclusiveReruns)"});
+  return VariantStep::kRunning;
+}
+
+// Rule 5: the run ended: its result is recorded and its Job deleted.
+VariantStep RecordEndedRun(const VariantFacts& f, api::ReplayCanaryStatus& status,
+                           CanaryActions& out) {
+  if (!RunEnded(f)) return VariantStep::kNotApplicable;
+  const api::VariantStatus entry = EndedRun(f);
+  out.delete_jobs.push_back(f.obs->job_name);
+  const std::string verdict = VerdictName(entry.verdict.value_or(Verdict::kFailed));
+  SetVariantStatus(status, entry);
+  out.events.push_back(
+      {entry.verdict != Verdict::kFlat, "VariantFinished",
+       "variant " + f.name + " (" + f.allocator + "): " + verdict + " — " + entry.message});
+  return VariantStep::kRecorded;
+}
+
+// The entry of a variant that runs or starts.
+api::VariantStatus RunEntry(const VariantFacts& f) {
+  api::VariantStatus entry;
+  entry.name = f.name;
+  entry.allocator = f.allocator;
+  entry.seed = f.seed;
+  entry.earlier_runs = f.earlier_runs;
+  return entry;
+}
+
+// Rule 6: its Job runs: Running, with a pod problem as its message.
+VariantStep KeepRunning(const VariantFacts& f, api::ReplayCanaryStatus& status,
+                        CanaryActions& /*out*/) {
+  if (!f.JobExists()) return VariantStep::kNotApplicable;
+  api::VariantStatus entry = RunEntry(f);
+  entry.job = f.obs->job_name;
+  entry.phase = api::CanaryPhase::kRunning;
+  if (f.obs->pod_problem.has_value()) entry.message = *f.obs->pod_problem;
+  SetVariantStatus(status, entry);
+  return VariantStep::kRunning;
+}
+
+// Rule 7: no Job: Pending, and its Job is created.
+VariantStep StartJob(const VariantFacts& f, api::ReplayCanaryStatus& status, CanaryActions& out) {
+  api::VariantStatus entry = RunEntry(f);
+  entry.phase = api::CanaryPhase::kPending;
+  out.create_job_for_variant = f.name;
+  const api::ReplayCanary& canary = f.input.canary;
+  const std::string which = f.rerun == 0 ? ""
+                                         : " again (rerun " + std::to_string(f.rerun) + ", seed " +
+                                               std::to_string(f.seed) + ")";
+  out.events.push_back({false, "VariantStarted",
+                        "running variant " + f.name + " (" + f.allocator + ")" + which + " for " +
+                            std::to_string(canary.spec.canary.duration.count()) + "s, up to " +
+                            std::to_string(canary.spec.canary.max_duration.count()) +
+                            "s while its verdict is unclear"});
+  SetVariantStatus(status, entry);
+  return VariantStep::kRunning;
+}
+
+// Rule 8: every variant has a result: classify them together.
+void ClassifyVariants(const CanaryInput& input, const std::vector<std::string>& order,
+                      api::ReplayCanaryStatus& status, CanaryActions& out) {
+  const api::ReplayCanary& canary = input.canary;
+  std::vector<memory::NamedVerdict> verdicts;
+  std::string unreadable;
+  for (const std::string& name : order) {
+    const api::VariantStatus& v = *status.FindVariant(name);
+    // A recorded verdict allocguard does not write (the status was edited,
+    // or written by another version) counts as Failed, and says so.
+    if (!v.unknown_verdict.empty() || !v.verdict.has_value()) {
+      unreadable += "; variant " + name + " has a recorded verdict \"" + v.unknown_verdict +
+                    "\" that allocguard does not write";
+    }
+    const Verdict verdict =
+        v.unknown_verdict.empty() ? v.verdict.value_or(Verdict::kFailed) : Verdict::kFailed;
+    verdicts.push_back({name, v.allocator, verdict});
+  }
+  memory::OverallVerdict overall = memory::ClassifyVariants(verdicts);
+  if (overall.verdict == Verdict::kInconclusive) {
+    overall.explanation += "; " + InconclusiveAdvice(canary, *status.FindVariant(kCandidate));
+  }
+  overall.explanation += unreadable;
+  for (const std::string& name : order) {
+    const api::VariantStatus& v = *status.FindVariant(name);
+    if (!v.start_failure.empty()) {
+      overall.explanation +=
+          "; variant " + name + " (" + v.allocator + ") did not start: " + v.start_failure;
+    }
+  }
+  const api::VariantStatus& candidate = *status.FindVariant(kCandidate);
+  status.phase = api::CanaryPhase::kCompleted;
+  status.verdict = overall.verdict;
+  status.unknown_verdict.clear();
+  status.explanation = overall.explanation;
+  if (candidate.floor_slope_gib_per_hour.has_value()) {
+    status.floor_slope = memory::FormatSlope(*candidate.floor_slope_gib_per_hour);
+  }
+  if (!overall.flat_variants.empty()) status.flat_variant = overall.flat_variants.front();
+  status.completion_time = input.now_rfc3339;
+  out.finished = true;
+  out.events.push_back({overall.verdict != Verdict::kFlat, "CanaryFinished",
+                        VerdictName(overall.verdict) + (": " + overall.explanation)});
+}
+
+}  // namespace
+
 CanaryActions DecideCanary(const CanaryInput& input) {
   CanaryActions out;
   api::ReplayCanaryStatus status = input.status;
   const api::ReplayCanary& canary = input.canary;
 
+  // Rule 1: finished: only clean up Jobs a crash may have left behind.
   if (Ended(status.phase)) {
-    // Finished: only clean up Jobs a crash may have left behind.
     for (const VariantObservation& o : input.observations) {
       if (o.job_exists) out.delete_jobs.push_back(o.job_name);
     }
@@ -336,153 +548,34 @@ CanaryActions DecideCanary(const CanaryInput& input) {
   if (status.start_time.empty()) status.start_time = input.now_rfc3339;
   status.observed_generation = canary.generation;
 
+  // Rules 3 to 7 per variant, in the order of the header's list; the first
+  // that applies decides the variant.
+  static constexpr VariantRule kVariantRules[] = {
+      ReuseEarlierMeasurement, RerunInconclusiveCandidate, RecordEndedRun, KeepRunning, StartJob};
   const std::vector<std::string> order = VariantOrder(canary);
-  bool waiting = false;  // a variant is running: later ones wait
+  bool waiting = false;  // a variant runs: later ones wait
   for (const std::string& name : order) {
     const api::VariantStatus* recorded = status.FindVariant(name);
     const VariantObservation* obs = FindObservation(input, name);
+    // Rule 2: a recorded variant's leftover Job is deleted, also behind a
+    // running variant.
     if (IsRecorded(recorded)) {
       if (obs != nullptr && obs->job_exists) out.delete_jobs.push_back(obs->job_name);
       continue;
     }
     if (waiting) break;
-    const std::string allocator = api::AllocatorName(VariantAllocator(canary, name).name);
-    // Which run this is, and the runs before it (kept across the entry's
-    // rewrites below).
-    const int rerun = RerunOf(recorded);
-    const std::vector<api::VariantRun> earlier_runs =
-        recorded != nullptr ? recorded->earlier_runs : std::vector<api::VariantRun>{};
-    const int64_t seed = static_cast<int64_t>(api::RerunSeed(canary.spec.canary.load.seed, rerun));
-    const std::string key = MeasurementKey(canary, name, input.containers, rerun);
-    if (obs == nullptr || !obs->job_exists) {
-      if (const EarlierMeasurement* earlier = FindEarlier(input, key)) {
-        api::VariantStatus entry = earlier->variant;
-        entry.name = name;
-        entry.job.clear();
-        // This canary's own earlier runs: with them the key stays the one of
-        // this rerun (RerunOf).
-        entry.earlier_runs = earlier_runs;
-        if (entry.reused_from.empty()) entry.reused_from = earlier->canary;
-        SetVariantStatus(status, entry);
-        if (!status.arena_limit.has_value() && earlier->arena_limit.has_value() &&
-            VariantAllocator(canary, name).name == api::Allocator::kGlibc) {
-          status.arena_limit = earlier->arena_limit;
-        }
-        const std::string verdict = api::RecordedVerdictName(entry.verdict, entry.unknown_verdict);
-        out.events.push_back({entry.verdict != Verdict::kFlat, "VariantReused",
-                              "variant " + name + " (" + allocator + "): " + verdict +
-                                  ", measured by canary " + entry.reused_from +
-                                  " with identical inputs; not run again"});
-        continue;
-      }
+    const VariantFacts facts = FactsOf(input, name, recorded, obs);
+    VariantStep step = VariantStep::kNotApplicable;
+    for (VariantRule rule : kVariantRules) {
+      step = rule(facts, status, out);
+      if (step != VariantStep::kNotApplicable) break;
     }
-    const bool ended =
-        obs != nullptr && obs->job_exists &&
-        (obs->result.has_value() || obs->result_error.has_value() || obs->job_failure.has_value() ||
-         obs->workload_oom_killed || obs->workload_start_failure.has_value());
-    const int reruns = canary.spec.canary.inconclusive_reruns;
-    if (ended) {
-      api::VariantStatus entry = RecordedVariant(name, allocator, *obs);
-      entry.measurement_key = key;
-      entry.seed = seed;
-      entry.earlier_runs = earlier_runs;
-      out.delete_jobs.push_back(obs->job_name);
-      const std::string verdict = VerdictName(entry.verdict.value_or(Verdict::kFailed));
-      if (name == kCandidate && entry.verdict == Verdict::kInconclusive && rerun < reruns) {
-        // Run it again with the next seed; the ended run is kept.
-        api::VariantStatus next;
-        next.name = name;
-        next.allocator = allocator;
-        next.phase = api::CanaryPhase::kPending;
-        next.earlier_runs = earlier_runs;
-        next.earlier_runs.push_back(static_cast<const api::VariantRun&>(entry));
-        next.seed = static_cast<int64_t>(api::RerunSeed(canary.spec.canary.load.seed, rerun + 1));
-        SetVariantStatus(status, next);
-        out.create_job_for_variant = name;
-        out.events.push_back({true, "VariantRerun",
-                              "variant " + name + " (" + allocator + "): " + verdict + " — " +
-                                  entry.message + "; running it again with seed " +
-                                  std::to_string(*next.seed) + " (rerun " +
-                                  std::to_string(rerun + 1) + " of " + std::to_string(reruns) +
-                                  ", canary.inconclusiveReruns)"});
-        status.phase = api::CanaryPhase::kRunning;
-        waiting = true;
-        continue;
-      }
-      SetVariantStatus(status, entry);
-      out.events.push_back(
-          {entry.verdict != Verdict::kFlat, "VariantFinished",
-           "variant " + name + " (" + allocator + "): " + verdict + " — " + entry.message});
-      continue;
+    if (step == VariantStep::kRunning) {
+      status.phase = api::CanaryPhase::kRunning;
+      waiting = true;
     }
-    api::VariantStatus entry;
-    entry.name = name;
-    entry.allocator = allocator;
-    entry.seed = seed;
-    entry.earlier_runs = earlier_runs;
-    if (obs != nullptr && obs->job_exists) {
-      entry.job = obs->job_name;
-      entry.phase = api::CanaryPhase::kRunning;
-      if (obs->pod_problem.has_value()) entry.message = *obs->pod_problem;
-    } else {
-      entry.phase = api::CanaryPhase::kPending;
-      out.create_job_for_variant = name;
-      const std::string which = rerun == 0 ? ""
-                                           : " again (rerun " + std::to_string(rerun) + ", seed " +
-                                                 std::to_string(seed) + ")";
-      out.events.push_back({false, "VariantStarted",
-                            "running variant " + name + " (" + allocator + ")" + which + " for " +
-                                std::to_string(canary.spec.canary.duration.count()) + "s, up to " +
-                                std::to_string(canary.spec.canary.max_duration.count()) +
-                                "s while its verdict is unclear"});
-    }
-    SetVariantStatus(status, entry);
-    status.phase = api::CanaryPhase::kRunning;
-    waiting = true;
   }
-
-  if (!waiting) {
-    // Every variant has a result: classify them together.
-    std::vector<memory::NamedVerdict> verdicts;
-    std::string unreadable;
-    for (const std::string& name : order) {
-      const api::VariantStatus& v = *status.FindVariant(name);
-      // A recorded verdict allocguard does not write (the status was edited,
-      // or written by another version) counts as Failed, and says so.
-      if (!v.unknown_verdict.empty() || !v.verdict.has_value()) {
-        unreadable += "; variant " + name + " has a recorded verdict \"" + v.unknown_verdict +
-                      "\" that allocguard does not write";
-      }
-      const Verdict verdict =
-          v.unknown_verdict.empty() ? v.verdict.value_or(Verdict::kFailed) : Verdict::kFailed;
-      verdicts.push_back({name, v.allocator, verdict});
-    }
-    memory::OverallVerdict overall = memory::ClassifyVariants(verdicts);
-    if (overall.verdict == Verdict::kInconclusive) {
-      overall.explanation += "; " + InconclusiveAdvice(canary, *status.FindVariant(kCandidate));
-    }
-    overall.explanation += unreadable;
-    for (const std::string& name : order) {
-      const api::VariantStatus& v = *status.FindVariant(name);
-      if (!v.start_failure.empty()) {
-        overall.explanation +=
-            "; variant " + name + " (" + v.allocator + ") did not start: " + v.start_failure;
-      }
-    }
-    const api::VariantStatus& candidate = *status.FindVariant(kCandidate);
-    status.phase = api::CanaryPhase::kCompleted;
-    status.verdict = overall.verdict;
-    status.unknown_verdict.clear();
-    status.explanation = overall.explanation;
-    if (candidate.floor_slope_gib_per_hour.has_value()) {
-      status.floor_slope = memory::FormatSlope(*candidate.floor_slope_gib_per_hour);
-    }
-    if (!overall.flat_variants.empty()) status.flat_variant = overall.flat_variants.front();
-    status.completion_time = input.now_rfc3339;
-    out.finished = true;
-    out.events.push_back({overall.verdict != Verdict::kFlat, "CanaryFinished",
-                          VerdictName(overall.verdict) + (": " + overall.explanation)});
-  }
+  if (!waiting) ClassifyVariants(input, order, status, out);
 
   SetCanaryConditions(status, canary.generation, input.now_rfc3339);
   out.status_changed = status != input.status;

@@ -147,6 +147,27 @@ std::string InconclusiveAdvice(const api::ReplayCanary& canary,
 // settle them.
 bool ReusableMeasurement(const api::VariantStatus& variant_status);
 
+// The rules, in order:
+//  1. A canary that has ended (Completed or Failed) only deletes the Jobs a
+//     crash may have left behind.
+// Otherwise its startTime and observedGeneration are set, and each variant,
+// in run order, is decided by the first of rules 2 to 7 that applies, until
+// one runs or starts (later variants wait for it):
+//  2. A variant with a recorded result: its leftover Job is deleted (also
+//     behind a running variant).
+//  3. No Job, and another canary of the namespace recorded a reusable result
+//     with the same MeasurementKey: it is copied (VariantReused), and a
+//     glibc variant's arena limit with it when none is recorded.
+//  4. The candidate's Job ended Inconclusive with reruns left: it runs again
+//     with the next seed (VariantRerun).
+//  5. Its Job ended: the result is recorded and the Job deleted
+//     (VariantFinished).
+//  6. Its Job runs: Running, with a pod problem as its message.
+//  7. Otherwise: Pending, and its Job is created (VariantStarted).
+//  8. When every variant has a result: the canary is Completed with the
+//     overall verdict of memory::ClassifyVariants (CanaryFinished).
+// Every status written carries the conditions of SetCanaryConditions.
+//
 // A variant whose workload could not start under its allocator is recorded
 // Failed with the loader's message in its `message` and `startFailure`, and
 // the canary's explanation (which the held Deployment's RolloutHeld event
