@@ -723,6 +723,25 @@ void RecordBuiltJob(CanaryActions& actions, const CanaryJobBuild& job,
 
 }  // namespace
 
+std::optional<api::ReplayCanaryStatus> DecideInvalidCanary(const api::ReplayCanaryStatus& current,
+                                                           int64_t generation,
+                                                           const std::string& error,
+                                                           const std::string& now_rfc3339) {
+  if (current.phase == api::CanaryPhase::kFailed) return std::nullopt;
+  api::ReplayCanaryStatus status = current;
+  status.phase = api::CanaryPhase::kFailed;
+  status.verdict = Verdict::kFailed;
+  status.unknown_verdict.clear();
+  status.explanation = "invalid ReplayCanary: " + error;
+  status.completion_time = now_rfc3339;
+  SetCanaryConditions(status, generation, now_rfc3339);
+  api::SetCondition(status.conditions, "Ready", "False", "InvalidSpec", error, generation,
+                    now_rfc3339);
+  api::SetCondition(status.conditions, "Stalled", "True", "InvalidSpec", error, generation,
+                    now_rfc3339);
+  return status;
+}
+
 bool NeedsCanarySlot(const CanaryInput& input, const CanaryActions& actions) {
   return actions.create_job_for_variant.has_value() &&
          input.status.phase != api::CanaryPhase::kRunning;

@@ -184,6 +184,16 @@ bool ReusableMeasurement(const api::VariantStatus& variant_status);
 // InconclusiveAdvice in the explanation.
 CanaryActions DecideCanary(const CanaryInput& input);
 
+// The status of a canary whose spec does not parse (`error`, the parser's
+// message naming the field): Failed with verdict Failed, the error in its
+// explanation, completionTime now, and the conditions Ready=False and
+// Stalled=True with reason InvalidSpec (nothing runs until the spec is
+// fixed). nullopt when `current` is Failed already: nothing to write.
+std::optional<api::ReplayCanaryStatus> DecideInvalidCanary(const api::ReplayCanaryStatus& current,
+                                                           int64_t generation,
+                                                           const std::string& error,
+                                                           const std::string& now_rfc3339);
+
 // CanarySlots' answer for a canary that would start its first Job, with the
 // limits it was asked under. The reconciler asks (CanarySlots holds the
 // state); the decision words the queue note from the answer.

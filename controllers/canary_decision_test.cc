@@ -843,6 +843,37 @@ TEST(DecideCanaryStartTest, AskForASlotOnlyWhenANotRunningCanaryCreatesAJob) {
   EXPECT_TRUE(WaitsForSlot(start));
 }
 
+// A spec that does not parse fails the canary once, naming the field.
+TEST(DecideInvalidCanaryTest, FailedStalledWithTheParsersMessageOnce) {
+  api::ReplayCanaryStatus current;
+  current.phase = api::CanaryPhase::kRunning;
+  std::optional<api::ReplayCanaryStatus> failed =
+      DecideInvalidCanary(current, 3, "spec.canary.duration: not a duration", "t");
+  ASSERT_TRUE(failed.has_value());
+  const json s = S(*failed);
+  EXPECT_EQ(s["phase"], "Failed");
+  EXPECT_EQ(s["verdict"], "Failed");
+  EXPECT_EQ(s["explanation"], "invalid ReplayCanary: spec.canary.duration: not a duration");
+  EXPECT_EQ(s["completionTime"], "t");
+  int invalid = 0;
+  for (const json& c : s["conditions"]) {
+    if (c["type"] == "Ready") {
+      EXPECT_EQ(c["status"], "False");
+    }
+    if (c["type"] == "Stalled") {
+      EXPECT_EQ(c["status"], "True");
+    }
+    if (c["reason"] == "InvalidSpec") {
+      ++invalid;
+      EXPECT_EQ(c["message"], "spec.canary.duration: not a duration");
+      EXPECT_EQ(c["observedGeneration"], 3);
+    }
+  }
+  EXPECT_EQ(invalid, 2);
+  EXPECT_FALSE(DecideInvalidCanary(*failed, 3, "again", "t2").has_value())
+      << "Failed already: nothing to write";
+}
+
 // Rule 1: a queued canary writes only its queue note onto its current status.
 TEST(DecideCanaryStartTest, AQueuedCanaryWritesOnlyItsQueueNote) {
   CanaryInput in{TwoVariantCanary(), {}, {}, "2026-11-29T10:00:00Z"};

@@ -288,6 +288,122 @@ Result<ReconcileResult> PolicyReconciler::Reconcile(const std::string& key) {
 
 // ---------------------------------------------------------------------------
 
+namespace {
+
+// What the canary decisions read besides the canary and its status: the
+// policy's containers, what other canaries of its template recorded, and
+// what each variant's Job and pods show.
+CanaryInput ReadCanaryInput(const ControllerContext& ctx, const api::ReplayCanary& canary,
+                            const api::ReplayCanaryStatus& current, const std::string& now) {
+  CanaryInput input;
+  input.canary = canary;
+  input.status = current;
+  input.now_rfc3339 = now;
+  // The policy's container list (not part of the canary's snapshot) says
+  // which containers get the allocator and are measured.
+  if (!canary.spec.policy.empty()) {
+    if (auto p = ctx.policies->Get(canary.ns + "/" + canary.spec.policy)) {
+      auto policy = api::ParseAllocatorPolicy(*p);
+      if (policy.ok()) input.containers = policy->spec.containers;
+    }
+  }
+  // What other canaries of this template recorded: a variant measured with
+  // identical inputs is copied instead of run again (MeasurementKey).
+  for (const json& cached : ctx.canaries->ByIndex(kNamespaceIndex, canary.ns)) {
+    const api::ReplayCanarySummary other = api::ParseReplayCanarySummary(cached);
+    if (other.meta.name == canary.name) continue;
+    if (other.template_hash != canary.spec.template_hash) continue;
+    for (const api::VariantStatus& v : other.status.variants) {
+      input.earlier.push_back({other.meta.name, v, other.status.arena_limit});
+    }
+  }
+  for (const std::string& variant : VariantOrder(canary)) {
+    // The Job of the run the status is at (a rerun has a Job of its own).
+    const std::string job_name =
+        canary::CanaryJobName(canary.name, variant, RerunOf(current.FindVariant(variant)));
+    input.observations.push_back(Observe(ctx, canary.ns, variant, job_name));
+  }
+  return input;
+}
+
+// CanarySlots' answer for `key` with the context's limits.
+CanarySlotAnswer AskForSlot(const ControllerContext& ctx, const std::string& key) {
+  const CanarySlots::Decision slot = ctx.canary_slots->TryAcquire(
+      key, *ctx.canaries, ctx.max_concurrent_canaries, ctx.max_concurrent_canaries_per_namespace);
+  return CanarySlotAnswer{slot.start,
+                          slot.running,
+                          slot.running_in_namespace,
+                          slot.position,
+                          slot.waiting,
+                          ctx.max_concurrent_canaries,
+                          ctx.max_concurrent_canaries_per_namespace};
+}
+
+// Builds the Job of `variant` (its run as `status` records it) into `*job`,
+// and says how it went. The Job runs with the operator's rights: a template
+// that is not the target's own may not ask for more than an ordinary pod
+// (RefuseTemplateRights).
+CanaryJobBuild BuildVariantJob(const ControllerContext& ctx, const CanaryInput& input,
+                               const api::ReplayCanaryStatus& status, const std::string& variant,
+                               std::optional<json>* job) {
+  const api::ReplayCanary& canary = input.canary;
+  api::VariantSpec spec{variant, VariantAllocator(canary, variant)};
+  canary::CanaryJobOptions job_options = ctx.job_options;
+  job_options.containers = input.containers;
+  job_options.rerun = RerunOf(status.FindVariant(variant));
+  canary::CanaryJobInfo info;
+  std::string target_hash;
+  if (canary.spec.target_kind == "Deployment") {
+    if (auto target = ctx.deployments->Get(canary.ns + "/" + canary.spec.target_name)) {
+      target_hash = api::ParseDeploymentSummary(*target).cached_template_hash;
+    }
+  }
+  const std::string refused = RefuseTemplateRights(canary, target_hash);
+  auto built = refused.empty() ? canary::BuildCanaryJob(canary, spec, job_options, &info)
+                               : Result<json>(PermissionDenied(refused));
+  CanaryJobBuild out;
+  if (!built.ok()) {
+    out.error = built.status().message();
+    return out;
+  }
+  *job = std::move(built.value());
+  out.arena_limit = info.arena_limit;
+  out.conflicts = info.conflicts;
+  return out;
+}
+
+// Writes what the decisions say: the Job build's events, the status
+// (results first: a variant's result is in status before its Job goes), the
+// events, the Jobs to delete, and the Job to create.
+Status ApplyCanaryActions(const ControllerContext& ctx, const json& object,
+                          const api::ReplayCanary& canary, const CanaryActions& actions,
+                          const std::optional<json>& job) {
+  for (const CanaryEvent& e : actions.start_events)
+    RecordEvent(ctx, object, e.warning, e.reason, e.note);
+  if (actions.status_changed) {
+    AG_RETURN_IF_ERROR(WriteStatus(ctx, kube::ReplayCanaries(), object,
+                                   api::ReplayCanaryStatusToJson(actions.status)));
+  }
+  for (const CanaryEvent& e : actions.events) RecordEvent(ctx, object, e.warning, e.reason, e.note);
+  for (const std::string& name : actions.delete_jobs) {
+    kube::DeleteOptions options;
+    options.propagation = kube::Propagation::kBackground;
+    auto deleted = ctx.client->Delete(kube::Jobs(), canary.ns, name, options);
+    if (!deleted.ok() && !deleted.error().IsNotFound()) {
+      return ApiStatus(deleted.error(), "deleting canary Job " + canary.ns + "/" + name);
+    }
+  }
+  if (actions.create_job_for_variant.has_value() && job.has_value()) {
+    auto created = ctx.client->Create(kube::Jobs(), canary.ns, *job);
+    if (!created.ok() && !created.error().IsAlreadyExists()) {
+      return ApiStatus(created.error(), "creating canary Job " + api::ParseObjectMeta(*job).name);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
   std::optional<json> object = ctx_.canaries->Get(key);
   if (!object.has_value()) return ReconcileResult{};
@@ -302,108 +418,28 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
   }
   auto parsed = api::ParseReplayCanary(*object);
   if (!parsed.ok()) {
-    if (current.phase == api::CanaryPhase::kFailed) return ReconcileResult{};
-    api::ReplayCanaryStatus status = current;
-    status.phase = api::CanaryPhase::kFailed;
-    status.verdict = Verdict::kFailed;
-    status.unknown_verdict.clear();
-    status.explanation = "invalid ReplayCanary: " + parsed.status().message();
-    status.completion_time = now;
-    const int64_t generation = api::ParseObjectMeta(*object).generation;
-    SetCanaryConditions(status, generation, now);
-    // Stalled with reason InvalidSpec: nothing runs until the spec is fixed,
-    // and the message names the field (the parser's error).
-    api::SetCondition(status.conditions, "Ready", "False", "InvalidSpec", parsed.status().message(),
-                      generation, now);
-    api::SetCondition(status.conditions, "Stalled", "True", "InvalidSpec",
-                      parsed.status().message(), generation, now);
+    const std::string& error = parsed.status().message();
+    std::optional<api::ReplayCanaryStatus> failed =
+        DecideInvalidCanary(current, api::ParseObjectMeta(*object).generation, error, now);
+    if (!failed.has_value()) return ReconcileResult{};
     AG_RETURN_IF_ERROR(
-        WriteStatus(ctx_, kube::ReplayCanaries(), *object, api::ReplayCanaryStatusToJson(status)));
-    RecordEvent(ctx_, *object, true, "InvalidSpec", parsed.status().message());
+        WriteStatus(ctx_, kube::ReplayCanaries(), *object, api::ReplayCanaryStatusToJson(*failed)));
+    RecordEvent(ctx_, *object, true, "InvalidSpec", error);
     return ReconcileResult{};
   }
   const api::ReplayCanary& canary = parsed.value();
 
-  // The policy's container list (not part of the canary's snapshot) says
-  // which containers get the allocator and are measured.
-  std::vector<std::string> containers;
-  if (!canary.spec.policy.empty()) {
-    if (auto p = ctx_.policies->Get(canary.ns + "/" + canary.spec.policy)) {
-      auto policy = api::ParseAllocatorPolicy(*p);
-      if (policy.ok()) containers = policy->spec.containers;
-    }
-  }
-
-  CanaryInput input;
-  input.canary = canary;
-  input.status = current;
-  input.now_rfc3339 = now;
-  input.containers = containers;
-  // What other canaries of this template recorded: a variant measured with
-  // identical inputs is copied instead of run again (MeasurementKey).
-  for (const json& cached : ctx_.canaries->ByIndex(kNamespaceIndex, canary.ns)) {
-    const api::ReplayCanarySummary other = api::ParseReplayCanarySummary(cached);
-    if (other.meta.name == canary.name) continue;
-    if (other.template_hash != canary.spec.template_hash) continue;
-    for (const api::VariantStatus& v : other.status.variants) {
-      input.earlier.push_back({other.meta.name, v, other.status.arena_limit});
-    }
-  }
-  std::map<std::string, std::string> job_names;
-  for (const std::string& variant : VariantOrder(canary)) {
-    // The Job of the run the status is at (a rerun has a Job of its own).
-    const std::string job_name =
-        canary::CanaryJobName(canary.name, variant, RerunOf(current.FindVariant(variant)));
-    job_names[variant] = job_name;
-    input.observations.push_back(Observe(ctx_, canary.ns, variant, job_name));
-  }
+  const CanaryInput input = ReadCanaryInput(ctx_, canary, current, now);
   CanaryActions decided = DecideCanary(input);
-
   // A canary that has no Job running yet waits while the cluster-wide limit
   // of running canaries is reached; CanarySlots keeps the queue.
   CanaryStart start;
-  if (NeedsCanarySlot(input, decided)) {
-    const CanarySlots::Decision slot =
-        ctx_.canary_slots->TryAcquire(key, *ctx_.canaries, ctx_.max_concurrent_canaries,
-                                      ctx_.max_concurrent_canaries_per_namespace);
-    start.slot = CanarySlotAnswer{slot.start,
-                                  slot.running,
-                                  slot.running_in_namespace,
-                                  slot.position,
-                                  slot.waiting,
-                                  ctx_.max_concurrent_canaries,
-                                  ctx_.max_concurrent_canaries_per_namespace};
-  }
-  std::optional<json> job_to_create;
+  if (NeedsCanarySlot(input, decided)) start.slot = AskForSlot(ctx_, key);
+  std::optional<json> job;
   if (decided.create_job_for_variant.has_value() && !WaitsForSlot(start)) {
-    const std::string& variant = *decided.create_job_for_variant;
-    api::VariantSpec spec{variant, VariantAllocator(canary, variant)};
-    canary::CanaryJobOptions job_options = ctx_.job_options;
-    job_options.containers = containers;
-    job_options.rerun = RerunOf(decided.status.FindVariant(variant));
-    canary::CanaryJobInfo info;
-    // The Job runs with the operator's rights: a template that is not the
-    // target's own may not ask for more than an ordinary pod.
-    std::string target_hash;
-    if (canary.spec.target_kind == "Deployment") {
-      if (auto target = ctx_.deployments->Get(canary.ns + "/" + canary.spec.target_name)) {
-        target_hash = api::ParseDeploymentSummary(*target).cached_template_hash;
-      }
-    }
-    const std::string refused = RefuseTemplateRights(canary, target_hash);
-    auto built = refused.empty() ? canary::BuildCanaryJob(canary, spec, job_options, &info)
-                                 : Result<json>(PermissionDenied(refused));
-    CanaryJobBuild job;
-    if (built.ok()) {
-      job_to_create = built.value();
-      job.arena_limit = info.arena_limit;
-      job.conflicts = info.conflicts;
-    } else {
-      job.error = built.status().message();
-    }
-    start.job = std::move(job);
+    start.job = BuildVariantJob(ctx_, input, decided.status, *decided.create_job_for_variant, &job);
   }
-  CanaryActions actions = DecideCanaryStart(input, std::move(decided), start);
+  const CanaryActions actions = DecideCanaryStart(input, std::move(decided), start);
   if (actions.queued) {
     if (actions.status_changed) {
       AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::ReplayCanaries(), *object,
@@ -411,31 +447,7 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
     }
     return ReconcileResult{std::chrono::seconds(15)};
   }
-  for (const CanaryEvent& e : actions.start_events)
-    RecordEvent(ctx_, *object, e.warning, e.reason, e.note);
-  const api::ReplayCanaryStatus& status = actions.status;
-  // Results first: a variant's result is in status before its Job goes.
-  if (actions.status_changed) {
-    AG_RETURN_IF_ERROR(
-        WriteStatus(ctx_, kube::ReplayCanaries(), *object, api::ReplayCanaryStatusToJson(status)));
-  }
-  for (const CanaryEvent& e : actions.events)
-    RecordEvent(ctx_, *object, e.warning, e.reason, e.note);
-  for (const std::string& job : actions.delete_jobs) {
-    kube::DeleteOptions options;
-    options.propagation = kube::Propagation::kBackground;
-    auto deleted = ctx_.client->Delete(kube::Jobs(), canary.ns, job, options);
-    if (!deleted.ok() && !deleted.error().IsNotFound()) {
-      return ApiStatus(deleted.error(), "deleting canary Job " + canary.ns + "/" + job);
-    }
-  }
-  if (actions.create_job_for_variant.has_value() && job_to_create.has_value()) {
-    auto created = ctx_.client->Create(kube::Jobs(), canary.ns, *job_to_create);
-    if (!created.ok() && !created.error().IsAlreadyExists()) {
-      return ApiStatus(created.error(),
-                       "creating canary Job " + api::ParseObjectMeta(*job_to_create).name);
-    }
-  }
+  AG_RETURN_IF_ERROR(ApplyCanaryActions(ctx_, *object, canary, actions, job));
   ReconcileResult result;
   if (!actions.finished) result.requeue_after = std::chrono::seconds(30);
   return result;
