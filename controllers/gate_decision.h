@@ -76,7 +76,8 @@ struct GateAnswer {
 // Looks up a ReplayCanary in the Deployment's namespace by name.
 using CanaryLookup = std::function<std::optional<nlohmann::json>(const std::string& name)>;
 
-// policies: the parsed AllocatorPolicies of the Deployment's namespace.
+// object: the Deployment as the API server has it; policies: the parsed
+// AllocatorPolicies of its namespace.
 // The first of these rules that applies answers:
 //  1. No policy, or several, select the pod template: Proceed, Ungoverned.
 //  2. The policy's rollout mode is Off: Proceed, RolloutModeOff.
@@ -102,11 +103,12 @@ using CanaryLookup = std::function<std::optional<nlohmann::json>(const std::stri
 // 11. The canary is Flat: Held, CanaryNotTrusted, when it cannot release the
 //     template (CanaryDistrust); else Waiting, Releasing.
 // 12. Otherwise: Held, CanaryNotFlat.
-GateAnswer AnswerDeploymentGate(const nlohmann::json& deployment,
+GateAnswer AnswerDeploymentGate(const nlohmann::json& object,
                                 const std::vector<api::AllocatorPolicy>& policies,
                                 const CanaryLookup& canaries);
 
-GateAnswer AnswerCanaryGate(const nlohmann::json& canary);
+// object: the ReplayCanary as the API server has it.
+GateAnswer AnswerCanaryGate(const nlohmann::json& object);
 
 // One line: "deployment/web Held CanaryNotFlat: <message>".
 std::string FormatGateLine(const GateTarget& target, const GateAnswer& answer);
