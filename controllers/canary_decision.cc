@@ -25,7 +25,6 @@ namespace {
 using nlohmann::json;
 
 // JSON accessors that never throw (operator/kube/object.h).
-const auto& Field = kube::FieldOrNull;
 const auto& Str = kube::StringField;
 
 constexpr char kCandidate[] = "candidate";
