@@ -194,9 +194,10 @@ std::optional<api::ReplayCanaryStatus> DecideInvalidCanary(const api::ReplayCana
                                                            const std::string& error,
                                                            const std::string& now_rfc3339);
 
-// CanarySlots' answer for a canary that would start its first Job, with the
-// limits it was asked under. The reconciler asks (CanarySlots holds the
-// state); the decision words the queue note from the answer.
+// CanarySlots' answer (CanarySlots::TryAcquire, controllers/reconcilers.h)
+// for a canary that would start its first Job, with the limits it was asked
+// under. The reconciler asks (CanarySlots holds the state); the decision
+// words the queue note from the answer.
 struct CanarySlotAnswer {
   bool start = true;
   int running = 0;               // others running, cluster-wide

@@ -15,11 +15,11 @@ class CanarySlotsTest : public ::testing::Test {
           {{"namespace", ns}, {"name", name}, {"resourceVersion", std::to_string(++version_)}}},
          {"status", {{"phase", phase}}}});
   }
-  CanarySlots::Decision Ask(const std::string& key, int limit, int namespace_limit) {
+  CanarySlotAnswer Ask(const std::string& key, int limit, int namespace_limit) {
     auto slash = key.find('/');
     std::optional<json> c = canaries_.Get(key);
     if (!c.has_value()) Set(key.substr(0, slash), key.substr(slash + 1), "Pending");
-    CanarySlots::Decision d = slots_.TryAcquire(key, canaries_, limit, namespace_limit);
+    CanarySlotAnswer d = slots_.TryAcquire(key, canaries_, limit, namespace_limit);
     if (d.start) Set(key.substr(0, slash), key.substr(slash + 1), "Running");
     return d;
   }
@@ -34,11 +34,11 @@ class CanarySlotsTest : public ::testing::Test {
 TEST_F(CanarySlotsTest, WaitingCanariesAreServedRoundRobinOverNamespaces) {
   EXPECT_TRUE(Ask("team-a/a1", 2, 0).start);
   EXPECT_TRUE(Ask("team-a/a2", 2, 0).start);
-  CanarySlots::Decision a3 = Ask("team-a/a3", 2, 0);
+  CanarySlotAnswer a3 = Ask("team-a/a3", 2, 0);
   EXPECT_FALSE(a3.start);
   EXPECT_EQ(a3.running, 2);
   EXPECT_EQ(a3.position, 1);
-  CanarySlots::Decision b1 = Ask("team-b/b1", 2, 0);
+  CanarySlotAnswer b1 = Ask("team-b/b1", 2, 0);
   EXPECT_FALSE(b1.start);
   // team-a was served last, so team-b's first canary is next although a3
   // asked earlier.
@@ -55,7 +55,7 @@ TEST_F(CanarySlotsTest, WaitingCanariesAreServedRoundRobinOverNamespaces) {
 
 TEST_F(CanarySlotsTest, ANamespaceAtItsOwnLimitIsPassedOver) {
   EXPECT_TRUE(Ask("team-a/a1", 4, 1).start);
-  CanarySlots::Decision a2 = Ask("team-a/a2", 4, 1);
+  CanarySlotAnswer a2 = Ask("team-a/a2", 4, 1);
   EXPECT_FALSE(a2.start) << "team-a runs its one canary";
   EXPECT_EQ(a2.running_in_namespace, 1);
   EXPECT_TRUE(Ask("team-b/b1", 4, 1).start) << "the cluster has room and team-b none running";
@@ -69,7 +69,7 @@ TEST_F(CanarySlotsTest, CanariesThatWentAwayLeaveTheQueue) {
   EXPECT_FALSE(Ask("team-c/c1", 1, 0).start);
   canaries_.Remove({{"metadata", {{"namespace", "team-b"}, {"name", "b1"}}}});
   Set("team-a", "a1", "Completed");
-  CanarySlots::Decision c1 = Ask("team-c/c1", 1, 0);
+  CanarySlotAnswer c1 = Ask("team-c/c1", 1, 0);
   EXPECT_TRUE(c1.start) << "b1 was deleted while it waited";
   EXPECT_EQ(c1.waiting, 0);
 }

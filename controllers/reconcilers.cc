@@ -71,8 +71,8 @@ VariantObservation Observe(const ControllerContext& ctx, const std::string& ns,
 
 }  // namespace
 
-CanarySlots::Decision CanarySlots::TryAcquire(const std::string& key, const kube::Store& canaries,
-                                              int limit, int namespace_limit) {
+CanarySlotAnswer CanarySlots::TryAcquire(const std::string& key, const kube::Store& canaries,
+                                         int limit, int namespace_limit) {
   std::lock_guard<std::mutex> lock(mu_);
   auto namespace_of = [](const std::string& k) { return SplitKey(k).first; };
   auto finished = [&](const std::string& k) {
@@ -129,7 +129,10 @@ CanarySlots::Decision CanarySlots::TryAcquire(const std::string& key, const kube
     }
     if (!any) break;
   }
-  Decision d;
+  CanarySlotAnswer d;
+  d.start = false;
+  d.limit = limit;
+  d.namespace_limit = namespace_limit;
   d.running = static_cast<int>(busy.size());
   d.running_in_namespace = busy_in[ns];
   d.waiting = static_cast<int>(order.size());
@@ -328,15 +331,8 @@ CanaryInput ReadCanaryInput(const ControllerContext& ctx, const api::ReplayCanar
 
 // CanarySlots' answer for `key` with the context's limits.
 CanarySlotAnswer AskForSlot(const ControllerContext& ctx, const std::string& key) {
-  const CanarySlots::Decision slot = ctx.canary_slots->TryAcquire(
-      key, *ctx.canaries, ctx.max_concurrent_canaries, ctx.max_concurrent_canaries_per_namespace);
-  return CanarySlotAnswer{slot.start,
-                          slot.running,
-                          slot.running_in_namespace,
-                          slot.position,
-                          slot.waiting,
-                          ctx.max_concurrent_canaries,
-                          ctx.max_concurrent_canaries_per_namespace};
+  return ctx.canary_slots->TryAcquire(key, *ctx.canaries, ctx.max_concurrent_canaries,
+                                      ctx.max_concurrent_canaries_per_namespace);
 }
 
 // Builds the Job of `variant` (its run as `status` records it) into `*job`,

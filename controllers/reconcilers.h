@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "controllers/canary_decision.h"
 #include "operator/api/workloads.h"
 #include "operator/canary/job_builder.h"
 #include "operator/common/clock.h"
@@ -69,17 +70,11 @@ void SlimDeployment(nlohmann::json& deployment);
 // namespace at its own limit is passed over until one of its canaries ends.
 class CanarySlots {
  public:
-  struct Decision {
-    bool start = false;
-    int running = 0;               // others running, cluster-wide
-    int running_in_namespace = 0;  // others running in the canary's namespace
-    int position = 0;              // 1 = next to start; 0 when starting
-    int waiting = 0;               // canaries waiting, cluster-wide
-  };
   // Whether the canary `key` ("ns/name") may start now; when it may, its slot
-  // is taken. limit, namespace_limit <= 0: no limit.
-  Decision TryAcquire(const std::string& key, const kube::Store& canaries, int limit,
-                      int namespace_limit);
+  // is taken. limit, namespace_limit <= 0: no limit. The answer carries the
+  // limits it was asked under, for DecideCanaryStart's queue note.
+  CanarySlotAnswer TryAcquire(const std::string& key, const kube::Store& canaries, int limit,
+                              int namespace_limit);
 
  private:
   std::mutex mu_;
