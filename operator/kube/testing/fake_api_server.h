@@ -274,19 +274,25 @@ class FakeApiServer final : public Transport {
     return Reply(200, next);
   }
 
+  // 409 Conflict when `write` names a resourceVersion other than the stored
+  // object's (optimistic concurrency, for PUT and PATCH alike).
+  static std::optional<net::HttpResponse> StaleWrite(const Path& p, const nlohmann::json& write,
+                                                     const nlohmann::json& before) {
+    const std::string seen = Member(write, "resourceVersion");
+    if (seen.empty() || seen == Member(before, "resourceVersion")) return std::nullopt;
+    return Error(409, "Conflict",
+                 "Operation cannot be fulfilled on " + p.resource + " \"" + p.name +
+                     "\": the object has been modified; please apply your changes to the "
+                     "latest version and try again");
+  }
+
   net::HttpResponse DoUpdate(const Path& p, nlohmann::json body) {
     auto it = objects_.find(p.Key());
     if (it == objects_.end())
       return Error(404, "NotFound", p.resource + " \"" + p.name + "\" not found");
     if (!body.is_object()) return Error(400, "BadRequest", "body is not an object");
     const nlohmann::json before = it->second;
-    const std::string seen = Member(body, "resourceVersion");
-    if (!seen.empty() && seen != Member(before, "resourceVersion")) {
-      return Error(409, "Conflict",
-                   "Operation cannot be fulfilled on " + p.resource + " \"" + p.name +
-                       "\": the object has been modified; please apply your changes to the "
-                       "latest version and try again");
-    }
+    if (auto stale = StaleWrite(p, body, before)) return *stale;
     nlohmann::json next = before;
     if (p.status) {
       if (body.contains("status")) {
@@ -316,13 +322,7 @@ class FakeApiServer final : public Transport {
       return Error(404, "NotFound", p.resource + " \"" + p.name + "\" not found");
     if (!patch.is_object()) return Error(400, "BadRequest", "the patch is not an object");
     const nlohmann::json before = it->second;
-    const std::string seen = Member(patch, "resourceVersion");
-    if (!seen.empty() && seen != Member(before, "resourceVersion")) {
-      return Error(409, "Conflict",
-                   "Operation cannot be fulfilled on " + p.resource + " \"" + p.name +
-                       "\": the object has been modified; please apply your changes to the "
-                       "latest version and try again");
-    }
+    if (auto stale = StaleWrite(p, patch, before)) return *stale;
     nlohmann::json next = before;
     if (p.status) {
       nlohmann::json status = before.contains("status") ? before["status"] : nlohmann::json();
