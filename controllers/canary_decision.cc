@@ -25,7 +25,6 @@ namespace {
 using nlohmann::json;
 
 // JSON accessors that never throw (operator/kube/object.h).
-const auto& Str = kube::StringField;
 
 constexpr char kCandidate[] = "candidate";
 constexpr double kBytesPerMiB = 1024.0 * 1024.0;
@@ -118,12 +117,6 @@ const VariantObservation* FindObservation(const CanaryInput& input, const std::s
 
 bool Ended(std::optional<api::CanaryPhase> phase) {
   return phase == api::CanaryPhase::kCompleted || phase == api::CanaryPhase::kFailed;
-}
-
-std::optional<Verdict> RecordedVerdict(const json& object) {
-  const std::string name = Str(object, "verdict");
-  if (name.empty()) return std::nullopt;
-  return VerdictFromName(name).value_or(Verdict::kFailed);
 }
 
 std::vector<std::string> VariantOrder(const api::ReplayCanary& canary) {
@@ -242,14 +235,7 @@ std::string RefuseTemplateRights(const api::ReplayCanary& canary,
   if (!target_template_hash.empty() && admission::TemplateHash(tmpl) == target_template_hash) {
     return "";
   }
-  std::vector<std::string> fields = api::HostAccessFields(tmpl);
-  const json& spec = kube::FieldOrNull(tmpl, "spec");
-  for (const char* key : {"serviceAccountName", "serviceAccount"}) {
-    const std::string account = kube::StringField(spec, key);
-    if (!account.empty() && account != "default") {
-      fields.push_back("spec." + std::string(key) + " (" + account + ")");
-    }
-  }
+  const std::vector<std::string> fields = api::RightsBeyondAnOrdinaryPod(tmpl);
   if (fields.empty()) return "";
   std::string list;
   for (const std::string& f : fields)

@@ -25,13 +25,6 @@
 
 namespace allocguard::controllers {
 
-// The verdict an object records in its "verdict" field (a policy's
-// status.verdicts entry; a ReplayCanary's status is read by
-// api::ParseReplayCanaryStatus, which reads verdicts the same way):
-// nullopt when it records none; a name allocguard does not write (an edited
-// status) reads as kFailed, which can only hold.
-std::optional<Verdict> RecordedVerdict(const nlohmann::json& object);
-
 // Completed or Failed: a canary or variant that has ended.
 bool Ended(std::optional<api::CanaryPhase> phase);
 
@@ -273,8 +266,8 @@ void SetCanaryConditions(api::ReplayCanaryStatus& status, int64_t generation,
 // when there is no such Deployment). Any other template (a hand-made canary's)
 // may not ask for more than an ordinary pod of the namespace: no host
 // namespaces, privileged containers, added capabilities, hostPath volumes or
-// fixed nodeName (api::HostAccessFields), and no ServiceAccount other than
-// "default". The message names the fields.
+// fixed nodeName, and no ServiceAccount other than "default"
+// (api::RightsBeyondAnOrdinaryPod). The message names the fields.
 std::string RefuseTemplateRights(const api::ReplayCanary& canary,
                                  const std::string& target_template_hash);
 

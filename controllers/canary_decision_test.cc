@@ -779,16 +779,6 @@ TEST(DecideCanaryTest, ARecordedVerdictAllocguardDoesNotWriteEndsFailedAndSaysSo
       << S(a.status)["explanation"];
 }
 
-TEST(RecordedVerdictTest, NoneUnknownAndKnownNames) {
-  EXPECT_EQ(RecordedVerdict(json::object()), std::nullopt);
-  EXPECT_EQ(RecordedVerdict(json{{"verdict", ""}}), std::nullopt);
-  EXPECT_EQ(RecordedVerdict(json{{"verdict", 1}}), std::nullopt);
-  EXPECT_EQ(RecordedVerdict(json("Flat")), std::nullopt);
-  EXPECT_EQ(RecordedVerdict(json{{"verdict", "Flat"}}), Verdict::kFlat);
-  EXPECT_EQ(RecordedVerdict(json{{"verdict", "AllocatorRetention"}}), Verdict::kAllocatorRetention);
-  EXPECT_EQ(RecordedVerdict(json{{"verdict", "flat"}}), Verdict::kFailed);
-}
-
 TEST(ObserveVariantTest, ATerminationMessageWithAnUnknownVerdictIsAResultError) {
   const json pod = {
       {"status",

@@ -128,6 +128,20 @@ TEST(ReplayCanaryStatusTest, FieldsOfOtherTypesAreNamedAndReadAsAbsent) {
   EXPECT_EQ(problems, expected);
 }
 
+TEST(ReplayCanaryStatusTest, NoVerdictEmptyOrMalformedReadsAsNone) {
+  std::vector<std::string> problems;
+  EXPECT_EQ(ParseReplayCanaryStatus(json::object(), &problems).verdict, std::nullopt);
+  EXPECT_EQ(ParseReplayCanaryStatus(json{{"verdict", ""}}, &problems).verdict, std::nullopt);
+  EXPECT_TRUE(problems.empty());
+  EXPECT_EQ(ParseReplayCanaryStatus(json{{"verdict", 1}}, &problems).verdict, std::nullopt);
+  EXPECT_EQ(ParseReplayCanaryStatus(json("Flat"), &problems).verdict, std::nullopt);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_EQ(problems[0], "status.verdict: must be a string, got 1");
+  EXPECT_EQ(ParseReplayCanaryStatus(json{{"verdict", "Flat"}}).verdict, Verdict::kFlat);
+  EXPECT_EQ(ParseReplayCanaryStatus(json{{"verdict", "AllocatorRetention"}}).verdict,
+            Verdict::kAllocatorRetention);
+}
+
 TEST(ReplayCanaryStatusTest, AVerdictAllocguardDoesNotWriteReadsAsFailedAndIsKept) {
   std::vector<std::string> problems;
   const ReplayCanaryStatus s =

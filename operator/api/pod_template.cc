@@ -349,4 +349,20 @@ std::vector<std::string> HostAccessFields(const json& pod_template) {
   return out;
 }
 
+std::vector<std::string> RightsBeyondAnOrdinaryPod(const json& pod_template) {
+  std::vector<std::string> out = HostAccessFields(pod_template);
+  if (!pod_template.is_object()) return out;
+  auto spec = pod_template.find("spec");
+  if (spec == pod_template.end() || !spec->is_object()) return out;
+  for (const char* key : {"serviceAccountName", "serviceAccount"}) {
+    auto it = spec->find(key);
+    if (it == spec->end() || !it->is_string()) continue;
+    const std::string& account = it->get_ref<const std::string&>();
+    if (!account.empty() && account != "default") {
+      out.push_back("spec." + std::string(key) + " (" + account + ")");
+    }
+  }
+  return out;
+}
+
 }  // namespace allocguard::api

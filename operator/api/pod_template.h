@@ -44,4 +44,10 @@ Status CheckPodTemplate(const nlohmann::json& pod_template, const std::string& p
 // "spec.nodeName"). The template must have passed CheckPodTemplate.
 std::vector<std::string> HostAccessFields(const nlohmann::json& pod_template);
 
+// HostAccessFields, and a ServiceAccount other than "default"
+// ("spec.serviceAccountName (builder)", also for the deprecated
+// spec.serviceAccount): everything a template asks for that an ordinary pod
+// of its namespace does not get. Empty when it asks for none.
+std::vector<std::string> RightsBeyondAnOrdinaryPod(const nlohmann::json& pod_template);
+
 }  // namespace allocguard::api

@@ -107,5 +107,26 @@ TEST(HostAccessFieldsTest, NamesEachWayOutOfTheContainer) {
           "spec.initContainers[0].securityContext.capabilities.add", "spec.volumes[1].hostPath"}));
 }
 
+TEST(RightsBeyondAnOrdinaryPodTest, AddsAServiceAccountOtherThanDefault) {
+  json t = Template();
+  EXPECT_EQ(RightsBeyondAnOrdinaryPod(t),
+            (std::vector<std::string>{"spec.serviceAccountName (web)"}));
+  t["spec"].erase("serviceAccountName");
+  EXPECT_TRUE(RightsBeyondAnOrdinaryPod(t).empty());
+  t["spec"]["serviceAccountName"] = "default";
+  EXPECT_TRUE(RightsBeyondAnOrdinaryPod(t).empty()) << "every pod may run as default";
+  t["spec"]["serviceAccountName"] = "builder";
+  t["spec"]["serviceAccount"] = "deployer";
+  t["spec"]["hostIPC"] = true;
+  EXPECT_EQ(RightsBeyondAnOrdinaryPod(t),
+            (std::vector<std::string>{"spec.hostIPC", "spec.serviceAccountName (builder)",
+                                      "spec.serviceAccount (deployer)"}));
+  t["spec"]["serviceAccountName"] = 7;
+  EXPECT_EQ(RightsBeyondAnOrdinaryPod(t),
+            (std::vector<std::string>{"spec.hostIPC", "spec.serviceAccount (deployer)"}))
+      << "a malformed name is CheckPodTemplate's to refuse, not a right";
+  EXPECT_TRUE(RightsBeyondAnOrdinaryPod(json("not a template")).empty());
+}
+
 }  // namespace
 }  // namespace allocguard::api
