@@ -6,12 +6,17 @@
 #include <limits>
 #include <utility>
 
-#include "operator/admission/json_patch.h"
 #include "operator/admission/library_layout.h"
+#include "operator/api/json_patch.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 
 namespace allocguard::admission {
+
+using api::IndexOfNamed;
+using api::ListMemberOf;
+using api::MemberOf;
+
 namespace {
 
 using nlohmann::json;
@@ -168,33 +173,14 @@ std::string AllocatorLibraryFile(api::Allocator allocator) {
 
 std::string AllocatorLabel(api::Allocator allocator) { return api::AllocatorName(allocator); }
 
-api::Libc ResolveLibcFromAnnotations(api::Libc policy_libc,
-                                     const std::map<std::string, std::string>& annotations,
-                                     std::vector<std::string>* conflicts) {
+api::Libc ResolveLibc(api::Libc policy_libc, const std::map<std::string, std::string>& annotations,
+                      std::vector<std::string>* conflicts) {
   auto value = annotations.find(api::kLibcAnnotation);
   if (value == annotations.end()) return policy_libc;
   if (auto libc = api::LibcFromName(value->second)) return *libc;
   AddConflict(conflicts, std::string("annotation ") + api::kLibcAnnotation + " is " +
                              json(value->second).dump() +
                              ", not auto, glibc or musl; allocguard used the " +
-                             "policy's libc \"" + api::LibcName(policy_libc) + "\"");
-  return policy_libc;
-}
-
-api::Libc ResolveLibc(api::Libc policy_libc, const json& pod_metadata,
-                      std::vector<std::string>* conflicts) {
-  if (!pod_metadata.is_object()) return policy_libc;
-  auto annotations = pod_metadata.find("annotations");
-  if (annotations == pod_metadata.end() || !annotations->is_object()) return policy_libc;
-  auto value = annotations->find(api::kLibcAnnotation);
-  if (value == annotations->end()) return policy_libc;
-  if (value->is_string()) {
-    const std::map<std::string, std::string> annotation = {
-        {api::kLibcAnnotation, value->get<std::string>()}};
-    return ResolveLibcFromAnnotations(policy_libc, annotation, conflicts);
-  }
-  AddConflict(conflicts, std::string("annotation ") + api::kLibcAnnotation + " is " +
-                             value->dump() + ", not auto, glibc or musl; allocguard used the " +
                              "policy's libc \"" + api::LibcName(policy_libc) + "\"");
   return policy_libc;
 }
@@ -267,8 +253,8 @@ json RestrictedSecurityContext() {
 Status InjectAllocator(json& pod_spec, const api::AllocatorSpec& allocator,
                        const std::vector<std::string>& containers, const InjectionOptions& options,
                        std::vector<std::string>* conflicts) {
-  if (!pod_spec.is_object()) return InvalidArgument("pod spec is not an object");
   const api::PodSpec typed = api::ParsePodSpec(pod_spec, "spec");
+  if (typed.malformed) return InvalidArgument("pod spec is not an object");
   for (const auto& [malformed, key] : {std::pair{typed.init_containers_malformed, "initContainers"},
                                        std::pair{typed.containers_malformed, "containers"}}) {
     if (malformed) return InvalidArgument(std::string("spec.") + key + " is not a list of objects");

@@ -59,13 +59,10 @@ struct InjectionOptions {
 // The libc a pod's containers preload for: the pod's allocguard.io/libc
 // annotation when it names one (auto, glibc, musl), otherwise the policy's.
 // An annotation with another value is ignored with a message in *conflicts
-// (may be null). `pod_metadata` is the pod's (or pod template's) metadata.
-api::Libc ResolveLibc(api::Libc policy_libc, const nlohmann::json& pod_metadata,
+// (may be null). `annotations` are the pod's (or pod template's), read by
+// api::ParseObjectMeta.
+api::Libc ResolveLibc(api::Libc policy_libc, const std::map<std::string, std::string>& annotations,
                       std::vector<std::string>* conflicts);
-// The same over the pod's annotations, read by api::ParseObjectMeta.
-api::Libc ResolveLibcFromAnnotations(api::Libc policy_libc,
-                                     const std::map<std::string, std::string>& annotations,
-                                     std::vector<std::string>* conflicts);
 
 // The library file name of an allocator ("libjemalloc.so.2"); empty for glibc.
 std::string AllocatorLibraryFile(api::Allocator allocator);

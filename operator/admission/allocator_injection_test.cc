@@ -456,18 +456,17 @@ TEST(InjectAllocatorTest, MuslWithoutAMuslBuildSetsOnlyTheTunables) {
 }
 
 TEST(ResolveLibcTest, AnnotationOverridesThePolicy) {
-  const json annotated = {{"annotations", {{api::kLibcAnnotation, "musl"}}}};
+  const std::map<std::string, std::string> annotated = {{api::kLibcAnnotation, "musl"}};
   std::vector<std::string> conflicts;
   EXPECT_EQ(ResolveLibc(api::Libc::kAuto, annotated, &conflicts), api::Libc::kMusl);
-  EXPECT_EQ(ResolveLibc(api::Libc::kGlibc, json::object(), &conflicts), api::Libc::kGlibc);
-  EXPECT_EQ(ResolveLibc(api::Libc::kGlibc, json(), &conflicts), api::Libc::kGlibc);
+  EXPECT_EQ(ResolveLibc(api::Libc::kGlibc, {}, &conflicts), api::Libc::kGlibc);
+  EXPECT_EQ(ResolveLibc(api::Libc::kGlibc, {{"other", "musl"}}, &conflicts), api::Libc::kGlibc);
   EXPECT_THAT(conflicts, IsEmpty());
 }
 
 TEST(ResolveLibcTest, UnknownAnnotationKeepsThePolicysAndSaysSo) {
   std::vector<std::string> conflicts;
-  EXPECT_EQ(ResolveLibc(api::Libc::kGlibc, {{"annotations", {{api::kLibcAnnotation, "uclibc"}}}},
-                        &conflicts),
+  EXPECT_EQ(ResolveLibc(api::Libc::kGlibc, {{api::kLibcAnnotation, "uclibc"}}, &conflicts),
             api::Libc::kGlibc);
   ASSERT_THAT(conflicts, SizeIs(1));
   EXPECT_THAT(conflicts[0], HasSubstr("\"uclibc\""));

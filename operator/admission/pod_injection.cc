@@ -4,7 +4,7 @@
 #include <optional>
 #include <utility>
 
-#include "operator/admission/json_patch.h"
+#include "operator/api/json_patch.h"
 #include "operator/api/json_reader.h"
 #include "operator/api/names.h"
 #include "operator/api/pod_spec.h"
@@ -12,6 +12,14 @@
 #include "operator/api/quantity.h"
 
 namespace allocguard::admission {
+
+using api::IndexOfNamed;
+using api::ListMemberOf;
+using api::MemberOf;
+using api::ObjectMemberOf;
+using api::SetAnnotation;
+using api::SetLabel;
+
 namespace {
 
 using nlohmann::json;
@@ -282,8 +290,7 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
     return decision;
   }
   InjectionOptions options = input.options;
-  options.libc =
-      ResolveLibcFromAnnotations(policy.spec.libc, typed.metadata.annotations, &decision.conflicts);
+  options.libc = ResolveLibc(policy.spec.libc, typed.metadata.annotations, &decision.conflicts);
   json& spec = MemberOf(mutated, "spec");
   Status status = InjectAllocator(spec, policy.spec.allocator, policy.spec.containers, options,
                                   &decision.conflicts);

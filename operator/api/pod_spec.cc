@@ -124,6 +124,7 @@ PodSpec ParsePodSpec(const json& object, const std::string& path,
   }
   r.Bool("hostNetwork", &spec.host_network);
   spec.security_context = ParseSecurityContext(r, problems);
+  spec.malformed = !object.is_object();
   spec.init_containers_malformed = !ListOfObjects(object, "initContainers");
   spec.containers_malformed = !ListOfObjects(object, "containers");
   const json* volumes = json_fields::Member(object, "volumes");

@@ -74,8 +74,10 @@ struct PodSpec {
   bool host_network = false;         // hostNetwork
   SecurityContext security_context;  // securityContext
 
-  // Whether each list member is absent, null or a list of objects (what
+  // Whether the spec itself is not an object (null included), and whether
+  // each list member is not absent, null or a list of objects (what
   // InjectAllocator requires of them).
+  bool malformed = false;
   bool init_containers_malformed = false;
   bool containers_malformed = false;
   bool volumes_malformed = false;

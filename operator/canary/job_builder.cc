@@ -7,6 +7,7 @@
 
 #include "operator/admission/allocator_injection.h"
 #include "operator/api/names.h"
+#include "operator/api/object_meta.h"
 #include "operator/api/policy.h"
 #include "operator/memory/memory_sample.h"
 
@@ -278,7 +279,9 @@ Result<json> BuildCanaryJob(const api::ReplayCanary& canary, const api::VariantS
   admission::InjectionOptions injection{
       .image = options.image,
       .allocator_dir = options.allocator_dir,
-      .libc = admission::ResolveLibc(canary.spec.libc, metadata, &conflicts)};
+      .libc = admission::ResolveLibc(canary.spec.libc,
+                                     api::ParseObjectMeta(json{{"metadata", metadata}}).annotations,
+                                     &conflicts)};
   AG_RETURN_IF_ERROR(
       admission::InjectAllocator(spec, allocator, options.containers, injection, &conflicts)
           .WithContext("injecting " + admission::AllocatorLabel(allocator.name)));
