@@ -6,18 +6,21 @@
 #include "controllers/reconcilers.h"
 #include "controllers/rollout_decision.h"
 #include "operator/admission/deployment_gate.h"
-#include "operator/admission/json_patch.h"
 #include "operator/admission/pod_injection.h"
 #include "operator/admission/policies.h"
 #include "operator/admission/validation.h"
 #include "operator/api/canary_status.h"
 #include "operator/api/deployment.h"
 #include "operator/api/json_fields.h"
+#include "operator/api/json_patch.h"
 #include "operator/api/json_reader.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 
 namespace allocguard::admission {
+
+using api::MemberOf;
+
 namespace {
 
 using nlohmann::json;

@@ -2,11 +2,16 @@
 
 #include <utility>
 
-#include "operator/admission/json_patch.h"
 #include "operator/api/deployment.h"
+#include "operator/api/json_patch.h"
 #include "operator/api/names.h"
 
 namespace allocguard::admission {
+
+using api::RemoveAnnotation;
+using api::SetAnnotation;
+using api::SetPaused;
+
 namespace {
 
 using nlohmann::json;

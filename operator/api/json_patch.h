@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace allocguard::admission {
+namespace allocguard::api {
 
 // object[key], made an object first when `object` is not one; the member is
 // created (null) when absent.
@@ -40,4 +40,4 @@ void SetLabel(nlohmann::json& object, const std::string& key, const std::string&
 // spec.paused = paused (a Deployment).
 void SetPaused(nlohmann::json& deployment, bool paused);
 
-}  // namespace allocguard::admission
+}  // namespace allocguard::api

@@ -1,6 +1,6 @@
-#include "operator/admission/json_patch.h"
+#include "operator/api/json_patch.h"
 
-namespace allocguard::admission {
+namespace allocguard::api {
 
 using nlohmann::json;
 
@@ -58,4 +58,4 @@ void SetPaused(json& deployment, bool paused) {
   ObjectMemberOf(deployment, kSpec)[kPaused] = paused;
 }
 
-}  // namespace allocguard::admission
+}  // namespace allocguard::api
