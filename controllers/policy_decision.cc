@@ -266,4 +266,14 @@ PolicyActions DecidePolicyStatus(const PolicyInput& input) {
   return out;
 }
 
+api::AllocatorPolicyStatus InvalidPolicyStatus(const api::AllocatorPolicyStatus& current,
+                                               int64_t generation, const std::string& error,
+                                               const std::string& now_rfc3339) {
+  api::AllocatorPolicyStatus status = current;
+  status.observed_generation = generation;
+  api::SetCondition(status.conditions, "Ready", "False", "InvalidSpec", error, generation,
+                    now_rfc3339);
+  return status;
+}
+
 }  // namespace allocguard::controllers

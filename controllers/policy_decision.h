@@ -76,4 +76,11 @@ std::vector<DriftedPod> FindInjectionDrift(const api::AllocatorPolicy& policy,
 //      InjectionFailing (see the top of this file).
 PolicyActions DecidePolicyStatus(const PolicyInput& input);
 
+// The status of a policy whose spec does not parse (stored before the schema
+// refused it, or written around it): `current` with observedGeneration set
+// to `generation` and Ready False, reason InvalidSpec, saying `error`.
+api::AllocatorPolicyStatus InvalidPolicyStatus(const api::AllocatorPolicyStatus& current,
+                                               int64_t generation, const std::string& error,
+                                               const std::string& now_rfc3339);
+
 }  // namespace allocguard::controllers

@@ -86,6 +86,25 @@ std::vector<api::ReplayCanarySummary> Canaries(const std::vector<json>& objects)
   return out;
 }
 
+TEST(InvalidPolicyStatusTest, ReadyFalseNamesTheErrorAndKeepsTheRest) {
+  api::AllocatorPolicyStatus current;
+  current.observed_generation = 3;
+  current.governed_count = 4;
+  api::SetCondition(current.conditions, "Ready", "True", "Ready", "ok", 3, "2026-12-01T10:00:00Z");
+  const api::AllocatorPolicyStatus status = InvalidPolicyStatus(
+      current, 5, "spec.allocator.name: must be a string, got 7", "2026-12-05T10:00:00Z");
+  EXPECT_EQ(status.observed_generation, 5);
+  EXPECT_EQ(status.governed_count, 4) << "what was known stays";
+  const api::Condition* ready = api::FindCondition(status.conditions, "Ready");
+  ASSERT_NE(ready, nullptr);
+  EXPECT_EQ(ready->status, "False");
+  EXPECT_EQ(ready->reason, "InvalidSpec");
+  EXPECT_EQ(ready->message, "spec.allocator.name: must be a string, got 7");
+  EXPECT_EQ(ready->last_transition_time, "2026-12-05T10:00:00Z");
+  EXPECT_EQ(InvalidPolicyStatus(status, 5, ready->message, "2026-12-05T11:00:00Z"), status)
+      << "unchanged, so the reconciler writes nothing";
+}
+
 TEST(DecidePolicyStatusTest, CountsGovernedAndReportsReady) {
   PolicyInput in;
   in.policy = Policy();

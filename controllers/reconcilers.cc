@@ -161,20 +161,6 @@ CanarySlotAnswer CanarySlots::TryAcquire(const std::string& key, const kube::Sto
   return d;
 }
 
-void SlimDeployment(json& deployment) {
-  if (!deployment.contains("spec") || !deployment["spec"].is_object()) return;
-  json& spec = deployment["spec"];
-  const json& tmpl = Field(spec, "template");
-  json tmpl_meta = json::object();
-  const json& meta = Field(tmpl, "metadata");
-  if (meta.contains("labels")) tmpl_meta["labels"] = meta["labels"];
-  if (meta.contains("annotations")) tmpl_meta["annotations"] = meta["annotations"];
-  json slim = {{"template", {{"metadata", tmpl_meta}}}};
-  if (spec.contains("paused")) slim["paused"] = spec["paused"];
-  deployment[kCachedTemplateHashField] = admission::TemplateHash(tmpl);
-  spec = std::move(slim);
-}
-
 void AddNamespaceIndex(kube::Store& store) {
   store.AddIndex(kNamespaceIndex, [](const json& object) {
     return std::vector<std::string>{api::ParseObjectMeta(object).namespace_name};
@@ -204,6 +190,35 @@ std::optional<api::AllocatorPolicy> GoverningPolicy(
 
 // ---------------------------------------------------------------------------
 
+namespace {
+
+// What DecidePolicyStatus reads besides the policy: the namespace's
+// Deployments, Pods and the policy's canaries from the caches.
+PolicyInput ReadPolicyInput(const ControllerContext& ctx, const api::AllocatorPolicy& policy,
+                            api::AllocatorPolicyStatus current, const std::string& now) {
+  PolicyInput input;
+  input.policy = policy;
+  input.status = std::move(current);
+  for (const json& d : ctx.deployments->ByIndex(kNamespaceIndex, policy.ns)) {
+    input.deployments.push_back(api::ParseDeploymentSummary(d));
+  }
+  for (const json& p : ctx.pods->ByIndex(kNamespaceIndex, policy.ns)) {
+    input.pods.push_back(api::ParsePodSummary(p));
+  }
+  for (const json& c : ctx.canaries->ByIndex(kNamespaceIndex, policy.ns)) {
+    api::ReplayCanarySummary canary = api::ParseReplayCanarySummary(c);
+    auto label = canary.meta.labels.find(kPolicyLabel);
+    if (label != canary.meta.labels.end() && label->second == policy.name) {
+      input.canaries.push_back(std::move(canary));
+    }
+  }
+  input.operator_namespace = ctx.operator_namespace;
+  input.now_rfc3339 = now;
+  return input;
+}
+
+}  // namespace
+
 Result<ReconcileResult> PolicyReconciler::Reconcile(const std::string& key) {
   std::optional<json> object = ctx_.policies->Get(key);
   if (!object.has_value()) return ReconcileResult{};
@@ -214,56 +229,44 @@ Result<ReconcileResult> PolicyReconciler::Reconcile(const std::string& key) {
   for (const std::string& problem : unreadable) spdlog::warn("{}: {}", key, problem);
   if (!parsed.ok()) {
     // Stored before the schema refused it, or written around it: say so.
-    const int64_t generation = api::ParseObjectMeta(*object).generation;
-    api::AllocatorPolicyStatus status = current;
-    status.observed_generation = generation;
-    api::SetCondition(status.conditions, "Ready", "False", "InvalidSpec", parsed.status().message(),
-                      generation, now);
-    if (status != current) {
-      AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::AllocatorPolicies(), *object,
-                                     api::AllocatorPolicyStatusToJson(status)));
-    }
+    const api::AllocatorPolicyStatus status = InvalidPolicyStatus(
+        current, api::ParseObjectMeta(*object).generation, parsed.status().message(), now);
+    if (status == current) return ReconcileResult{};
+    AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::AllocatorPolicies(), *object,
+                                   api::AllocatorPolicyStatusToJson(status)));
     return ReconcileResult{};
   }
-  const api::AllocatorPolicy& policy = parsed.value();
-  PolicyInput input;
-  input.policy = policy;
-  input.status = std::move(current);
-  for (const json& d : ctx_.deployments->ByIndex(kNamespaceIndex, policy.ns)) {
-    input.deployments.push_back(api::ParseDeploymentSummary(d));
-  }
-  for (const json& p : ctx_.pods->ByIndex(kNamespaceIndex, policy.ns)) {
-    input.pods.push_back(api::ParsePodSummary(p));
-  }
-  for (const json& c : ctx_.canaries->ByIndex(kNamespaceIndex, policy.ns)) {
-    api::ReplayCanarySummary canary = api::ParseReplayCanarySummary(c);
-    auto label = canary.meta.labels.find(kPolicyLabel);
-    if (label != canary.meta.labels.end() && label->second == policy.name) {
-      input.canaries.push_back(std::move(canary));
+  PolicyInput input = ReadPolicyInput(ctx_, parsed.value(), std::move(current), now);
+  input.deleted_pod_uids = DeletedPodsStillCached(input.policy.ns, input.pods);
+  AG_RETURN_IF_ERROR(ApplyPolicyActions(*object, input.policy, DecidePolicyStatus(input)));
+  return ReconcileResult{};
+}
+
+std::set<std::string> PolicyReconciler::DeletedPodsStillCached(
+    const std::string& ns, const std::vector<api::PodSummary>& pods) {
+  std::set<std::string> present;
+  for (const api::PodSummary& pod : pods) present.insert(pod.meta.uid);
+  std::set<std::string> deleted;
+  std::lock_guard<std::mutex> lock(deleted_mu_);
+  for (auto it = deleted_pod_uids_.begin(); it != deleted_pod_uids_.end();) {
+    if (it->second == ns && present.count(it->first) == 0) {
+      it = deleted_pod_uids_.erase(it);
+    } else {
+      deleted.insert(it->first);
+      ++it;
     }
   }
-  input.operator_namespace = ctx_.operator_namespace;
-  input.now_rfc3339 = now;
-  {
-    std::set<std::string> present;
-    for (const api::PodSummary& pod : input.pods) present.insert(pod.meta.uid);
-    std::lock_guard<std::mutex> lock(deleted_mu_);
-    for (auto it = deleted_pod_uids_.begin(); it != deleted_pod_uids_.end();) {
-      if (it->second == policy.ns && present.count(it->first) == 0) {
-        it = deleted_pod_uids_.erase(it);
-      } else {
-        input.deleted_pod_uids.insert(it->first);
-        ++it;
-      }
-    }
-  }
-  PolicyActions actions = DecidePolicyStatus(input);
+  return deleted;
+}
+
+Status PolicyReconciler::ApplyPolicyActions(const json& object, const api::AllocatorPolicy& policy,
+                                            const PolicyActions& actions) {
   if (actions.status_changed) {
-    AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::AllocatorPolicies(), *object,
+    AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::AllocatorPolicies(), object,
                                    api::AllocatorPolicyStatusToJson(actions.status)));
   }
   for (const SuspendedTemplate& t : actions.injection_failing) {
-    RecordEvent(ctx_, *object, true, "InjectionFailing", t.note);
+    RecordEvent(ctx_, object, true, "InjectionFailing", t.note);
     if (auto deployment = ctx_.deployments->Get(policy.ns + "/" + t.deployment)) {
       RecordEvent(ctx_, *deployment, true, "InjectionFailing", t.note);
     }
@@ -286,7 +289,7 @@ Result<ReconcileResult> PolicyReconciler::Reconcile(const std::string& key) {
     }
     if (deleted.ok() && pod.has_value()) RecordEvent(ctx_, *pod, true, "InjectionFailing", d.note);
   }
-  return ReconcileResult{};
+  return Status::Ok();
 }
 
 // ---------------------------------------------------------------------------
@@ -451,32 +454,45 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
 
 // ---------------------------------------------------------------------------
 
-Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
-  std::optional<json> deployment = ctx_.deployments->Get(key);
-  if (!deployment.has_value()) return ReconcileResult{};
-  auto [ns, name] = SplitKey(key);
+namespace {
+
+// What DecideRollout reads: the cached Deployment, the namespace's policies
+// and the canary of its current template. nullopt when no policy governs
+// the Deployment and no hold is left on it (nothing to decide).
+std::optional<RolloutInput> ReadRolloutInput(const ControllerContext& ctx, const json& deployment,
+                                             const std::string& ns, const std::string& name) {
   RolloutInput input;
-  input.deployment = api::ParseDeploymentSummary(*deployment);
+  input.deployment = api::ParseDeploymentSummary(deployment);
   const std::vector<api::AllocatorPolicy> policies =
-      admission::ParsePolicies(ctx_.policies->ByIndex(kNamespaceIndex, ns));
+      admission::ParsePolicies(ctx.policies->ByIndex(kNamespaceIndex, ns));
   const std::vector<const api::AllocatorPolicy*> matching =
       api::PoliciesSelecting(policies, input.deployment.template_labels);
   if (matching.size() == 1) input.policy = *matching.front();
   input.policy_ambiguous = matching.size() > 1;
   const bool held = !input.deployment.meta.Annotation(api::kHeldCandidateAnnotation).empty();
-  // An ungoverned Deployment matters only when a hold is left on it.
-  if (!input.policy.has_value() && !held) return ReconcileResult{};
+  if (!input.policy.has_value() && !held) return std::nullopt;
   input.template_hash = input.deployment.cached_template_hash;
   if (input.template_hash.empty()) {
     input.template_hash = admission::TemplateHash(input.deployment.pod_template);
   }
   if (input.policy.has_value()) {
-    if (std::optional<json> canary = ctx_.canaries->Get(
+    if (std::optional<json> canary = ctx.canaries->Get(
             ns + "/" + CanaryName(name, input.template_hash, CanaryPolicyKey(*input.policy)))) {
       input.canary = api::ParseReplayCanarySummary(*canary);
     }
   }
-  RolloutActions actions = DecideRollout(input);
+  return input;
+}
+
+}  // namespace
+
+Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
+  std::optional<json> deployment = ctx_.deployments->Get(key);
+  if (!deployment.has_value()) return ReconcileResult{};
+  auto [ns, name] = SplitKey(key);
+  std::optional<RolloutInput> input = ReadRolloutInput(ctx_, *deployment, ns, name);
+  if (!input.has_value()) return ReconcileResult{};
+  RolloutActions actions = DecideRollout(*input);
   if (actions.create_canary.has_value()) {
     // The cache holds no full template: read the Deployment, and snapshot
     // it only if it is still the template the cache saw. The decision is
@@ -489,19 +505,28 @@ Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
       return ApiStatus(full.error(), "reading " + key);
     }
     api::DeploymentSummary read = api::ParseDeploymentSummary(*full);
-    if (admission::TemplateHash(read.pod_template) != input.template_hash) {
+    if (admission::TemplateHash(read.pod_template) != input->template_hash) {
       return ReconcileResult{std::chrono::seconds(1)};  // the cache is behind; look again
     }
-    input.deployment = std::move(read);
-    actions = DecideRollout(input);
+    input->deployment = std::move(read);
+    actions = DecideRollout(*input);
   }
+  return ApplyRolloutActions(*deployment, *input, actions);
+}
+
+Result<ReconcileResult> RolloutReconciler::ApplyRolloutActions(const json& deployment,
+                                                               const RolloutInput& input,
+                                                               const RolloutActions& actions) {
+  const std::string& ns = input.deployment.meta.namespace_name;
+  const std::string& name = input.deployment.meta.name;
+  const std::string key = input.deployment.meta.Key();
   if (actions.create_canary.has_value()) {
     auto created = ctx_.client->Create(kube::ReplayCanaries(), ns, *actions.create_canary);
     if (!created.ok() && !created.error().IsAlreadyExists()) {
       return ApiStatus(created.error(), "creating ReplayCanary for " + key);
     }
     if (created.ok()) {
-      RecordEvent(ctx_, *deployment, false, actions.event_reason, actions.event_note);
+      RecordEvent(ctx_, deployment, false, actions.event_reason, actions.event_note);
     }
     return ReconcileResult{};
   }
@@ -523,7 +548,7 @@ Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
     }
     if (!patched.ok()) return ApiStatus(patched.error(), "releasing " + key);
   }
-  RecordEvent(ctx_, *deployment, actions.event_warning, actions.event_reason, actions.event_note);
+  RecordEvent(ctx_, deployment, actions.event_warning, actions.event_reason, actions.event_note);
   return ReconcileResult{};
 }
 

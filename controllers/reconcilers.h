@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "controllers/canary_decision.h"
+#include "controllers/policy_decision.h"
+#include "controllers/rollout_decision.h"
 #include "operator/api/workloads.h"
 #include "operator/canary/job_builder.h"
 #include "operator/common/clock.h"
@@ -48,13 +50,9 @@ void AddCanaryJobIndex(kube::Store& pods);
 // manager's informer transform sets them), so they can be written back and
 // named in events as they are.
 
-// The Deployment cache keeps only what the reconcilers read: metadata, the
-// pause flag, the template's labels and annotations, and the template's hash
-// (under kCachedTemplateHashField). The rollout reconciler fetches the full
-// template when it creates a canary. A whole Deployment is ~10 KB of JSON;
-// the slim one a fraction of that.
+// The Deployment cache keeps only what the reconcilers read
+// (api::SlimDeployment is its transform).
 inline constexpr const char* kCachedTemplateHashField = api::kCachedTemplateHashField;
-void SlimDeployment(nlohmann::json& deployment);
 
 // The limits on running canaries, cluster-wide and per namespace, and the
 // queue of canaries waiting for a slot. The cache alone cannot enforce the
@@ -122,6 +120,15 @@ class PolicyReconciler : public Reconciler {
   Result<ReconcileResult> Reconcile(const std::string& key) override;
 
  private:
+  // The uids of pods this reconciler deleted in `ns` that `pods` (the
+  // cache) still lists; the others are forgotten.
+  std::set<std::string> DeletedPodsStillCached(const std::string& ns,
+                                               const std::vector<api::PodSummary>& pods);
+  // Writes the status, records the events and deletes the pods `actions`
+  // asks for (`object` is the policy as cached).
+  Status ApplyPolicyActions(const nlohmann::json& object, const api::AllocatorPolicy& policy,
+                            const PolicyActions& actions);
+
   ControllerContext ctx_;
   // Pods the circuit breaker deleted (uid -> namespace), so each is deleted
   // once even before the cache shows its deletionTimestamp; forgotten when
@@ -147,6 +154,13 @@ class RolloutReconciler : public Reconciler {
   Result<ReconcileResult> Reconcile(const std::string& key) override;
 
  private:
+  // Creates the canary, patches the Deployment (conditional on the
+  // resourceVersion `input` was read at) and records the event `actions`
+  // asks for; `deployment` is the Deployment as cached.
+  Result<ReconcileResult> ApplyRolloutActions(const nlohmann::json& deployment,
+                                              const RolloutInput& input,
+                                              const RolloutActions& actions);
+
   ControllerContext ctx_;
 };
 

@@ -95,7 +95,7 @@ class ReconcilerTest : public ::testing::Test {
   json Put(const kube::ResourceType& type, kube::Store& cache, json object) {
     json stored = server_->Seed(type, object);
     json cached = stored;
-    if (&cache == &deployments_) SlimDeployment(cached);
+    if (&cache == &deployments_) api::SlimDeployment(cached);
     cache.Upsert(cached);
     return stored;
   }

@@ -112,7 +112,7 @@ class RolloutRaceTest : public ::testing::Test {
     cached["apiVersion"] = "apps/v1";
     cached["kind"] = "Deployment";
     canaries_.Upsert(FlatCanary(cached, policy_));
-    SlimDeployment(cached);
+    api::SlimDeployment(cached);
     deployments_.Upsert(cached);
     return *created;
   }

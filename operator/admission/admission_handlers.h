@@ -44,7 +44,7 @@ struct AdmissionHandlerDeps {
   kube::Client* client = nullptr;  // SubjectAccessReviews for hold overrides
   kube::Store* policies = nullptr;
   kube::Store* canaries = nullptr;
-  kube::Store* deployments = nullptr;  // slim (controllers::SlimDeployment)
+  kube::Store* deployments = nullptr;  // slim (api::SlimDeployment)
   kube::EventRecorder* events = nullptr;
 };
 

@@ -1,5 +1,6 @@
 #include "operator/api/workloads.h"
 
+#include "operator/api/deployment.h"
 #include "operator/api/json_fields.h"
 #include "operator/api/json_reader.h"
 #include "operator/api/policy.h"
@@ -69,6 +70,31 @@ JobSummary ParseJobSummary(const json& object, std::vector<std::string>* problem
   Reader s(*status, "status", problems);
   ReadConditions(s, &job.conditions, problems);
   return job;
+}
+
+void SlimDeployment(json& deployment) {
+  if (!deployment.is_object()) return;
+  auto spec_it = deployment.find("spec");
+  if (spec_it == deployment.end() || !spec_it->is_object()) return;
+  json& spec = *spec_it;
+  static const json kNull;
+  auto tmpl_it = spec.find("template");
+  const json& tmpl = tmpl_it == spec.end() ? kNull : *tmpl_it;
+  json tmpl_meta = json::object();
+  if (tmpl.is_object()) {
+    auto meta = tmpl.find("metadata");
+    if (meta != tmpl.end() && meta->is_object()) {
+      for (const char* key : {"labels", "annotations"}) {
+        auto it = meta->find(key);
+        if (it != meta->end()) tmpl_meta[key] = *it;
+      }
+    }
+  }
+  json slim = {{"template", {{"metadata", std::move(tmpl_meta)}}}};
+  auto paused = spec.find("paused");
+  if (paused != spec.end()) slim["paused"] = *paused;
+  deployment[kCachedTemplateHashField] = PodTemplateHash(tmpl);
+  spec = std::move(slim);
 }
 
 DeploymentSummary ParseDeploymentSummary(const json& object, std::vector<std::string>* problems) {

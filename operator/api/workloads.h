@@ -23,8 +23,17 @@
 namespace allocguard::api {
 
 // The member under which the operator's Deployment cache keeps the digest of
-// the pod template it dropped (controllers::SlimDeployment).
+// the pod template it dropped (SlimDeployment).
 inline constexpr char kCachedTemplateHashField[] = "allocguardTemplateHash";
+
+// The transform of the operator's Deployment cache: keeps only what the
+// reconcilers read (metadata, spec.paused, the template's labels and
+// annotations) and puts PodTemplateHash of the dropped template under
+// kCachedTemplateHashField. The rollout reconciler fetches the full template
+// when it creates a canary. A whole Deployment is ~10 KB of JSON; the slim
+// one a fraction of that. Never throws: a spec that is not an object is left
+// as it is (ParseDeploymentSummary reports it).
+void SlimDeployment(nlohmann::json& deployment);
 
 // A Deployment as the controllers read it: what the slim cache keeps
 // (metadata, spec.paused, the template's labels and annotations, the cached

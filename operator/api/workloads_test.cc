@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "operator/api/deployment.h"
+
 namespace allocguard::api {
 namespace {
 
@@ -29,6 +31,33 @@ TEST(ParseDeploymentSummaryTest, ReadsWhatTheSlimCacheKeeps) {
   EXPECT_EQ(d.template_annotations, (std::map<std::string, std::string>{{"b", "2"}}));
   EXPECT_EQ(d.cached_template_hash, "digest");
   EXPECT_EQ(d.pod_template, object["spec"]["template"]);
+}
+
+TEST(SlimDeploymentTest, KeepsWhatTheReconcilersReadAndTheTemplatesDigest) {
+  const json tmpl = {
+      {"metadata", {{"labels", {{"app", "web"}}}, {"annotations", {{"b", "2"}}}, {"name", "x"}}},
+      {"spec", {{"containers", {{{"name", "app"}, {"image", "web:1"}}}}}}};
+  json object = {{"metadata", {{"name", "web"}, {"namespace", "shop"}}},
+                 {"spec", {{"paused", true}, {"replicas", 3}, {"template", tmpl}}},
+                 {"status", {{"replicas", 3}}}};
+  SlimDeployment(object);
+  EXPECT_EQ(
+      object["spec"],
+      (json{{"paused", true},
+            {"template",
+             {{"metadata", {{"labels", {{"app", "web"}}}, {"annotations", {{"b", "2"}}}}}}}}));
+  EXPECT_EQ(object[kCachedTemplateHashField], PodTemplateHash(tmpl));
+  EXPECT_EQ(object["status"], (json{{"replicas", 3}})) << "only spec is slimmed";
+  const DeploymentSummary d = ParseDeploymentSummary(object);
+  EXPECT_EQ(d.cached_template_hash, PodTemplateHash(tmpl));
+  EXPECT_TRUE(d.paused);
+  EXPECT_EQ(d.template_labels, (std::map<std::string, std::string>{{"app", "web"}}));
+
+  for (json hostile : {json(), json(5), json{{"spec", "x"}}, json{{"spec", {{"template", 3}}}},
+                       json{{"spec", {{"template", {{"metadata", 1}}}}}}}) {
+    const json before = hostile;
+    EXPECT_NO_THROW(SlimDeployment(hostile)) << before;
+  }
 }
 
 TEST(ParseDeploymentSummaryTest, WrongTypesAreReportedWithTheirPathNeverThrown) {

@@ -8,6 +8,7 @@
 
 #include "controllers/reconcilers.h"
 #include "operator/api/names.h"
+#include "operator/api/workloads.h"
 #include "operator/kube/client.h"
 #include "operator/kube/event_recorder.h"
 #include "operator/kube/informer.h"
@@ -150,7 +151,7 @@ Caches MakeCaches(kube::Client* client, const ManagerOptions& options) {
   Caches c;
   c.policies = make(kube::AllocatorPolicies(), "", nullptr);
   c.canaries = make(kube::ReplayCanaries(), "", nullptr);
-  c.deployments = make(kube::Deployments(), "", controllers::SlimDeployment);
+  c.deployments = make(kube::Deployments(), "", api::SlimDeployment);
   c.pods = make(kube::Pods(), "", SlimPod);
   c.jobs =
       make(kube::Jobs(), std::string(api::kManagedByLabel) + "=" + api::kManagedByValue, nullptr);

@@ -46,7 +46,7 @@ struct WebhookServingDeps {
   kube::Client* client = nullptr;
   kube::Store* policies = nullptr;
   kube::Store* canaries = nullptr;
-  kube::Store* deployments = nullptr;  // slim (controllers::SlimDeployment)
+  kube::Store* deployments = nullptr;  // slim (api::SlimDeployment)
   kube::EventRecorder* events = nullptr;
   metrics::Registry* metrics = nullptr;
   Clock* clock = nullptr;
