@@ -576,17 +576,18 @@ void SetCanaryConditions(api::ReplayCanaryStatus& status, int64_t generation,
   std::vector<api::Condition>& conditions = status.conditions;
   if (phase == api::CanaryPhase::kFailed ||
       (phase == api::CanaryPhase::kCompleted && VerdictFromName(verdict) == Verdict::kFailed)) {
-    api::SetCondition(conditions, "Ready", "False", "Failed", explanation, generation, now_rfc3339);
-    api::SetCondition(conditions, "Reconciling", "False", "Failed", "finished without a verdict",
+    const std::string failed = api::CanaryPhaseName(api::CanaryPhase::kFailed);
+    api::SetCondition(conditions, "Ready", "False", failed, explanation, generation, now_rfc3339);
+    api::SetCondition(conditions, "Reconciling", "False", failed, "finished without a verdict",
                       generation, now_rfc3339);
-    api::SetCondition(conditions, "Stalled", "True", "Failed", explanation, generation,
-                      now_rfc3339);
+    api::SetCondition(conditions, "Stalled", "True", failed, explanation, generation, now_rfc3339);
   } else if (phase == api::CanaryPhase::kCompleted) {
-    api::SetCondition(conditions, "Ready", "True", verdict.empty() ? "Completed" : verdict,
+    const std::string completed = api::CanaryPhaseName(api::CanaryPhase::kCompleted);
+    api::SetCondition(conditions, "Ready", "True", verdict.empty() ? completed : verdict,
                       explanation, generation, now_rfc3339);
-    api::SetCondition(conditions, "Reconciling", "False", "Completed", "the verdict is in",
+    api::SetCondition(conditions, "Reconciling", "False", completed, "the verdict is in",
                       generation, now_rfc3339);
-    api::SetCondition(conditions, "Stalled", "False", "Completed", "the verdict is in", generation,
+    api::SetCondition(conditions, "Stalled", "False", completed, "the verdict is in", generation,
                       now_rfc3339);
   } else {
     const std::string reason = api::CanaryPhaseName(phase.value_or(api::CanaryPhase::kPending));
