@@ -115,8 +115,8 @@ std::vector<std::pair<const api::ContainerStatusSummary*, bool>> ContainerStatus
     const api::PodSummary& pod) {
   std::vector<std::pair<const api::ContainerStatusSummary*, bool>> out;
   for (const api::ContainerStatusSummary& cs : pod.init_container_statuses)
-    out.push_back({&cs, true});
-  for (const api::ContainerStatusSummary& cs : pod.container_statuses) out.push_back({&cs, false});
+    out.emplace_back(&cs, true);
+  for (const api::ContainerStatusSummary& cs : pod.container_statuses) out.emplace_back(&cs, false);
   return out;
 }
 
@@ -159,7 +159,7 @@ std::optional<InjectionFailure> DetectInjectionFailure(const api::AllocatorPolic
                                                        const api::PodSummary& pod) {
   const api::ObjectMeta& meta = pod.meta;
   if (meta.Terminating()) return std::nullopt;
-  if (meta.labels.count(api::kCanaryLabel) > 0) return std::nullopt;
+  if (meta.labels.contains(api::kCanaryLabel)) return std::nullopt;
   if (!api::SelectorMatches(policy.spec.selector, meta.labels)) return std::nullopt;
   if (meta.Annotation(api::kInjectedAnnotation).empty() ||
       meta.Annotation(api::kPolicyAnnotation) != policy.name ||
@@ -216,7 +216,7 @@ BreakerDecision DecideInjectionBreaker(const BreakerInput& input) {
     std::optional<InjectionFailure> failure = DetectInjectionFailure(policy, pod);
     if (!failure.has_value()) continue;
     const EntryKey key{failure->key.workload, failure->key.pod_template_hash, policy.generation};
-    if (kept_keys.count(key) > 0) continue;
+    if (kept_keys.contains(key)) continue;
     const std::string deployment_name = DeploymentName(key.workload);
     const api::DeploymentSummary* deployment = FindDeployment(input.deployments, deployment_name);
     if (deployment == nullptr) continue;  // a resumption could not be told apart: leave it
@@ -240,13 +240,13 @@ BreakerDecision DecideInjectionBreaker(const BreakerInput& input) {
     entry.message = message;
     entry.since = input.now_rfc3339;
     out.suspended.push_back(std::move(entry));
-    out.tripped.push_back(
-        {deployment_name, "AllocatorPolicy " + policy.name + " stopped injecting " + allocator +
-                              " into " + key.workload + " (pod-template-hash " + key.hash +
-                              "): " + message +
-                              ". Its failing pods are deleted and come back on the system "
-                              "allocator; injection resumes when the pod template or the "
-                              "policy changes."});
+    std::string tripped = "AllocatorPolicy " + policy.name;
+    tripped.append(" stopped injecting ").append(allocator).append(" into ").append(key.workload);
+    tripped.append(" (pod-template-hash ").append(key.hash).append("): ").append(message);
+    tripped.append(
+        ". Its failing pods are deleted and come back on the system allocator; injection "
+        "resumes when the pod template or the policy changes.");
+    out.tripped.push_back({deployment_name, std::move(tripped)});
   }
 
   // Failing pods of suspensions the webhook already knows about.
@@ -254,13 +254,13 @@ BreakerDecision DecideInjectionBreaker(const BreakerInput& input) {
     const api::ObjectMeta& meta = pod.meta;
     if (meta.Terminating()) continue;
     const std::string& uid = meta.uid;
-    if (input.deleted_pod_uids.count(uid) > 0) continue;
+    if (input.deleted_pod_uids.contains(uid)) continue;
     if (pod.Finished()) continue;
     if (!meta.HasAnnotation(api::kInjectedAnnotation)) continue;
     const admission::PodTemplateKey key = admission::PodTemplateKeyOf(pod.meta);
     if (key.pod_template_hash.empty()) continue;
     const EntryKey entry_key{key.workload, key.pod_template_hash, policy.generation};
-    if (kept_keys.count(entry_key) == 0 || recorded_keys.count(entry_key) == 0) continue;
+    if (!kept_keys.contains(entry_key) || !recorded_keys.contains(entry_key)) continue;
     if (GovernedContainersReady(policy, pod)) continue;
     out.delete_pods.push_back(
         {meta.name, uid,

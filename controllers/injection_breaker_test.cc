@@ -271,6 +271,7 @@ json Entry(int64_t generation = 4, const std::string& digest = "tmpl-a") {
 // The objects as the policy reconciler parses them.
 std::vector<api::PodSummary> Pods(const std::vector<json>& objects) {
   std::vector<api::PodSummary> out;
+  out.reserve(objects.size());
   for (const json& o : objects) out.push_back(api::ParsePodSummary(o));
   return out;
 }

@@ -86,8 +86,9 @@ void GovernedRule(const PolicyInput& input, api::AllocatorPolicyStatus& status,
       facts.held_waiting.push_back(name);
       continue;
     }
-    std::string why = name + " (template " + held +
-                      "): " + api::RecordedVerdictName(cs.verdict, cs.unknown_verdict);
+    std::string why = name;
+    why.append(" (template ").append(held).append("): ");
+    why += api::RecordedVerdictName(cs.verdict, cs.unknown_verdict);
     if (!cs.floor_slope.empty()) why += " at " + cs.floor_slope;
     if (!cs.flat_variant.empty()) why += "; variant " + cs.flat_variant + " was flat instead";
     facts.held_blocked.push_back(why);
@@ -228,7 +229,7 @@ std::vector<DriftedPod> FindInjectionDrift(const api::AllocatorPolicy& policy,
       continue;
     }
     if (meta.Terminating() || pod.Finished()) continue;
-    if (meta.labels.count(api::kCanaryLabel) > 0) continue;  // canaries carry their own injection
+    if (meta.labels.contains(api::kCanaryLabel)) continue;  // canaries carry their own injection
     if (!api::SelectorMatches(policy.spec.selector, meta.labels)) continue;
     if (meta.HasAnnotation(api::kInjectAnnotation) &&
         meta.Annotation(api::kInjectAnnotation) == "false") {

@@ -70,18 +70,21 @@ std::optional<json> Condition(const api::AllocatorPolicyStatus& status, const st
 // The objects as the reconciler parses them from its caches.
 std::vector<api::DeploymentSummary> Deployments(const std::vector<json>& objects) {
   std::vector<api::DeploymentSummary> out;
+  out.reserve(objects.size());
   for (const json& o : objects) out.push_back(api::ParseDeploymentSummary(o));
   return out;
 }
 
 std::vector<api::PodSummary> Pods(const std::vector<json>& objects) {
   std::vector<api::PodSummary> out;
+  out.reserve(objects.size());
   for (const json& o : objects) out.push_back(api::ParsePodSummary(o));
   return out;
 }
 
 std::vector<api::ReplayCanarySummary> Canaries(const std::vector<json>& objects) {
   std::vector<api::ReplayCanarySummary> out;
+  out.reserve(objects.size());
   for (const json& o : objects) out.push_back(api::ParseReplayCanarySummary(o));
   return out;
 }

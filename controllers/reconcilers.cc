@@ -22,9 +22,6 @@ namespace {
 
 using nlohmann::json;
 
-// JSON accessors that never throw (operator/kube/object.h).
-const auto& Field = kube::FieldOrNull;
-
 std::pair<std::string, std::string> SplitKey(const std::string& key) {
   auto slash = key.find('/');
   if (slash == std::string::npos) return {"", key};
@@ -59,11 +56,12 @@ Status WriteStatus(const ControllerContext& ctx, const kube::ResourceType& type,
 // What a canary variant's Job and pods show (ObserveVariant).
 VariantObservation Observe(const ControllerContext& ctx, const std::string& ns,
                            const std::string& variant, const std::string& job_name) {
-  std::optional<json> job = ctx.jobs->Get(ns + "/" + job_name);
+  const std::string job_key = ns + "/" + job_name;
+  std::optional<json> job = ctx.jobs->Get(job_key);
   if (!job.has_value()) return ObserveVariant(variant, job_name, nullptr, {});
   const api::JobSummary summary = api::ParseJobSummary(*job);
   std::vector<api::PodSummary> pods;
-  for (const json& pod : ctx.pods->ByIndex(kCanaryIndex, ns + "/" + job_name)) {
+  for (const json& pod : ctx.pods->ByIndex(kCanaryIndex, job_key)) {
     pods.push_back(api::ParsePodSummary(pod));
   }
   return ObserveVariant(variant, job_name, &summary, pods);
@@ -102,7 +100,7 @@ CanarySlotAnswer CanarySlots::TryAcquire(const std::string& key, const kube::Sto
     std::vector<std::string>& keys = it->second;
     keys.erase(std::remove_if(keys.begin(), keys.end(),
                               [&](const std::string& k) {
-                                return k != key && (finished(k) || busy.count(k) > 0);
+                                return k != key && (finished(k) || busy.contains(k));
                               }),
                keys.end());
     it = keys.empty() ? waiting_.erase(it) : std::next(it);
@@ -171,7 +169,7 @@ void AddCanaryJobIndex(kube::Store& pods) {
   pods.AddIndex(kCanaryIndex, [](const json& object) {
     const api::ObjectMeta meta = api::ParseObjectMeta(object);
     const std::map<std::string, std::string>& labels = meta.labels;
-    if (labels.count(api::kCanaryLabel) == 0) return std::vector<std::string>{};
+    if (!labels.contains(api::kCanaryLabel)) return std::vector<std::string>{};
     auto job = labels.find("batch.kubernetes.io/job-name");
     if (job == labels.end()) job = labels.find("job-name");
     if (job == labels.end()) return std::vector<std::string>{};
@@ -249,7 +247,7 @@ std::set<std::string> PolicyReconciler::DeletedPodsStillCached(
   std::set<std::string> deleted;
   std::lock_guard<std::mutex> lock(deleted_mu_);
   for (auto it = deleted_pod_uids_.begin(); it != deleted_pod_uids_.end();) {
-    if (it->second == ns && present.count(it->first) == 0) {
+    if (it->second == ns && !present.contains(it->first)) {
       it = deleted_pod_uids_.erase(it);
     } else {
       deleted.insert(it->first);

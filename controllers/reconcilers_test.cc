@@ -93,7 +93,7 @@ class ReconcilerTest : public ::testing::Test {
   // Creates `object` in the API and shows it in `cache` as the informer
   // would (Deployments slimmed); returns it as stored.
   json Put(const kube::ResourceType& type, kube::Store& cache, json object) {
-    json stored = server_->Seed(type, object);
+    json stored = server_->Seed(type, std::move(object));
     json cached = stored;
     if (&cache == &deployments_) api::SlimDeployment(cached);
     cache.Upsert(cached);

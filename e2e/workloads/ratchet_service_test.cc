@@ -54,7 +54,9 @@ TEST(RenderPlanTest, DifferentRequestsGiveDifferentPlans) {
 
 TEST(RenderPlanTest, ThreadsAreHeavyTailedWithinBounds) {
   PlanOptions options;
-  int at_min = 0, bursts = 0, largest = 0;
+  int at_min = 0;
+  int bursts = 0;
+  int largest = 0;
   const int n = 20000;
   for (int k = 1; k <= n; ++k) {
     int threads = static_cast<int>(PlanRender(Params(std::to_string(k)), options).threads.size());
@@ -73,7 +75,9 @@ TEST(RenderPlanTest, ThreadsAreHeavyTailedWithinBounds) {
 
 TEST(RenderPlanTest, SizeClassAndWidthScaleBuffers) {
   PlanOptions options;
-  uint64_t small = 0, large = 0, narrow = 0;
+  uint64_t small = 0;
+  uint64_t large = 0;
+  uint64_t narrow = 0;
   for (int k = 1; k <= 200; ++k) {
     std::string key = std::to_string(k);
     small += PlanRender(Params(key, "small"), options).TotalBufferBytes();

@@ -81,7 +81,7 @@ TEST_P(DeploymentGateTest, Decides) {
   std::set<std::string> flat_hashes;
   for (const std::string& image : c.flat)
     flat_hashes.insert(HashOf(WithImage(Deployment(), image)));
-  input.has_flat_verdict = [&](const std::string& h) { return flat_hashes.count(h) != 0; };
+  input.has_flat_verdict = [&](const std::string& h) { return flat_hashes.contains(h); };
   input.operator_namespace = "allocguard-system";
 
   GateDecision decision = DecideDeploymentGate(input);

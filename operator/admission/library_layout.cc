@@ -154,11 +154,12 @@ Status InstallAllocatorLibrary(const std::string& from, const std::string& to,
     AG_RETURN_IF_ERROR(CopyFile(src, dest / libc / library));
     note((dest / libc / library).string() + " (copied from " + src.string() + ")");
   }
+  const std::string glibc_library = glibc + "/" + library;
   for (const std::string& dir : GlibcLibDirectories()) {
     AG_RETURN_IF_ERROR(MakeDirectories(dest / dir));
-    const std::string target = UpTo(dir, glibc + "/" + library);
+    const std::string target = UpTo(dir, glibc_library);
     AG_RETURN_IF_ERROR(Link(target, dest / dir / library));
-    note((dest / dir / library).string() + " -> " + target);
+    note((dest / dir / library).string().append(" -> ").append(target));
   }
   if (IsRegularFile(dest / musl / library)) {
     AG_RETURN_IF_ERROR(MakeDirectories(dest / kLiteralLibToken));

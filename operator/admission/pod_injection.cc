@@ -87,7 +87,7 @@ void FitGuardToWorkload(const api::PodSpec& spec, const api::AllocatorPolicy& po
 bool AddGuard(json& spec, const api::PodSpec& pod_spec, const api::AllocatorPolicy& policy,
               const PodInjectionInput& input, std::vector<std::string>& conflicts) {
   if (pod_spec.share_process_namespace == false) {
-    conflicts.push_back(
+    conflicts.emplace_back(
         "the pod sets shareProcessNamespace: false; the guard needs to see the workload's "
         "processes, so allocguard did not add it");
     return false;
@@ -248,7 +248,7 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
     return Skip("pod " + pod_name + " is already injected (" + it->second + ")");
   }
   const auto& labels = typed.metadata.labels;
-  if (labels.count(api::kCanaryLabel) != 0) {
+  if (labels.contains(api::kCanaryLabel)) {
     return Skip("pod " + pod_name + " is a canary pod; its variant is injected by the canary");
   }
 

@@ -52,14 +52,14 @@ std::optional<std::string> SatisfyingValue(const KeyConstraints& k) {
   if (k.does_not_exist) return std::nullopt;
   if (!k.in.empty()) {
     for (const std::string& v : k.in.front()) {
-      bool ok = k.not_in.count(v) == 0;
-      for (const auto& set : k.in) ok = ok && set.count(v) != 0;
+      bool ok = !k.not_in.contains(v);
+      for (const auto& set : k.in) ok = ok && set.contains(v);
       if (ok) return v;
     }
     return std::nullopt;
   }
   std::string value = "x";
-  for (int i = 1; k.not_in.count(value) != 0; ++i) value = "x" + std::to_string(i);
+  for (int i = 1; k.not_in.contains(value); ++i) value = "x" + std::to_string(i);
   return value;
 }
 

@@ -37,7 +37,7 @@ struct UnpauseCase {
   std::string event_part;    // in event_reason; empty: no event
   // In needs_override (the update lifts the hold: only for requesters with
   // the override permission); empty: it needs none.
-  std::string needs_part = "";
+  std::string needs_part;
 };
 
 void PrintTo(const UnpauseCase& c, std::ostream* os) { *os << c.label; }

@@ -121,8 +121,10 @@ TEST(ReplayCanaryStatusTest, FieldsOfOtherTypesAreNamedAndReadAsAbsent) {
       "status.variants[1].requests: must be an integer, got 1.5",
       "status.variants[1].oomKilled: must be a boolean, got \"yes\"",
       "status.variants[1].earlierRuns[0]: must be an object, got 3",
+      // NOLINTBEGIN(bugprone-suspicious-missing-comma): one message over two lines
       "status.variants[1].earlierRuns[1].verdict: \"Maybe\" is not a verdict allocguard "
       "writes; read as Failed",
+      // NOLINTEND(bugprone-suspicious-missing-comma)
       "status.variants[1].earlierRuns[1].seed: must be an integer, got \"one\"",
   };
   EXPECT_EQ(problems, expected);

@@ -54,6 +54,7 @@ CommandResult RunCommand(const std::vector<std::string>& argv) {
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, 0);
     std::vector<char*> args;
+    args.reserve(argv.size());
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     execv(args[0], args.data());
@@ -158,7 +159,8 @@ TEST_F(CrdControlPlaneTest, ExamplesApplyAndShowTheirColumns) {
     EXPECT_NE(table.output.find(column), std::string::npos) << column << "\n" << table.output;
   }
   std::istringstream lines(table.output);
-  std::string line, checkout_row;
+  std::string line;
+  std::string checkout_row;
   while (std::getline(lines, line)) {
     if (line.rfind("checkout-jemalloc", 0) == 0) checkout_row = line;
   }
@@ -200,7 +202,8 @@ TEST_F(CrdControlPlaneTest, InvalidPoliciesAreRefusedNamingTheField) {
   ASSERT_EQ(valid.exit_code, 0) << valid.output;
   ASSERT_EQ(Kubectl({"delete", "-n", ns_, "agp", "invalid"}).exit_code, 0);
 
-  int refused = 0, total = 0;
+  int refused = 0;
+  int total = 0;
   for (const InvalidCaseForTest& c : InvalidPolicyCasesForTest()) {
     ++total;
     json object = ValidPolicyForTest();
@@ -218,7 +221,8 @@ TEST_F(CrdControlPlaneTest, InvalidPoliciesAreRefusedNamingTheField) {
   CommandResult canary = Apply(ValidCanaryForTest());
   ASSERT_EQ(canary.exit_code, 0) << canary.output;
   ASSERT_EQ(Kubectl({"delete", "-n", ns_, "agc", "invalid"}).exit_code, 0);
-  int canaries_refused = 0, canaries = 0;
+  int canaries_refused = 0;
+  int canaries = 0;
   for (const InvalidCaseForTest& c : InvalidCanaryCasesForTest()) {
     ++canaries;
     json object = ValidCanaryForTest();

@@ -59,7 +59,7 @@ bool HoldsRollout(const ObjectMeta& metadata);
 // Reads a whole Deployment; a non-object gives an empty Deployment (with
 // `present` set unless it is null). Problems are appended to `problems`
 // (may be null).
-Deployment ParseDeployment(const nlohmann::json& deployment,
+Deployment ParseDeployment(const nlohmann::json& object,
                            std::vector<std::string>* problems = nullptr);
 
 }  // namespace allocguard::api

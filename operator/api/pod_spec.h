@@ -59,8 +59,8 @@ struct Container {
   std::string memory_limit;
   SecurityContext security_context;  // securityContext
 
-  // The entry of env named `name`, or nullptr.
-  const EnvVar* Env(const std::string& name) const;
+  // The entry of env named `wanted`, or nullptr.
+  const EnvVar* Env(const std::string& wanted) const;
 
   bool operator==(const Container&) const = default;
 };
@@ -82,9 +82,9 @@ struct PodSpec {
   bool containers_malformed = false;
   bool volumes_malformed = false;
 
-  // The container named `name` in initContainers, then containers; nullptr
+  // The container named `wanted` in initContainers, then containers; nullptr
   // when there is none.
-  const Container* FindContainer(const std::string& name) const;
+  const Container* FindContainer(const std::string& wanted) const;
 
   bool operator==(const PodSpec&) const = default;
 };
@@ -104,11 +104,11 @@ struct Pod {
 };
 
 // Reads a PodSpec object; problems are appended under `path` (may be null).
-PodSpec ParsePodSpec(const nlohmann::json& spec, const std::string& path,
+PodSpec ParsePodSpec(const nlohmann::json& object, const std::string& path,
                      std::vector<std::string>* problems = nullptr);
 
 // Reads a whole Pod (or anything shaped like one: a non-object gives an
 // empty Pod). Problems are appended to `problems` (may be null).
-Pod ParsePod(const nlohmann::json& pod, std::vector<std::string>* problems = nullptr);
+Pod ParsePod(const nlohmann::json& object, std::vector<std::string>* problems = nullptr);
 
 }  // namespace allocguard::api

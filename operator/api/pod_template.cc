@@ -312,7 +312,7 @@ std::vector<std::string> HostAccessFields(const json& pod_template) {
   }
   auto node_name = spec.find("nodeName");
   if (node_name != spec.end() && node_name->is_string() && !node_name->get<std::string>().empty()) {
-    out.push_back("spec.nodeName");
+    out.emplace_back("spec.nodeName");
   }
   for (const char* list : {"containers", "initContainers", "ephemeralContainers"}) {
     auto it = spec.find(list);
@@ -357,7 +357,7 @@ std::vector<std::string> RightsBeyondAnOrdinaryPod(const json& pod_template) {
   for (const char* key : {"serviceAccountName", "serviceAccount"}) {
     auto it = spec->find(key);
     if (it == spec->end() || !it->is_string()) continue;
-    const std::string& account = it->get_ref<const std::string&>();
+    const auto& account = it->get_ref<const std::string&>();
     if (!account.empty() && account != "default") {
       out.push_back("spec." + std::string(key) + " (" + account + ")");
     }

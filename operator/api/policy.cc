@@ -50,7 +50,7 @@ Status ReadInt(const json& obj, const char* key, const std::string& base, int64_
 template <typename Int>
 Status ReadIntAs(const json& obj, const char* key, const std::string& base, int64_t min,
                  int64_t max, Int* out) {
-  int64_t n = static_cast<int64_t>(*out);
+  auto n = static_cast<int64_t>(*out);
   AG_RETURN_IF_ERROR(ReadInt(obj, key, base, min, max, &n));
   *out = static_cast<Int>(n);
   return Status::Ok();
@@ -137,7 +137,7 @@ Status ReadDuration(const json& obj, const char* key, const std::string& base, m
   if (v == nullptr) return Status::Ok();
   const std::string path = Field(base, key);
   if (!v->is_string()) return Err(path, "must be a duration such as \"15m\", got " + Dump(*v));
-  const std::string& text = v->get_ref<const std::string&>();
+  const auto& text = v->get_ref<const std::string&>();
   bool has_unit = !text.empty() && std::isalpha(static_cast<unsigned char>(text.back()));
   auto d = ParseDuration(text);
   if (!d.ok() || !has_unit) {
@@ -226,10 +226,13 @@ Status ReadStringMap(const json& obj, const char* key, const std::string& base,
   }
   out->clear();
   for (const auto& [k, v] : m->items()) {
-    if (!key_ok(k)) return Err(path, "key \"" + k + "\": " + key_rule);
+    if (!key_ok(k))
+      return Err(path, std::string("key \"").append(k).append("\": ").append(key_rule));
     if (!v.is_string()) return Err(Field(path, k), "must be a string, got " + Dump(v));
-    const std::string& s = v.get_ref<const std::string&>();
-    if (!value_ok(s)) return Err(Field(path, k), value_rule + ", got \"" + s + "\"");
+    const auto& s = v.get_ref<const std::string&>();
+    if (!value_ok(s)) {
+      return Err(Field(path, k), std::string(value_rule).append(", got \"").append(s).append("\""));
+    }
     (*out)[k] = s;
   }
   return Status::Ok();
@@ -299,8 +302,9 @@ Result<AllocatorSpec> ParseAllocatorSpec(const json& v, const std::string& path)
        {Allocator::kGlibc, Allocator::kJemalloc, Allocator::kMimalloc, Allocator::kTcmalloc}) {
     const std::string other_name = AllocatorName(other);
     if (other != a.name && Member(v, other_name.c_str()) != nullptr) {
-      return Err(Field(path, other_name),
-                 other_name + " tunables are allowed only when name is " + other_name);
+      return Err(Field(path, other_name), std::string(other_name)
+                                              .append(" tunables are allowed only when name is ")
+                                              .append(other_name));
     }
   }
   const json* section = nullptr;
@@ -936,7 +940,8 @@ std::string SelectorString(const LabelSelector& selector) {
     if (!out.empty()) out += ",";
     out += term;
   };
-  for (const auto& [key, value] : selector.match_labels) add(key + "=" + value);
+  for (const auto& [key, value] : selector.match_labels)
+    add(std::string(key).append("=").append(value));
   for (const LabelSelectorRequirement& r : selector.match_expressions) {
     std::string values;
     for (const std::string& v : r.values) values += (values.empty() ? "" : ",") + v;

@@ -248,7 +248,8 @@ void ForEachMutant(const json& object, const std::function<void(const json&)>& f
 }
 
 TEST(ParseAllocatorPolicyTest, NeverThrowsOnMalformedShapes) {
-  int parsed = 0, refused = 0;
+  int parsed = 0;
+  int refused = 0;
   json full = ValidPolicyForTest();
   full["spec"]["guard"] = {{"enabled", true}, {"threshold", "1Gi"}, {"action", "Restart"}};
   full["spec"]["canary"]["variants"] =
@@ -325,7 +326,7 @@ ReplayCanarySpec FullCanarySpec() {
 }
 
 TEST(ReplayCanarySpecToJsonTest, RoundTripsThroughTheParser) {
-  for (ReplayCanarySpec spec :
+  for (const ReplayCanarySpec& spec :
        {FullCanarySpec(), [] {
           ReplayCanarySpec s;  // defaults, with only what the parser requires
           s.pod_template_json = R"({"spec":{"containers":[{"name":"app"}]}})";

@@ -8,7 +8,7 @@
 namespace allocguard::api {
 namespace {
 
-__extension__ typedef __int128 Int128;  // -Wpedantic: a GCC/Clang type
+__extension__ using Int128 = __int128;  // -Wpedantic: a GCC/Clang type
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 

@@ -186,7 +186,8 @@ TEST(BuildCanaryJobTest, EarlierInjectionIsReplacedByTheVariants) {
       ++inits;
     }
     EXPECT_EQ(inits, c.init_containers);
-    int lib_volumes = 0, lib_mounts = 0;
+    int lib_volumes = 0;
+    int lib_mounts = 0;
     for (const json& v : spec["volumes"]) lib_volumes += v["name"] == api::kLibraryVolumeName;
     for (const json& m : web["volumeMounts"]) lib_mounts += m["name"] == api::kLibraryVolumeName;
     EXPECT_EQ(lib_volumes, c.library_volume ? 1 : 0);
@@ -408,7 +409,7 @@ TEST(BuildCanaryJobTest, BadInputIsAnError) {
   api::ReplayCanary canary = Canary();
   for (const std::string& bad :
        {std::string("not json"), std::string("[]"), std::string("{\"metadata\":{}}"),
-        std::string("{\"spec\":{\"containers\":{}}}")}) {
+        std::string(R"({"spec":{"containers":{}}})")}) {
     canary.spec.pod_template_json = bad;
     auto job = BuildCanaryJob(canary, Variant("glibc", api::Allocator::kGlibc), Options());
     EXPECT_FALSE(job.ok()) << bad;

@@ -337,7 +337,9 @@ TEST_F(CertsControlPlaneTest, TheApiServerAdmitsThroughAFullCaRotation) {
   ASSERT_TRUE(reached) << "the API server never admitted through the webhook";
 
   const std::string first_ca = manager->Current()->ca_bundle_pem;
-  bool saw_two_cas = false, switched = false, dropped = false;
+  bool saw_two_cas = false;
+  bool switched = false;
+  bool dropped = false;
   int admitted = 0;
   const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!dropped && std::chrono::steady_clock::now() < limit) {

@@ -57,7 +57,8 @@ class FileCertificateSourceTest : public ::testing::Test {
 };
 
 TEST_F(FileCertificateSourceTest, ServesTheFilesAndPicksUpARenewalAfterTheInterval) {
-  PemCertificateAndKey ca1, ca2;
+  PemCertificateAndKey ca1;
+  PemCertificateAndKey ca2;
   PemCertificateAndKey first = MakeServing("first.example", &ca1);
   WritePair(first, ca1);
   auto source = FileCertificateSource::Create(Options());
@@ -81,7 +82,8 @@ TEST_F(FileCertificateSourceTest, ServesTheFilesAndPicksUpARenewalAfterTheInterv
 }
 
 TEST_F(FileCertificateSourceTest, KeepsTheGoodPairWhenAnUpdateIsInconsistent) {
-  PemCertificateAndKey ca1, ca2;
+  PemCertificateAndKey ca1;
+  PemCertificateAndKey ca2;
   PemCertificateAndKey first = MakeServing("first.example", &ca1);
   PemCertificateAndKey second = MakeServing("second.example", &ca2);
   WritePair(first, ca1);

@@ -2,16 +2,14 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <cerrno>
 #include <cstring>
 #include <thread>
-
-extern char** environ;
 
 namespace allocguard {
 
@@ -58,6 +56,7 @@ Status OpenForWriting(const std::string& path, int flags, int* fd) {
 // argv or envp for exec: pointers into `strings`, null-terminated.
 std::vector<char*> Pointers(std::vector<std::string>& strings) {
   std::vector<char*> out;
+  out.reserve(strings.size());
   for (auto& s : strings) out.push_back(s.data());
   out.push_back(nullptr);
   return out;
@@ -108,7 +107,7 @@ Result<Subprocess> Subprocess::Spawn(const SubprocessOptions& options) {
   std::vector<std::string> args = options.argv;
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : options.env ? *options.env : CurrentEnvironment()) {
-    env_strings.push_back(k + "=" + v);
+    env_strings.push_back(std::string(k).append("=").append(v));
   }
   std::vector<char*> argv = Pointers(args);
   std::vector<char*> envp = Pointers(env_strings);
@@ -193,7 +192,7 @@ SubprocessExit Subprocess::Wait() {
   return exit_;
 }
 
-void Subprocess::Signal(int sig) {
+void Subprocess::Signal(int sig) const {
   if (pid_ <= 0 || exit_.exited) return;
   kill(group_ ? -pid_ : pid_, sig);
 }

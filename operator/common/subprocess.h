@@ -80,7 +80,7 @@ class Subprocess {
   SubprocessExit Wait();
   // Sends `sig` to the child (to its group with new_process_group), unless
   // it has been reaped.
-  void Signal(int sig);
+  void Signal(int sig) const;
   // SIGTERM, then SIGKILL after `grace` when it still runs. Returns how it
   // ended.
   SubprocessExit Stop(std::chrono::milliseconds grace);

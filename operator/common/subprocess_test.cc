@@ -1,8 +1,8 @@
 #include "operator/common/subprocess.h"
 
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <filesystem>
 #include <fstream>
@@ -36,7 +36,7 @@ class SubprocessTest : public ::testing::Test {
 
 TEST_F(SubprocessTest, CapturesStdoutWithTheGivenEnvironment) {
   SubprocessOptions o;
-  o.argv = {"sh", "-c", "printf '%s,%s' \"$GREETING\" \"$1\"", "sh", "world"};
+  o.argv = {"sh", "-c", R"(printf '%s,%s' "$GREETING" "$1")", "sh", "world"};
   o.env = CurrentEnvironment();
   (*o.env)["GREETING"] = "hello";
   o.capture_stdout = true;

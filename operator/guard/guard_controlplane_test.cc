@@ -208,8 +208,8 @@ TEST_F(GuardControlPlaneTest, BackpressureFlipsTheReadinessGateAndAllocatorMisma
     for (const auto& e : list->items) {
       if (e["regarding"].value("uid", "") == pod_uid_) reasons.insert(e.value("reason", ""));
     }
-    return reasons.count("MemoryBackpressure") && reasons.count("MemoryBackpressureReleased") &&
-           reasons.count("AllocatorNotLoaded");
+    return reasons.contains("MemoryBackpressure") &&
+           reasons.contains("MemoryBackpressureReleased") && reasons.contains("AllocatorNotLoaded");
   })) << ::testing::PrintToString(reasons);
   std::lock_guard<std::mutex> lock(failures_mu);
   EXPECT_THAT(failures, ::testing::IsEmpty());

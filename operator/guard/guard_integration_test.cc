@@ -5,11 +5,11 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <chrono>
 #include <filesystem>
@@ -21,8 +21,6 @@
 #include "operator/guard/workload_source.h"
 #include "operator/replay/memory_cgroup.h"
 #include "operator/replay/proc_reader.h"
-
-extern char** environ;
 
 namespace allocguard::guard {
 namespace {
@@ -44,7 +42,8 @@ bool Eventually(F cond, std::chrono::seconds limit = std::chrono::seconds(30)) {
 class Child {
  public:
   Child(const std::string& binary, std::vector<std::string> args, const std::string& preload) {
-    int fds[2], ready[2];
+    int fds[2];
+    int ready[2];
     EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
     EXPECT_EQ(pipe2(ready, O_CLOEXEC), 0);
     posix_spawn_file_actions_t actions;
@@ -57,10 +56,12 @@ class Child {
     }
     if (!preload.empty()) env_storage.push_back("LD_PRELOAD=" + preload);
     std::vector<char*> envp;
+    envp.reserve(env_storage.size());
     for (auto& e : env_storage) envp.push_back(e.data());
     envp.push_back(nullptr);
     args.insert(args.begin(), binary);
     std::vector<char*> argv;
+    argv.reserve(args.size());
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     EXPECT_EQ(posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), envp.data()), 0)
@@ -82,7 +83,7 @@ class Child {
     }
   }
   pid_t pid() const { return pid_; }
-  void Go() {
+  void Go() const {
     char c = 'g';
     EXPECT_EQ(write(go_fd_, &c, 1), 1);
   }

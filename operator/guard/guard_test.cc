@@ -113,7 +113,7 @@ bool Eventually(F cond) {
 
 class GuardTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Guard> NewGuard(GuardOptions options, std::vector<FakeSource::Row> rows) {
+  std::unique_ptr<Guard> NewGuard(GuardOptions options, const std::vector<FakeSource::Row>& rows) {
     source_ = std::make_unique<FakeSource>(rows);
     reporter_ = std::make_unique<AsyncReporter>(std::make_unique<FakeReporter>(shared_),
                                                 AsyncReporterOptions{});
@@ -242,6 +242,7 @@ TEST_F(GuardTest, MetricsShowAnonPressureFloorAndState) {
   o.threshold_bytes = 1000 * kMiB;
   o.floors.warmup_minutes = 0;
   std::vector<FakeSource::Row> rows;
+  rows.reserve(31);
   for (int i = 0; i < 31; ++i) rows.push_back({i == 10 ? 200 : 500, {100}, 2000});
   auto guard = NewGuard(o, rows);
   for (int i = 0; i < 31; ++i) {
@@ -277,6 +278,7 @@ TEST(GuardLoopTest, AnApiServerThatNeverAnswersDoesNotDelayASample) {
   // Every other sample crosses the threshold, so every sample queues a
   // condition and an event.
   std::vector<FakeSource::Row> rows;
+  rows.reserve(400);
   for (int i = 0; i < 400; ++i) rows.push_back({i % 2 == 0 ? 2000 : 100});
   FakeSource source(rows);
   GuardOptions o;

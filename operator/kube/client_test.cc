@@ -25,19 +25,20 @@ std::vector<std::string> SplitInPieces(const std::string& stream, const std::vec
                           })
                     .ok());
   };
+  const std::string_view all = stream;
   for (size_t cut : cuts) {
-    feed(std::string_view(stream).substr(start, cut - start));
+    feed(all.substr(start, cut - start));
     start = cut;
   }
-  feed(std::string_view(stream).substr(start));
+  feed(all.substr(start));
   return lines;
 }
 
 TEST(LineSplitterTest, SameLinesWhereverTheStreamIsCut) {
   const std::string stream =
       "{\"type\":\"ADDED\",\"n\":1}\n{\"type\":\"MODIFIED\",\"n\":2}\n\n{\"type\":\"DELETED\"}\n";
-  const std::vector<std::string> want = {
-      "{\"type\":\"ADDED\",\"n\":1}", "{\"type\":\"MODIFIED\",\"n\":2}", "{\"type\":\"DELETED\"}"};
+  const std::vector<std::string> want = {R"({"type":"ADDED","n":1})",
+                                         R"({"type":"MODIFIED","n":2})", R"({"type":"DELETED"})"};
   // Every single cut and every pair of cuts.
   for (size_t a = 0; a <= stream.size(); ++a) {
     EXPECT_EQ(SplitInPieces(stream, {a}), want) << "cut at " << a;

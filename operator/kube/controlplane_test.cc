@@ -5,11 +5,11 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <atomic>
 #include <cstdlib>
@@ -25,8 +25,6 @@
 #include "operator/kube/leader_election.h"
 #include "operator/kube/testing/controlplane_support.h"
 #include "operator/net/http.h"
-
-extern char** environ;
 
 namespace allocguard::kube {
 namespace {
@@ -155,9 +153,11 @@ TEST_F(ControlPlaneTest, StaleUpdateConflictsAndUpdateWithRetryLosesNoIncrement)
   EXPECT_TRUE(conflict.error().IsConflict()) << conflict.error().ToString();
   EXPECT_NE(conflict.error().message.find("the object has been modified"), std::string::npos);
 
-  constexpr int kThreads = 4, kIncrements = 10;
+  constexpr int kThreads = 4;
+  constexpr int kIncrements = 10;
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < kIncrements; ++i) {
@@ -192,7 +192,7 @@ TEST_F(ControlPlaneTest, WatchSeesEveryChangeInOrder) {
           if (type == WatchEventType::kModified) {
             seen.push_back(o["data"]["i"].get<std::string>());
           } else if (type == WatchEventType::kDeleted) {
-            seen.push_back("deleted");
+            seen.emplace_back("deleted");
             return false;
           }
           return true;
@@ -210,7 +210,7 @@ TEST_F(ControlPlaneTest, WatchSeesEveryChangeInOrder) {
   watcher.join();
   std::vector<std::string> want;
   for (int i = 1; i <= kChanges; ++i) want.push_back(std::to_string(i));
-  want.push_back("deleted");
+  want.emplace_back("deleted");
   EXPECT_EQ(seen, want);
 }
 
@@ -447,7 +447,7 @@ TEST_F(ControlPlaneTest, AnObjectOverTheServersLimitIsAClearError) {
 // ---- TLS -----------------------------------------------------------------------------
 
 TEST_F(ControlPlaneTest, TlsVerifiesTheServerAgainstTheConfiguredCaAndName) {
-  auto try_config = [&](RestConfig rc) -> ApiResult<Object> {
+  auto try_config = [&](const RestConfig& rc) -> ApiResult<Object> {
     auto c = Client::Create(rc, {.max_transport_retries = 0});
     if (!c.ok()) return TransportError(c.status());
     return (*c)->Get(Namespaces(), "", "default");
@@ -589,7 +589,7 @@ TEST_F(CredentialsTest, KubeconfigWithAnExecPluginAuthenticatesAsThePluginsIdent
   {
     std::ofstream p(plugin);
     p << "#!/bin/sh\n"
-      << "echo \"$$\" >> \"" << dir_ << "/runs\"\n"
+      << R"(echo "$$" >> ")" << dir_ << "/runs\"\n"
       << "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
          "\"status\":{\"token\":\"%s\"}}' \"$TOKEN\"\n";
   }
@@ -676,6 +676,7 @@ class LeaderProcess {
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
     std::vector<std::string> args = {KUBE_LEADER_DEMO, kubeconfig, ns, lease, identity};
     std::vector<char*> argv;
+    argv.reserve(args.size());
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     EXPECT_EQ(posix_spawn(&pid_, KUBE_LEADER_DEMO, &actions, nullptr, argv.data(), environ), 0);
@@ -692,7 +693,7 @@ class LeaderProcess {
     std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     return all.find(text) != std::string::npos;
   }
-  void Signal(int sig) { kill(pid_, sig); }
+  void Signal(int sig) const { kill(pid_, sig); }
   int Wait() {
     int status = 0;
     waitpid(pid_, &status, 0);
@@ -739,7 +740,7 @@ TEST_F(ControlPlaneTest, LeaderKilledAnotherProcessTakesOverAndCleanShutdownRele
   ASSERT_TRUE(released.ok());
   EXPECT_TRUE(!(*released)["spec"].contains("holderIdentity") ||
               (*released)["spec"]["holderIdentity"].is_null() ||
-              (*released)["spec"]["holderIdentity"] == "");
+              (*released)["spec"]["holderIdentity"].empty());
   LeaderProcess c(kubeconfig_, ns_, "op-lock", "c", dir + "/c.out");
   ASSERT_TRUE(Eventually([&] { return c.Printed("leading c"); }));
   std::filesystem::remove_all(dir);

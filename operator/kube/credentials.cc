@@ -1,6 +1,6 @@
 #include "operator/kube/credentials.h"
 
-#include <signal.h>
+#include <csignal>
 
 #include <fstream>
 #include <nlohmann/json.hpp>

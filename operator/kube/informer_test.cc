@@ -116,7 +116,7 @@ TEST(InformerTest, ResumesFromTheLastSeenVersionAfterABrokenStream) {
   Client client(transport, nullptr, {.clock = &clock});
   transport->Queue(FakeReply::Json(200, ListBody("10", {})));
   FakeReply broken = FakeReply::Json(
-      200, Event("ADDED", Cm("a", "12")) + Event("BOOKMARK", Cm("", "15")) + "{\"type\":\"ADD");
+      200, Event("ADDED", Cm("a", "12")) + Event("BOOKMARK", Cm("", "15")) + R"({"type":"ADD)");
   transport->QueueStream(broken);
   Informer informer(&client, ConfigMaps(), {.namespace_ = "n"});
   informer.Start();

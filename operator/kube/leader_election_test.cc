@@ -62,7 +62,7 @@ class LeaseServer final : public Transport {
 };
 
 struct Candidate {
-  Candidate(std::shared_ptr<LeaseServer> server, const std::string& id)
+  Candidate(const std::shared_ptr<LeaseServer>& server, const std::string& id)
       : client(server, nullptr, {.clock = &clock}),
         elector(&client, {.lease_namespace = "ns", .lease_name = "lock", .identity = id}) {}
   FakeClock clock;
@@ -72,7 +72,8 @@ struct Candidate {
 
 TEST(LeaderElectionTest, AnotherHoldersLeaseExpiresByOurClockFromItsLastChange) {
   auto server = std::make_shared<LeaseServer>();
-  Candidate a(server, "a"), b(server, "b");
+  Candidate a(server, "a");
+  Candidate b(server, "b");
   ASSERT_TRUE(a.elector.TryAcquireOrRenewForTest());
   EXPECT_EQ(server->lease()["spec"]["holderIdentity"], "a");
   EXPECT_FALSE(b.elector.TryAcquireOrRenewForTest());  // b first sees a's record now
@@ -96,7 +97,8 @@ TEST(LeaderElectionTest, AnotherHoldersLeaseExpiresByOurClockFromItsLastChange) 
 
 TEST(LeaderElectionTest, ARenewTimeFromASkewedClockDoesNotExpireTheLeaseEarly) {
   auto server = std::make_shared<LeaseServer>();
-  Candidate a(server, "a"), b(server, "b");
+  Candidate a(server, "a");
+  Candidate b(server, "b");
   ASSERT_TRUE(a.elector.TryAcquireOrRenewForTest());
   // a's clock is a day behind: its renewTime looks ancient to everybody.
   Object spec = server->lease()["spec"];
@@ -109,7 +111,8 @@ TEST(LeaderElectionTest, ARenewTimeFromASkewedClockDoesNotExpireTheLeaseEarly) {
 
 TEST(LeaderElectionTest, AReleasedLeaseIsTakenAtOnce) {
   auto server = std::make_shared<LeaseServer>();
-  Candidate a(server, "a"), b(server, "b");
+  Candidate a(server, "a");
+  Candidate b(server, "b");
   ASSERT_TRUE(a.elector.TryAcquireOrRenewForTest());
   EXPECT_FALSE(b.elector.TryAcquireOrRenewForTest());
   Object spec = server->lease()["spec"];

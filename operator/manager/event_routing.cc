@@ -63,14 +63,14 @@ std::vector<ReconcileRequest> CanaryJobEventRequests(const json& job) {
 }
 
 std::vector<ReconcileRequest> PodEventRequests(const json& pod, const kube::Store& policies) {
-  if (Labels(pod).count(api::kCanaryLabel) > 0) return CanaryJobEventRequests(pod);
+  if (Labels(pod).contains(api::kCanaryLabel)) return CanaryJobEventRequests(pod);
   std::vector<ReconcileRequest> out = {{kDriftController, kube::ObjectKey(pod)}};
   AddInNamespace(kPolicyController, policies, Namespace(pod), out);
   return out;
 }
 
 std::vector<ReconcileRequest> PodLeadingRequests(const json& pod) {
-  if (Labels(pod).count(api::kCanaryLabel) > 0) return {};
+  if (Labels(pod).contains(api::kCanaryLabel)) return {};
   return {{kDriftController, kube::ObjectKey(pod)}};
 }
 

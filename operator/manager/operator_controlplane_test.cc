@@ -13,11 +13,11 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <array>
 #include <cstdio>
@@ -37,8 +37,6 @@
 #include "operator/kube/testing/controlplane_support.h"
 #include "operator/replay/canary_result.h"
 #include "operator/replay/in_pod.h"
-
-extern char** environ;
 
 namespace allocguard {
 namespace {
@@ -64,7 +62,8 @@ struct CommandResult {
 CommandResult RunCommand(const std::string& command, const std::string& input = "") {
   const std::string dir = std::filesystem::temp_directory_path() / ("ag-e2e-" + RandomSuffix());
   std::filesystem::create_directories(dir);
-  const std::string in = dir + "/in", out = dir + "/out";
+  const std::string in = dir + "/in";
+  const std::string out = dir + "/out";
   std::ofstream(in) << input;
   CommandResult r;
   int status = std::system((command + " <" + in + " >" + out + " 2>&1").c_str());
@@ -83,7 +82,7 @@ int FreePort() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
   socklen_t len = sizeof addr;
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   int port = ntohs(addr.sin_port);
@@ -210,6 +209,7 @@ class OperatorTest : public ::testing::Test {
         // left in the cluster must not count against the limit.
         "--namespace", ns_};
     std::vector<char*> argv;
+    argv.reserve(args.size());
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     posix_spawn_file_actions_t actions;
@@ -390,7 +390,7 @@ class OperatorTest : public ::testing::Test {
     json job;
     ASSERT_TRUE(Eventually([&] {
       auto jobs = CanaryJobs(canary);
-      if (jobs.count(variant) == 0) return false;
+      if (!jobs.contains(variant)) return false;
       job = jobs[variant];
       return true;
     })) << "no Job for variant "
@@ -459,7 +459,8 @@ TEST_F(OperatorTest, PodsAreInjectedMergedSkippedAndNeverDuplicated) {
   ASSERT_EQ((*pod)["spec"]["initContainers"].size(), 1u) << (*pod)["spec"].dump(2);
   EXPECT_EQ((*pod)["spec"]["initContainers"][0]["name"], api::kInitContainerName);
   EXPECT_EQ((*pod)["spec"]["initContainers"][0]["image"], "allocguard:e2e");
-  std::string preload, malloc_conf;
+  std::string preload;
+  std::string malloc_conf;
   for (const json& e : (*pod)["spec"]["containers"][0]["env"]) {
     if (e["name"] == "LD_PRELOAD") preload = e.value("value", "");
     if (e["name"] == "MALLOC_CONF") malloc_conf = e.value("value", "");
@@ -530,7 +531,7 @@ TEST_F(OperatorTest, FlatCanaryReleasesTheHeldRollout) {
   json job;
   ASSERT_TRUE(Eventually([&] {
     auto jobs = CanaryJobs(canary);
-    if (jobs.count("candidate") == 0) return false;
+    if (!jobs.contains("candidate")) return false;
     job = jobs["candidate"];
     return true;
   })) << OperatorLog();
@@ -540,7 +541,8 @@ TEST_F(OperatorTest, FlatCanaryReleasesTheHeldRollout) {
   EXPECT_EQ(Field(tmpl["metadata"]["labels"], "app"), json()) << "no Service may select it";
   EXPECT_EQ(tmpl["metadata"]["labels"][api::kCanaryLabel], canary);
   EXPECT_EQ(tmpl["spec"]["shareProcessNamespace"], true);
-  bool has_driver = false, has_server = false;
+  bool has_driver = false;
+  bool has_server = false;
   for (const json& c : tmpl["spec"]["containers"]) {
     if (c["name"] == api::kDriverContainerName) has_driver = true;
     if (c["name"] == "server") {
@@ -604,7 +606,7 @@ TEST_F(OperatorTest, RatchetKeepsTheRolloutHeldAndAManualUnpauseIsRefused) {
   })) << OperatorLog();
 
   CommandResult unpause = Kubectl("patch deployment ratchet -n " + ns_ +
-                                  " --type merge -p '{\"spec\":{\"paused\":false}}'");
+                                  R"( --type merge -p '{"spec":{"paused":false}}')");
   EXPECT_NE(unpause.exit_code, 0) << unpause.output;
   EXPECT_NE(unpause.output.find(api::kOverrideHoldAnnotation), std::string::npos) << unpause.output;
 
@@ -636,9 +638,9 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: lead}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: lead}]
 )";
   ASSERT_EQ(Kubectl("apply -n " + ns_ + " -f -", roles).exit_code, 0);
-  const std::string override_patch = " --type merge -p '{\"metadata\":{\"annotations\":{\"" +
+  const std::string override_patch = R"( --type merge -p '{"metadata":{"annotations":{")" +
                                      std::string(api::kOverrideHoldAnnotation) +
-                                     "\":\"incident 42\"}},\"spec\":{\"paused\":false}}'";
+                                     R"(":"incident 42"}},"spec":{"paused":false}}')";
   CommandResult by_dev =
       Kubectl("patch deployment ratchet -n " + ns_ + " --as=dev" + override_patch);
   EXPECT_NE(by_dev.exit_code, 0) << by_dev.output;
@@ -646,8 +648,8 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: lead}]
             std::string::npos)
       << by_dev.output;
   CommandResult opt_out = Kubectl("patch deployment ratchet -n " + ns_ +
-                                  " --as=dev --type merge -p '{\"metadata\":{\"annotations\":{\"" +
-                                  std::string(api::kInjectAnnotation) + "\":\"false\"}}}'");
+                                  R"( --as=dev --type merge -p '{"metadata":{"annotations":{")" +
+                                  std::string(api::kInjectAnnotation) + R"(":"false"}}}')");
   EXPECT_NE(opt_out.exit_code, 0) << opt_out.output;
   EXPECT_NE(opt_out.output.find("opts out"), std::string::npos) << opt_out.output;
   CommandResult delete_policy = Kubectl("delete allocatorpolicy ratchet -n " + ns_ + " --as=lead");
@@ -882,7 +884,7 @@ TEST_F(OperatorTest, SwitchingTheHeldPolicysAllocatorRunsANewCanaryThatReleases)
   json job;
   ASSERT_TRUE(Eventually([&] {
     auto jobs = CanaryJobs(jemalloc_canary);
-    if (jobs.count("candidate") == 0) return false;
+    if (!jobs.contains("candidate")) return false;
     job = jobs["candidate"];
     return true;
   })) << OperatorLog();
@@ -999,7 +1001,8 @@ TEST_F(OperatorTest, CanariesBeyondTheLimitWaitTheirTurn) {
     return c.ok() ? Str(Field(*c, "status"), "phase") : std::string();
   };
   ASSERT_TRUE(Eventually([&] {
-    int running = 0, queued = 0;
+    int running = 0;
+    int queued = 0;
     for (const std::string& c : canaries) {
       running += phase(c) == "Running";
       queued += phase(c) == "Pending";

@@ -58,7 +58,8 @@ TEST(GenerateFloorTraceTest, NoiseHasTheAskedSizeAndCorrelation) {
   double mean = 0;
   for (const auto& x : f) mean += x.floor_bytes / kBytesPerMiB;
   mean /= static_cast<double>(f.size());
-  double c0 = 0, c1 = 0;
+  double c0 = 0;
+  double c1 = 0;
   for (size_t i = 0; i < f.size(); ++i) {
     const double d = f[i].floor_bytes / kBytesPerMiB - mean;
     c0 += d * d;
@@ -73,7 +74,10 @@ TEST(StandardCorpusTest, CoversTheSlopesAndNoisesWithTheTruthFromTheThreshold) {
   auto corpus = StandardCorpus(0.5);
   std::set<double> slopes;
   std::set<double> noises;
-  bool ar = false, step = false, outlier = false, late = false;
+  bool ar = false;
+  bool step = false;
+  bool outlier = false;
+  bool late = false;
   for (const TraceClass& c : corpus) {
     slopes.insert(c.spec.slope_gib_per_h);
     noises.insert(c.spec.noise_sd_mib);
@@ -91,7 +95,7 @@ TEST(StandardCorpusTest, CoversTheSlopesAndNoisesWithTheTruthFromTheThreshold) {
   }
   EXPECT_EQ(*slopes.begin(), -1);
   EXPECT_EQ(*slopes.rbegin(), 5);
-  EXPECT_TRUE(noises.count(10) && noises.count(25) && noises.count(50));
+  EXPECT_TRUE(noises.contains(10) && noises.contains(25) && noises.contains(50));
   EXPECT_TRUE(ar && step && outlier && late);
 }
 

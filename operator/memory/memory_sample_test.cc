@@ -83,6 +83,7 @@ TEST(ComputeSegmentFloorsTest, TenthPercentileOfThirtySamplesIgnoresOneDip) {
   // minimum is the dip; the 10th percentile (position 2.9 in the sorted
   // values 10, 1000, 1001, 1002, ...) is 1001 + 0.9 * 1 = 1001.9.
   std::vector<MemorySample> s;
+  s.reserve(30);
   for (int i = 0; i < 30; ++i) s.push_back(At(60 + 2 * i, i == 17 ? 10 : 1000 + i));
   auto p10 = ComputeSegmentFloors(s, {.quantile = 0.1});
   ASSERT_EQ(p10.size(), 1u);
@@ -94,6 +95,7 @@ TEST(ComputeSegmentFloorsTest, TenthPercentileOfThirtySamplesIgnoresOneDip) {
 
 TEST(ComputeSegmentFloorsTest, MinuteSegmentsOfTheMinimumAreTheMinuteFloors) {
   std::vector<MemorySample> s;
+  s.reserve(200);
   for (int i = 0; i < 200; ++i) s.push_back(At(2 * i, (i * 7919) % 1000 + 10 * i));
   auto a = ComputeMinuteFloors(s, {});
   auto b = ComputeSegmentFloors(s, {});

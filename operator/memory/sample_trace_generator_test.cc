@@ -40,8 +40,9 @@ TEST(GenerateSampleTraceTest, SpikesOnlyLiftDipsOnlyLower) {
 
 TEST(GenerateSampleTraceTest, SameSeedSameTraceOtherSeedOtherTrace) {
   SampleTraceSpec spec{.dip_probability = 0.01};
-  auto a = GenerateSampleTrace(spec, 3), b = GenerateSampleTrace(spec, 3),
-       c = GenerateSampleTrace(spec, 4);
+  auto a = GenerateSampleTrace(spec, 3);
+  auto b = GenerateSampleTrace(spec, 3);
+  auto c = GenerateSampleTrace(spec, 4);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].anon_bytes, b[i].anon_bytes);
   EXPECT_NE(a[100].anon_bytes, c[100].anon_bytes);

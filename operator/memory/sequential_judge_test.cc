@@ -31,7 +31,9 @@ TEST(LookBudgetTest, BoundariesSpendExactlyTheBudgetOverCorrelatedLooks) {
   EXPECT_EQ(PlannedLooks(options), 12);
   const std::vector<LookBudget> plan = PlanLookBudgets(options);
   ASSERT_EQ(plan.size(), 12u);
-  std::vector<double> info, ratchet, flat;
+  std::vector<double> info;
+  std::vector<double> ratchet;
+  std::vector<double> flat;
   double late = 0;
   for (int n = 3; n <= 14; ++n) {
     info.push_back(n * (n * n - 1) / 12.0);
@@ -63,8 +65,12 @@ TEST(LookBudgetTest, AnExtendedPlanSpendsMostOfTheBudgetByThePlannedEnd) {
   EXPECT_EQ(PlannedEndFloors(options), 14);
   const std::vector<LookBudget> plan = PlanLookBudgets(options);
   ASSERT_EQ(plan.size(), 27u);
-  std::vector<double> info, ratchet, planned_info, planned_ratchet;
-  double late = 0, late_by_plan = 0;
+  std::vector<double> info;
+  std::vector<double> ratchet;
+  std::vector<double> planned_info;
+  std::vector<double> planned_ratchet;
+  double late = 0;
+  double late_by_plan = 0;
   for (int n = 3; n <= 29; ++n) {
     info.push_back(n * (n * n - 1) / 12.0);
     ratchet.push_back(plan[n - 3].ratchet);

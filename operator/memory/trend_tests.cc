@@ -26,12 +26,13 @@ MannKendallResult MannKendallTest(std::span<const MinuteFloor> floors,
   const double n = r.n;
   r.variance = n * (n - 1) * (2 * n + 5);
   std::vector<double> sorted;
+  sorted.reserve(series.size());
   for (const MinuteFloor& f : series) sorted.push_back(f.floor_bytes);
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size();) {
     size_t j = i;
     while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
-    const double t = static_cast<double>(j - i);
+    const auto t = static_cast<double>(j - i);
     r.variance -= t * (t - 1) * (2 * t + 5);
     i = j;
   }
@@ -46,7 +47,8 @@ MannKendallResult MannKendallTest(std::span<const MinuteFloor> floors,
     mean += detrended.back();
   }
   mean /= n;
-  double c0 = 0, c1 = 0;
+  double c0 = 0;
+  double c1 = 0;
   for (size_t i = 0; i < detrended.size(); ++i) {
     c0 += (detrended[i] - mean) * (detrended[i] - mean);
     if (i + 1 < detrended.size()) c1 += (detrended[i] - mean) * (detrended[i + 1] - mean);

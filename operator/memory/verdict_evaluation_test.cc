@@ -65,7 +65,8 @@ class SettlesOnTheSecondRun final : public FloorJudge {
 // Inconclusive run; the verdict is the rerun's and the minutes are both runs'.
 TEST(EvaluateRulesTest, AnInconclusiveRunIsJudgedAgainOnAFreshTrace) {
   const TraceClass level{.name = "level", .spec = {.minutes = 10}};
-  const SettlesOnTheSecondRun once, twice;
+  const SettlesOnTheSecondRun once;
+  const SettlesOnTheSecondRun twice;
   const RuleUnderTest rules[] = {{"no rerun", &once, 100, 0}, {"one rerun", &twice, 100, 1}};
   const auto counts = EvaluateRules(std::span(&level, 1), 5, 1, rules);
   ASSERT_EQ(counts.size(), 1u);

@@ -77,7 +77,7 @@ class FakeProcTest : public ::testing::Test {
 TEST_F(FakeProcTest, ReaderCombinesTheFiles) {
   auto stats = ProcessStatsReader(root_.string()).Read();
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
-  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  const auto ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
   EXPECT_DOUBLE_EQ(stats->cpu_seconds, 300 / ticks);
   EXPECT_DOUBLE_EQ(stats->start_time_seconds, 1700000000 + 12345 / ticks);
   EXPECT_EQ(stats->resident_bytes, 8000 * 1024);

@@ -41,8 +41,10 @@ void CheckNames(const std::string& name, const std::vector<std::string>& label_n
   if (!IsMetricName(name)) Die("invalid metric name \"" + name + "\"");
   std::set<std::string> seen;
   for (const auto& label : label_names) {
-    if (!IsLabelName(label)) Die(name + ": invalid label name \"" + label + "\"");
-    if (!seen.insert(label).second) Die(name + ": label \"" + label + "\" given twice");
+    if (!IsLabelName(label))
+      Die(std::string(name).append(": invalid label name \"").append(label).append("\""));
+    if (!seen.insert(label).second)
+      Die(std::string(name).append(": label \"").append(label).append("\" given twice"));
   }
 }
 

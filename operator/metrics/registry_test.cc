@@ -242,6 +242,7 @@ TEST(RegistryTest, ConcurrentUpdatesAndScrapesLoseNothing) {
   constexpr int kThreads = 8;
   constexpr int kIterations = 20000;
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       CounterHandle own = counter.With({"w" + std::to_string(t)});

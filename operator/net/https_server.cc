@@ -30,6 +30,7 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "operator/net/http.h"
@@ -336,9 +337,9 @@ constexpr size_t kDrainBytes = 16u << 20;
 
 class EventLoopHttpsServer final : public HttpServer {
  public:
-  EventLoopHttpsServer(const HttpsServerOptions& options,
+  EventLoopHttpsServer(HttpsServerOptions options,
                        std::unique_ptr<ServingCertificateSelector> selector, SslCtxPtr ctx)
-      : options_(options), selector_(std::move(selector)), ctx_(std::move(ctx)) {}
+      : options_(std::move(options)), selector_(std::move(selector)), ctx_(std::move(ctx)) {}
 
   ~EventLoopHttpsServer() override {
     Stop();
@@ -410,7 +411,7 @@ class EventLoopHttpsServer final : public HttpServer {
   int port() const override { return port_; }
 
  private:
-  void Wake() {
+  void Wake() const {
     if (wake_fd_ < 0) return;
     uint64_t one = 1;
     ssize_t n = write(wake_fd_, &one, sizeof one);
@@ -524,7 +525,7 @@ class EventLoopHttpsServer final : public HttpServer {
     }
   }
 
-  void SetInterest(Connection& c, uint32_t events) {
+  void SetInterest(Connection& c, uint32_t events) const {
     if (!c.registered || c.events == events) return;
     epoll_event ev{events, {.u64 = c.id}};
     epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
@@ -628,7 +629,8 @@ class EventLoopHttpsServer final : public HttpServer {
       }
       if (end == std::string::npos) return ParseResult::kNeedMore;
       Head head;
-      std::string error = ParseHead(std::string_view(c.in).substr(0, end), head);
+      const std::string_view received = c.in;
+      std::string error = ParseHead(received.substr(0, end), head);
       if (!error.empty()) return Answer(c, now, PlainResponse(400, error + "\n"), false);
       if (head.has_transfer_encoding) {
         // Bodies of unknown length are refused before they are read.

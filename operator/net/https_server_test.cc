@@ -60,7 +60,7 @@ class SwappablePair {
 
 class RunningServer {
  public:
-  explicit RunningServer(HttpsServerOptions options) {
+  explicit RunningServer(const HttpsServerOptions& options) {
     auto server = NewHttpsServer(options);
     EXPECT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
@@ -442,6 +442,7 @@ TEST(HttpsServerTest, IdleConnectionsBeyondTheWorkerCountDoNotDelayARequest) {
                         .keep_alive_timeout = std::chrono::seconds(30),
                         .key_pair = pair.Provider()});
   std::vector<int> idle_tcp;
+  idle_tcp.reserve(16);
   for (int i = 0; i < 16; ++i) idle_tcp.push_back(ConnectTcp(server.port()));
   std::vector<std::unique_ptr<RawTls>> idle_tls;
   for (int i = 0; i < 16; ++i) {

@@ -104,11 +104,11 @@ std::vector<std::string> DefaultLibrarySearchDirs() {
     // (operator/admission/library_layout.h); the replay's processes run on
     // the image's own glibc.
     dirs.push_back(std::string(d) + "/glibc");
-    dirs.push_back(d);
+    dirs.emplace_back(d);
   }
   for (const char* d : {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
                         "/usr/lib", "/usr/local/lib"}) {
-    dirs.push_back(d);
+    dirs.emplace_back(d);
   }
   return dirs;
 }

@@ -49,7 +49,7 @@ struct InPodOptions {
 Result<LoadSpec> ParseInPodLoad(const std::string& text, std::optional<int> port);
 
 // Pure: the compact result of one analyzed run.
-CanaryResult ToCanaryResult(const VariantResult& result, bool anon_only);
+CanaryResult ToCanaryResult(const VariantResult& v, bool anon_only);
 
 // Runs the replay and writes EncodeCanaryResult of its result to
 // options.termination_log. A setup error (a bad load, an unusable output

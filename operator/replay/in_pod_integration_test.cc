@@ -6,10 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <cmath>
 #include <filesystem>

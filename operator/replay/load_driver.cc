@@ -136,7 +136,7 @@ Quantiles QuantilesOf(std::vector<float> v) {
   Quantiles q;
   if (v.empty()) return q;
   auto at = [&](double f) {
-    size_t k = static_cast<size_t>(f * static_cast<double>(v.size() - 1));
+    auto k = static_cast<size_t>(f * static_cast<double>(v.size() - 1));
     std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
     return static_cast<double>(v[k]);
   };
@@ -149,7 +149,8 @@ Quantiles QuantilesOf(std::vector<float> v) {
 }  // namespace
 
 LoadStats LoadDriver::Snapshot() const {
-  std::vector<float> latencies, delays;
+  std::vector<float> latencies;
+  std::vector<float> delays;
   LoadStats out;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -91,14 +91,14 @@ TEST(LoadDriverTest, SameScheduleReachesTheServerInTheSameOrder) {
   // Two runs of the same spec send the same request sequence (one worker, so
   // the server sees them in schedule order).
   std::vector<std::string> seen[2];
-  for (int run = 0; run < 2; ++run) {
+  for (auto& run : seen) {
     auto server = net::NewHttpServer({.worker_threads = 1});
-    server->Handle("GET", "/ok", [&, run](const net::HttpRequest& r) {
-      seen[run].push_back(r.path);
+    server->Handle("GET", "/ok", [&run](const net::HttpRequest& r) {
+      run.push_back(r.path);
       return net::HttpResponse{.status = 200};
     });
-    server->Handle("GET", "/bad", [&, run](const net::HttpRequest& r) {
-      seen[run].push_back(r.path);
+    server->Handle("GET", "/bad", [&run](const net::HttpRequest& r) {
+      run.push_back(r.path);
       return net::HttpResponse{.status = 500};
     });
     ASSERT_TRUE(server->Bind().ok());

@@ -38,7 +38,7 @@ class Fields {
 Status CheckKeys(const Fields& f, const YAML::Node& map, const std::string& prefix,
                  const std::set<std::string>& allowed) {
   for (const auto& kv : map) {
-    std::string key = kv.first.as<std::string>();
+    auto key = kv.first.as<std::string>();
     if (!allowed.contains(key)) {
       return f.Error(kv.first, prefix + key, "is not a known field");
     }

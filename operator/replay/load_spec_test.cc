@@ -120,13 +120,16 @@ TEST(ParseLoadSpecTest, BothSpellingsOfOneFieldAreRefusedByName) {
 TEST(LoadScheduleTest, SameSeedSameRequestsDifferentSeedDifferent) {
   auto spec = ParseLoadSpec(kGood).value();
   spec.arrival = Arrival::kPoisson;
-  LoadSchedule a(spec), b(spec);
+  LoadSchedule a(spec);
+  LoadSchedule b(spec);
   auto other_spec = spec;
   other_spec.seed = 8;
   LoadSchedule c(other_spec);
   bool differs = false;
   for (int i = 0; i < 1000; ++i) {
-    ScheduledRequest x = a.Next(), y = b.Next(), z = c.Next();
+    ScheduledRequest x = a.Next();
+    ScheduledRequest y = b.Next();
+    ScheduledRequest z = c.Next();
     ASSERT_EQ(x.offset, y.offset);
     ASSERT_EQ(x.path, y.path);
     differs = differs || x.path != z.path || x.offset != z.offset;

@@ -54,7 +54,8 @@ struct Hierarchy {
 // memory option, else the v2 mount.
 Result<Hierarchy> FindMemoryHierarchy(const std::string& prefix) {
   AG_ASSIGN_OR_RETURN(std::string text, ReadText(prefix + "/proc/self/mountinfo"));
-  std::optional<Hierarchy> v1, v2;
+  std::optional<Hierarchy> v1;
+  std::optional<Hierarchy> v2;
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {

@@ -71,7 +71,7 @@ std::vector<ProcessInfo> ProcReader::ListProcesses() const {
   if (DIR* dir = opendir(root_.c_str())) {
     while (dirent* e = readdir(dir)) {
       char* end = nullptr;
-      long pid = std::strtol(e->d_name, &end, 10);
+      const int64_t pid = std::strtoll(e->d_name, &end, 10);
       if (*end != '\0' || pid <= 0) continue;
       std::string text;
       StatFields st;
@@ -122,18 +122,19 @@ Result<ProcessTreeUsage> ProcReader::ReadUsage(pid_t root) const {
 
 Result<ProcessTreeUsage> ProcReader::ReadUsage(const std::vector<pid_t>& roots) const {
   ProcessTreeUsage u;
-  static const double kTicks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  static const auto kTicks = static_cast<double>(sysconf(_SC_CLK_TCK));
   std::set<pid_t> root_set(roots.begin(), roots.end());
   bool any_root = false;
   for (pid_t pid : Descendants(ListProcesses(), roots)) {
     std::string base = root_ + "/" + std::to_string(pid);
-    std::string stat_text, status_text;
+    std::string stat_text;
+    std::string status_text;
     StatFields st;
     if (!ReadFile(base + "/stat", &stat_text) || !ParseStat(stat_text, &st) ||
         !ReadFile(base + "/status", &status_text)) {
       continue;  // exited between listing and reading
     }
-    const bool is_root = root_set.count(pid) > 0;
+    const bool is_root = root_set.contains(pid);
     any_root = any_root || is_root;
     // A zombie has no memory left to count.
     ++u.processes;

@@ -117,7 +117,7 @@ class PosixReplayEnv final : public ReplayEnv {
 }  // namespace
 
 ReplayEnv* ReplayEnv::Default() {
-  static PosixReplayEnv* env = new PosixReplayEnv();
+  static auto* env = new PosixReplayEnv();
   return env;
 }
 

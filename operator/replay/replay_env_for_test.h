@@ -11,7 +11,7 @@
 // for attached targets, since the fake was made). Not thread-safe: its load
 // starts no threads, so a run over it has one thread, the test's.
 
-#include <signal.h>
+#include <csignal>
 
 #include <algorithm>
 #include <cstdint>
@@ -89,7 +89,7 @@ class FakeReplayEnv final : public ReplayEnv {
   Result<std::vector<std::string>> MappedLibraries(pid_t) override {
     if (mapped_libraries) return *mapped_libraries;
     std::vector<std::string> libs = {"/lib/x86_64-linux-gnu/libc.so.6"};
-    if (!launches.empty() && launches.back().env.count("LD_PRELOAD")) {
+    if (!launches.empty() && launches.back().env.contains("LD_PRELOAD")) {
       libs.push_back(launches.back().env.at("LD_PRELOAD"));
     }
     return libs;

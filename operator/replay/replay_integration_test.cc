@@ -33,7 +33,7 @@ class ReplayIntegrationTest : public ::testing::Test {
     if (!HasFailure()) fs::remove_all(out_);
   }
 
-  ReplayOptions Options(std::vector<std::string> workload_args) {
+  ReplayOptions Options(const std::vector<std::string>& workload_args) {
     ReplayOptions o;
     o.command = {ALLOCGUARD_TEST_WORKLOAD, "--port", "{port}"};
     for (auto& a : workload_args) o.command.push_back(a);
@@ -93,7 +93,7 @@ TEST_F(ReplayIntegrationTest, JemallocVariantRunsInItsOwnCgroupWithTheLibraryMap
   EXPECT_NE(csv.find("# env: MALLOC_CONF=dirty_decay_ms:1000"), std::string::npos);
   auto run = ReadSampleCsv((out_ / "jemalloc.csv").string());
   ASSERT_TRUE(run.ok()) << run.status().ToString();
-  EXPECT_EQ(run->Header("cgroup").rfind("v", 0), 0u) << run->Header("cgroup");
+  EXPECT_EQ(run->Header("cgroup").rfind('v', 0), 0u) << run->Header("cgroup");
   ASSERT_GE(run->rows.size(), 8u);
   const SampleRow& last = run->rows.back();
   EXPECT_TRUE(last.memory.cgroup_anon_bytes.has_value());

@@ -62,7 +62,8 @@ struct Scale {
 };
 
 Scale SharedScale(const std::vector<const CsvRun*>& runs) {
-  double t_max = 60, y_max = 1;
+  double t_max = 60;
+  double y_max = 1;
   for (const CsvRun* run : runs) {
     for (const auto& row : run->rows) {
       t_max = std::max(t_max, row.memory.t_seconds);
@@ -94,26 +95,32 @@ struct Frame {
 
 // The grid, the axes and their labels, and the warm-up shading.
 std::string Axes(const Frame& fr, double y_step, int warmup_minutes) {
-  const double w = fr.w, h = fr.h, left = fr.left, right = fr.right, top = fr.top;
-  const double bottom = fr.bottom, minutes = fr.minutes, y_top = fr.y_top;
+  const double w = fr.w;
+  const double h = fr.h;
+  const double left = fr.left;
+  const double right = fr.right;
+  const double top = fr.top;
+  const double bottom = fr.bottom;
+  const double minutes = fr.minutes;
+  const double y_top = fr.y_top;
   std::string svg;
   for (double y = 0; y <= y_top + 1e-9; y += y_step) {
-    svg += "<line class=\"grid\" x1=\"" + F(left) + "\" x2=\"" + F(w - right) + "\" y1=\"" +
-           F(fr.Y(y)) + "\" y2=\"" + F(fr.Y(y)) + "\"/><text class=\"axis\" x=\"" + F(left - 6) +
-           "\" y=\"" + F(fr.Y(y) + 4) + "\" text-anchor=\"end\">" + F(y, 0) + "</text>";
+    svg += R"(<line class="grid" x1=")" + F(left) + "\" x2=\"" + F(w - right) + "\" y1=\"" +
+           F(fr.Y(y)) + "\" y2=\"" + F(fr.Y(y)) + R"("/><text class="axis" x=")" + F(left - 6) +
+           "\" y=\"" + F(fr.Y(y) + 4) + R"(" text-anchor="end">)" + F(y, 0) + "</text>";
   }
   int tick = minutes > 20 ? 5 : 1;
   for (int m = 0; m <= minutes; m += tick) {
-    svg += "<text class=\"axis\" x=\"" + F(fr.X(m * 60.0)) + "\" y=\"" + F(h - bottom + 16) +
-           "\" text-anchor=\"middle\">" + std::to_string(m) + "</text>";
+    svg += R"(<text class="axis" x=")" + F(fr.X(m * 60.0)) + "\" y=\"" + F(h - bottom + 16) +
+           R"(" text-anchor="middle">)" + std::to_string(m) + "</text>";
   }
-  svg += "<text class=\"axis\" x=\"" + F((left + w - right) / 2) + "\" y=\"" + F(h - 6) +
-         "\" text-anchor=\"middle\">minutes</text>";
-  svg += "<text class=\"axis\" x=\"14\" y=\"" + F(top + (h - top - bottom) / 2) +
+  svg += R"(<text class="axis" x=")" + F((left + w - right) / 2) + "\" y=\"" + F(h - 6) +
+         R"(" text-anchor="middle">minutes</text>)";
+  svg += R"(<text class="axis" x="14" y=")" + F(top + (h - top - bottom) / 2) +
          "\" transform=\"rotate(-90 14 " + F(top + (h - top - bottom) / 2) +
          ")\" text-anchor=\"middle\">anon + dirty, MiB</text>";
   if (warmup_minutes > 0) {
-    svg += "<rect class=\"warmup\" x=\"" + F(fr.X(0)) + "\" y=\"" + F(top) + "\" width=\"" +
+    svg += R"(<rect class="warmup" x=")" + F(fr.X(0)) + "\" y=\"" + F(top) + "\" width=\"" +
            F(fr.X(60.0 * warmup_minutes) - fr.X(0)) + "\" height=\"" + F(h - top - bottom) +
            "\"><title>warm-up, not judged</title></rect>";
   }
@@ -125,7 +132,8 @@ std::string Axes(const Frame& fr, double y_step, int warmup_minutes) {
 std::string BandAndFit(const Frame& fr, const VariantResult& r, std::string* fit_line) {
   if (r.floors.size() < 2) return "";
   memory::SlopeFit fit = memory::FitFloorSlope(r.floors);
-  double m0 = r.floors.front().minute, m1 = r.floors.back().minute;
+  double m0 = r.floors.front().minute;
+  double m1 = r.floors.back().minute;
   auto at = [&](double m) {
     return (fit.intercept_bytes + fit.slope_bytes_per_minute * m) / kBytesPerMiB;
   };
@@ -133,11 +141,13 @@ std::string BandAndFit(const Frame& fr, const VariantResult& r, std::string* fit
   // (GiB/h as MiB per minute). A fit inside it is a slope below the
   // threshold; one leaving it through the top is a floor rising faster.
   const double per_minute = r.settings.max_slope_gib_per_h * 1024.0 / 60.0;
-  const double x0 = fr.X(m0 * 60 + 30), x1 = fr.X(m1 * 60 + 30), y0 = at(m0);
-  *fit_line = "<line class=\"fit\" x1=\"" + F(x0) + "\" y1=\"" + F(fr.Y(y0)) + "\" x2=\"" + F(x1) +
+  const double x0 = fr.X(m0 * 60 + 30);
+  const double x1 = fr.X(m1 * 60 + 30);
+  const double y0 = at(m0);
+  *fit_line = R"(<line class="fit" x1=")" + F(x0) + "\" y1=\"" + F(fr.Y(y0)) + "\" x2=\"" + F(x1) +
               "\" y2=\"" + F(fr.Y(at(m1))) + "\"><title>floor slope " +
               F(fit.SlopeGiBPerHour(), 2) + " GiB/h</title></line>";
-  return "<polygon class=\"band\" points=\"" + F(x0) + "," + F(fr.Y(y0)) + " " + F(x1) + "," +
+  return R"(<polygon class="band" points=")" + F(x0) + "," + F(fr.Y(y0)) + " " + F(x1) + "," +
          F(fr.Y(y0 + per_minute * (m1 - m0))) + " " + F(x1) + "," +
          F(fr.Y(y0 - per_minute * (m1 - m0))) + "\"><title>flat threshold: +/-" +
          F(r.settings.max_slope_gib_per_h, 2) + " GiB/h from the fit's start</title></polygon>";
@@ -146,7 +156,7 @@ std::string BandAndFit(const Frame& fr, const VariantResult& r, std::string* fit
 std::string Chart(const CsvRun& run, const VariantResult& r, const Scale& scale) {
   const Frame fr{.minutes = scale.minutes, .y_top = scale.y_top};
   std::string svg = "<svg viewBox=\"0 0 " + F(fr.w, 0) + " " + F(fr.h, 0) +
-                    "\" role=\"img\" aria-label=\"memory of " + Escape(r.variant) + "\">";
+                    R"(" role="img" aria-label="memory of )" + Escape(r.variant) + "\">";
   svg += Axes(fr, scale.y_step, r.settings.warmup_minutes);
   // The fit and its band first, under the samples and floors.
   std::string fit_line;
@@ -156,11 +166,11 @@ std::string Chart(const CsvRun& run, const VariantResult& r, const Scale& scale)
     points += F(fr.X(row.memory.t_seconds)) + "," +
               F(fr.Y(static_cast<double>(row.memory.JudgedBytes()) / kBytesPerMiB)) + " ";
   }
-  svg += "<polyline class=\"samples\" points=\"" + points + "\"/>";
+  svg += R"(<polyline class="samples" points=")" + points + "\"/>";
   for (const auto& f : r.floors) {
     // Dot at the middle of the minute it is the floor of.
-    svg += "<circle class=\"floor\" cx=\"" + F(fr.X(f.minute * 60.0 + 30)) + "\" cy=\"" +
-           F(fr.Y(f.floor_bytes / kBytesPerMiB)) + "\" r=\"4\"><title>minute " +
+    svg += R"(<circle class="floor" cx=")" + F(fr.X(f.minute * 60.0 + 30)) + "\" cy=\"" +
+           F(fr.Y(f.floor_bytes / kBytesPerMiB)) + R"(" r="4"><title>minute )" +
            std::to_string(f.minute) + ": floor " + F(f.floor_bytes / kBytesPerMiB, 0) +
            " MiB</title></circle>";
   }

@@ -32,6 +32,7 @@ TEST(RenderHtmlReportTest, OneChartPerVariantWithSamplesFloorsAndFit) {
   settings.early_stop = false;
   std::vector<CsvRun> runs = {ReportRun("glibc<512>", 50), ReportRun("jemalloc", 0)};
   std::vector<VariantResult> results;
+  results.reserve(runs.size());
   for (const auto& r : runs) results.push_back(AnalyzeRun(r, settings, true));
   ReplaySummary summary = Summarize(results);
   std::string html = RenderHtmlReport(summary, runs);
@@ -42,7 +43,7 @@ TEST(RenderHtmlReportTest, OneChartPerVariantWithSamplesFloorsAndFit) {
   EXPECT_EQ(Count(html, "class=\"floor\""), 10u);
   EXPECT_EQ(Count(html, "class=\"fit\""), 2u);
   // Every sample is a point of the polyline: 181 per chart.
-  size_t start = html.find("class=\"samples\" points=\"");
+  size_t start = html.find(R"(class="samples" points=")");
   size_t end = html.find('"', start + 24);
   EXPECT_EQ(Count(html.substr(start, end - start), ","), 181u);
   // The overall verdict and names are on the page, escaped.

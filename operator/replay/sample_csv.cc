@@ -86,9 +86,9 @@ namespace {
 Result<int64_t> Int(const std::string& cell, int line, const char* column) {
   try {
     size_t used = 0;
-    long long v = std::stoll(cell, &used);
+    const int64_t v = std::stoll(cell, &used);
     if (used != cell.size()) throw std::invalid_argument(cell);
-    return static_cast<int64_t>(v);
+    return v;
   } catch (const std::exception&) {
     return InvalidArgument("line " + std::to_string(line) + ": column " + column + " is \"" + cell +
                            "\", not an integer");
@@ -120,7 +120,8 @@ void ParseCommentLine(const std::string& line, CsvRun* run) {
   if (!body.empty() && body[0] == ' ') body = body.substr(1);
   auto colon = body.find(": ");
   if (colon == std::string::npos) return;
-  std::string key = body.substr(0, colon), value = body.substr(colon + 2);
+  std::string key = body.substr(0, colon);
+  std::string value = body.substr(colon + 2);
   if (key == "event") {
     run->events.push_back(ParseRunEvent(value));
   } else {

@@ -237,6 +237,7 @@ nlohmann::json ToJson(const VariantResult& r) {
 ReplaySummary Summarize(std::vector<VariantResult> variants) {
   ReplaySummary s;
   std::vector<memory::NamedVerdict> named;
+  named.reserve(variants.size());
   for (const auto& v : variants) named.push_back({v.variant, v.allocator, v.verdict.verdict});
   s.overall = memory::ClassifyVariants(named);
   if (s.overall.classification == memory::Classification::kNone && !variants.empty()) {

@@ -23,7 +23,7 @@ CsvRun SampledRun(int minutes, double mib_per_min) {
     double floor = 500 + mib_per_min * r.memory.t_seconds / 60.0;
     double peak = (i % 5) * 40;  // lowest sample each minute is the floor
     r.memory.anon_bytes = static_cast<int64_t>((floor + peak) * kBytesPerMiB);
-    r.completed = i * 10;
+    r.completed = static_cast<int64_t>(i) * 10;
     r.cpu_seconds = i * 0.1;
     run.rows.push_back(r);
   }
@@ -67,7 +67,7 @@ TEST(AnalyzeRunTest, EarlyStopDecidesAtTheFirstMinuteTheJudgeIsSureAndAnalyzeAgr
   // A live run would have stopped at that minute; re-analyzing the samples it
   // had written by then gives the same verdict at the same minute.
   CsvRun cut = SampledRun(15, 40);
-  cut.rows.resize(static_cast<size_t>((*full.decided_at_minute + 1) * 30 + 1));
+  cut.rows.resize((static_cast<size_t>(*full.decided_at_minute) + 1) * 30 + 1);
   VariantResult live = AnalyzeRun(cut, settings, true);
   EXPECT_EQ(live.verdict.verdict, full.verdict.verdict);
   EXPECT_EQ(live.decided_at_minute, full.decided_at_minute);
@@ -150,7 +150,8 @@ TEST(JudgeSettingsTest, HeaderCountTooLargeForItsTypeKeepsTheDefault) {
   run.header = {{"warmup_minutes", "1.00018e+13"},
                 {"max_minutes", "-1e300"},
                 {"max_unexpected_responses", "1e19"}};
-  JudgeSettings defaults, s;
+  JudgeSettings defaults;
+  JudgeSettings s;
   s.FromHeader(run);
   EXPECT_EQ(s.warmup_minutes, defaults.warmup_minutes);
   EXPECT_EQ(s.max_minutes, defaults.max_minutes);

@@ -29,7 +29,7 @@ class LocalProcessTarget final : public WorkloadTarget {
   LocalProcessTarget(TargetContext context, const AllocatorVariant* variant)
       : WorkloadTarget(std::move(context)), variant_(*variant), argv_(context_.options->command) {
     for (const auto& [k, v] : variant_.env)
-      env_text_ += (env_text_.empty() ? "" : " ") + k + "=" + v;
+      env_text_.append(env_text_.empty() ? "" : " ").append(k).append("=").append(v);
   }
 
   std::string name() const override { return variant_.name; }

@@ -9,8 +9,10 @@ using nlohmann::json;
 
 // The deepest nesting of [ and { outside strings; stops counting past limit.
 int JsonDepth(const std::string& text, int limit) {
-  int depth = 0, max_depth = 0;
-  bool in_string = false, escaped = false;
+  int depth = 0;
+  int max_depth = 0;
+  bool in_string = false;
+  bool escaped = false;
   for (char c : text) {
     if (in_string) {
       if (escaped) {
@@ -135,7 +137,8 @@ Result<AdmissionRequest> ParseAdmissionReview(const std::string& body) {
   json review = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (review.is_discarded()) return InvalidArgument("the body is not JSON");
   if (!review.is_object()) return InvalidArgument("the AdmissionReview must be a JSON object");
-  std::string api_version, kind;
+  std::string api_version;
+  std::string kind;
   AG_RETURN_IF_ERROR(ReadString(review, "apiVersion", "AdmissionReview", &api_version));
   AG_RETURN_IF_ERROR(ReadString(review, "kind", "AdmissionReview", &kind));
   if (api_version != "admission.k8s.io/v1") {

@@ -150,7 +150,7 @@ std::string YamlList(const std::vector<std::string>& items) {
 void RenderChartWebhook(const WebhookDefinition& def, std::ostringstream& out) {
   for (const std::string& line : def.comment) out << "  # " << line << "\n";
   out << "  - name: " << def.name << "\n";
-  out << "    {{- include \"allocguard.clientConfig\" (dict \"root\" . \"path\" \"" << def.path
+  out << R"(    {{- include "allocguard.clientConfig" (dict "root" . "path" ")" << def.path
       << "\") | nindent 4 }}\n";
   out << "    rules:\n";
   for (const WebhookRule& rule : def.rules) {

@@ -250,7 +250,7 @@ class FakeApiServer final : public Transport {
       if (generate.empty()) return Error(422, "Invalid", "metadata.name: Required value");
       p.name = generate + std::to_string(revision_ + 1);
     }
-    if (objects_.count(p.Key()) > 0) {
+    if (objects_.contains(p.Key())) {
       return Error(409, "AlreadyExists", p.resource + " \"" + p.name + "\" already exists");
     }
     body.erase("status");

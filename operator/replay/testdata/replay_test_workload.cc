@@ -87,7 +87,9 @@ void Serve(int fd, const std::string& mode, int grow_mib) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int port = 0, exit_code = 3, grow_mib = 16;
+  int port = 0;
+  int exit_code = 3;
+  int grow_mib = 16;
   std::string mode = "serve";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
