@@ -3,13 +3,17 @@
 takes the result of a file that has not changed from a cache.
 
     scripts/clang_tidy_cached.py [--build build/release] [-j N] [--cache DIR]
-                                 [--deps build|compiler] [--dry-run] [FILE...]
+                                 [--deps build|compiler] [--dry-run]
+                                 [--changed-since COMMIT | FILE...]
 
 The sources are those of the build's compile database (CMake writes it,
 CMAKE_EXPORT_COMPILE_COMMANDS) and the C++ files no release target compiles
 (the fuzz targets of fuzz/, which only the sanitizer build makes, and
 allocators/tests/cxx_probe.cc), which are checked with the flags of the
-operator's sources. FILE... checks only those.
+operator's sources. FILE... checks only those. --changed-since COMMIT
+checks only the sources that differ from COMMIT (in the work tree, new
+files included) and those that include a header that differs; all of them
+when .clang-tidy differs, or when COMMIT is not in the repository.
 
 A file's result is cached outside the repository (default
 /var/cache/allocguard/clang-tidy, or $ALLOCGUARD_CACHE/clang-tidy) under a
@@ -212,6 +216,21 @@ def split_findings(text):
     return {k: "\n".join(v) for k, v in blocks.items()}
 
 
+def changed_since(commit):
+    """The absolute paths that differ between `commit` and the work tree
+    (new untracked files included), or None when `commit` is unknown."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+    if git("cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
+        return None
+    diff = git("diff", "--name-only", commit, "--")
+    new = git("ls-files", "--others", "--exclude-standard")
+    if diff.returncode != 0 or new.returncode != 0:
+        return None
+    names = diff.stdout.split() + new.stdout.split()
+    return {os.path.join(ROOT, n) for n in names}
+
+
 def prune(cache):
     limit = time.time() - CACHE_DAYS * 86400
     for sub in os.listdir(cache):
@@ -240,8 +259,13 @@ def main():
                         help="where the included headers are read from")
     parser.add_argument("--dry-run", action="store_true",
                         help="only list the files that are not in the cache")
+    parser.add_argument("--changed-since", metavar="COMMIT",
+                        help="only the sources that differ from COMMIT, or include a header "
+                             "that does")
     parser.add_argument("files", nargs="*")
     opts = parser.parse_args()
+    if opts.changed_since and opts.files:
+        parser.error("--changed-since and FILE... do not go together")
     start = time.monotonic()
     build = os.path.realpath(opts.build)
 
@@ -273,6 +297,19 @@ def main():
         if deps[path] is not None:
             keys[path] = key_of(entry, deps[path], hasher, fixed)
 
+    scope = "every source"
+    if opts.changed_since:
+        changed = changed_since(opts.changed_since)
+        if changed is None:
+            scope = f"every source ({opts.changed_since} is not in this repository)"
+        elif os.path.join(ROOT, ".clang-tidy") in changed:
+            scope = f"every source (.clang-tidy changed since {opts.changed_since})"
+        else:
+            # A file whose headers are unknown (deps None) is checked.
+            entries = {p: e for p, e in entries.items()
+                       if p in changed or deps[p] is None or changed & set(deps[p])}
+            scope = f"the sources changed since {opts.changed_since[:12]} or including a changed header"
+
     outputs, todo = {}, []
     for path in sorted(entries):
         key = keys.get(path)
@@ -287,7 +324,7 @@ def main():
     if opts.dry_run:
         for path in todo:
             print(rel(path))
-        print(f"clang-tidy: {len(entries)} files, {len(todo)} to check, "
+        print(f"clang-tidy: {scope}: {len(entries)} files, {len(todo)} to check, "
               f"{len(entries) - len(todo)} in the cache ({opts.cache})")
         return 0
 
@@ -333,7 +370,7 @@ def main():
     if counts:
         print("findings per check: " + ", ".join(
             f"{c} {n}" for c, n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))))
-    print(f"clang-tidy: {len(entries)} files, {len(todo)} checked, "
+    print(f"clang-tidy: {scope}: {len(entries)} files, {len(todo)} checked, "
           f"{len(entries) - len(todo)} from the cache ({opts.cache}), "
           f"{len(findings)} findings, {time.monotonic() - start:.1f} s with -j {opts.jobs}")
     if failures:

@@ -3,8 +3,9 @@
 # three times (release with GCC; AddressSanitizer + UndefinedBehaviorSanitizer
 # with clang, a build that also makes the libFuzzer targets of fuzz/;
 # ThreadSanitizer with clang, whose build runs the unit and integration tests
-# only), runs the whole ctest suite under the first two, the fuzz targets'
-# regression gate, the control-plane tier
+# only), checks the sources' layout (clang-format) and clang-tidy's checks on
+# what changed, runs the whole ctest suite under the first two, the fuzz
+# targets' regression gate, the control-plane tier
 # against a real etcd + kube-apiserver, and the node tier: the whole product
 # on a real single-node cluster (e2e/run.sh). Tests labelled "integration"
 # start real processes under real memory cgroups with the real Debian
@@ -55,9 +56,7 @@ took "install-deps" $((SECONDS - start))
 
 # The layout of every C and C++ file against .clang-format (scripts/lint.sh
 # --format-only: a few seconds, no build needed), counted as one test.
-# clang-tidy (scripts/lint.sh with a build) is not run here yet: the tree is
-# not clean for .clang-tidy's checks (docs/reliability.md, "Static
-# analysis").
+# clang-tidy runs after the release build (below).
 format_passed=0 format_failed=0
 t0=$SECONDS
 if scripts/lint.sh --format-only; then
@@ -270,6 +269,19 @@ if ((node_tier)); then
 fi
 
 build release
+
+# clang-tidy (.clang-tidy) over the sources that differ from the commit at
+# which the whole tree was last checked clean (scripts/clang-tidy-baseline)
+# and those including a header that differs; every source when .clang-tidy
+# itself changed. In the background at nice 10 beside the release tests, with
+# the release build's compile database and dependency log; results are
+# cached by content (docs/reliability.md, "Static analysis"). Counted as one
+# test.
+tidy_base=$(grep -v '^#' scripts/clang-tidy-baseline | head -1)
+echo "== clang-tidy: in the background, the sources changed since ${tidy_base:0:12} (log: $logs/tidy.log)"
+background tidy nice -n 10 scripts/clang_tidy_cached.py --build build/release -j "$jobs" \
+  --changed-since "$tidy_base"
+
 unit_and_integration release || status=1
 
 # --- 3. at a lower priority: the sanitizer build and tests, the control plane ----
@@ -340,6 +352,18 @@ if ((node_tier)); then
   took "node-tier images (background, from the start)" "$(cat "$logs/images.secs")"
 fi
 
+echo "== clang-tidy: waiting for it"
+tidy_passed=0 tidy_failed=0
+if finished tidy; then
+  tidy_passed=1
+else
+  tidy_failed=1 status=1
+fi
+cat "$logs/tidy.log"
+echo "== clang-tidy: $tidy_passed passed, $tidy_failed failed, 0 skipped"
+passed=$((passed + tidy_passed)) failed=$((failed + tidy_failed))
+took "clang-tidy (background, after the release build)" "$(cat "$logs/tidy.secs")"
+
 # The control-plane tier's results, once its background job (above) ended.
 echo "== control plane: waiting for its tier"
 finished controlplane || status=1
@@ -370,7 +394,7 @@ printf '%s\n' "${times[@]}" | while IFS=$'\t' read -r secs name; do
   printf '%7d s  %s\n' "$secs" "$name"
 done
 echo "== scripts/test.sh finished in $((SECONDS - start)) s (exit $status)"
-# The closing line: every ctest run above and the layout check, the node
-# tier's stages aside.
+# The closing line: every ctest run above, the layout check and clang-tidy,
+# the node tier's stages aside.
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 exit $status
