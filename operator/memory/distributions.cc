@@ -79,4 +79,15 @@ double StudentTUpperQuantile(double upper_tail, double dof) {
   return (lo + hi) / 2;
 }
 
+double NormalUpperQuantile(double upper_tail) {
+  // Bisection on the monotone tail: exact to the tail's own accuracy.
+  double lo = -40;
+  double hi = 40;
+  for (int i = 0; i < 200 && hi - lo > 1e-13; ++i) {
+    const double mid = (lo + hi) / 2;
+    (NormalUpperTail(mid) > upper_tail ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
 }  // namespace allocguard::memory

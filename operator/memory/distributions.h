@@ -10,6 +10,9 @@ namespace allocguard::memory {
 // P(Z > z) for a standard normal Z.
 double NormalUpperTail(double z);
 
+// The z with P(Z > z) = upper_tail. REQUIRES: 0 < upper_tail < 1.
+double NormalUpperQuantile(double upper_tail);
+
 // P(T > t) for Student's t with dof degrees of freedom. REQUIRES: dof > 0.
 double StudentTUpperTail(double t, double dof);
 

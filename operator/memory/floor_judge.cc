@@ -136,8 +136,16 @@ std::unique_ptr<FloorJudge> NewFixedDurationJudge(const JudgeOptions& options) {
 
 // The sequential judge: statistically bounded error over all its looks, and
 // early verdicts when the evidence is clear (docs/verdicts.md).
+JudgeOptions StepJudgeOptions(JudgeOptions base) {
+  base.noise_ceiling_mib = 64;
+  base.noise_ceiling_ar1 = 0.9;
+  base.ratchet_checks_differences = true;
+  base.false_flat_rate = 0.10;
+  return base;
+}
+
 std::unique_ptr<FloorJudge> NewDefaultJudge(const JudgeOptions& options) {
-  return NewSequentialJudge(options);
+  return NewSequentialJudge(StepJudgeOptions(options));
 }
 
 }  // namespace allocguard::memory

@@ -97,6 +97,32 @@ struct JudgeOptions {
   // starts mid-run, and the fewest floors that check fits a rising segment to.
   double late_growth_share = 0.2;
   int late_growth_min_floors = 5;
+  // The large-steps rule: a few minutes of climb far beyond anything floor
+  // noise can make decide a Ratchet without waiting for the noise to be
+  // estimated. It assumes the floor noise has an sd of at most
+  // noise_ceiling_mib and a lag-1 correlation of at most noise_ceiling_ar1,
+  // and at every look with step_rule_min_floors to step_rule_max_floors floors
+  // asks whether the slope's lower bound under the worst such noise is above
+  // the threshold with every single floor left out in turn (so one outlier
+  // minute cannot decide). It is paid from step_rule_share of the
+  // false-Ratchet budget, split evenly over its looks. 0 disables it (the
+  // judge of releases up to 2026-12).
+  double noise_ceiling_mib = 0;
+  double noise_ceiling_ar1 = 0.9;
+  double step_rule_share = 0.25;
+  int step_rule_min_floors = 4;
+  int step_rule_max_floors = 8;
+  // When set, the whole-run Ratchet also needs the lower bound of the slope
+  // with the noise estimated from differences of floors (SlopeNoise::
+  // kDifferences, which slow wander does not fool) above the threshold, at
+  // the same level: the quadratic-residual estimate reads wander as
+  // independent noise (docs/verdicts.md). The Flat test is unchanged. The
+  // check starts at ratchet_differences_min_floors floors: with fewer, two-
+  // minute differences are too few to tell wander from independent noise and
+  // the check only delays clear ratchets (measured: +1 minute median at
+  // +2.5 GiB/h, no fewer false Ratchets).
+  bool ratchet_checks_differences = false;
+  int ratchet_differences_min_floors = 8;
   // Robust gate, not part of the budget: a Ratchet also needs a Theil–Sen
   // slope above max and a Mann–Kendall p below this for a floor rising faster
   // than max, so one outlier minute cannot decide.
@@ -117,7 +143,15 @@ std::unique_ptr<FloorJudge> NewFixedDurationJudge(const JudgeOptions& options);
 // Decides as soon as the evidence is clear (see sequential_judge.h).
 std::unique_ptr<FloorJudge> NewSequentialJudge(const JudgeOptions& options);
 
-// The default judge of this build (see floor_judge.cc for which one).
+// `base` with the rules of the step-aware judge switched on: the large-steps
+// rule (noise ceiling 64 MiB, lag-1 correlation 0.9), the difference-based
+// check of the whole-run Ratchet, and a false-Flat budget of 10 % at a slope
+// of exactly the threshold (far less at twice it; docs/verdicts.md measures
+// it). The other fields, the plan's lengths among them, are base's.
+JudgeOptions StepJudgeOptions(JudgeOptions base);
+
+// The default judge of this build: the sequential judge with
+// StepJudgeOptions(options).
 std::unique_ptr<FloorJudge> NewDefaultJudge(const JudgeOptions& options);
 
 // Roughly how many more floors an undecided judgement needs at the noise it

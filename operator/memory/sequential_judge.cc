@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
 #include <tuple>
 
 #include "operator/memory/change_point.h"
+#include "operator/memory/distributions.h"
 #include "operator/memory/group_sequential.h"
 #include "operator/memory/slope_interval.h"
 #include "operator/memory/trend_tests.h"
@@ -101,8 +103,29 @@ class SequentialJudge final : public FloorJudge {
     }
 
     const std::string rank_trend = "Theil–Sen " + Gib(sen) + " GiB/h";
-    if (iv.valid && iv.low > threshold && sen > threshold &&
-        mk.p_increasing < options_.robust_trend_p) {
+    const bool rank_agrees = sen > threshold && mk.p_increasing < options_.robust_trend_p;
+    if (budget.steps > 0 && rank_agrees) {
+      const double ceiling = options_.noise_ceiling_mib * kBytesPerMiB;
+      const StepBound steps =
+          LargeStepBound(floors, ceiling, options_.noise_ceiling_ar1, budget.steps);
+      if (steps.low > threshold) {
+        j.decision = FloorDecision::kRatchet;
+        j.explanation = "floor rises " + Gib(iv.slope) + " GiB/h over " + Minutes(n) +
+                        ", more than floor noise up to " +
+                        Fixed(options_.noise_ceiling_mib, "%.0f") + " MiB can make (at least " +
+                        Gib(steps.low) + " GiB/h with any one minute left out), " + rank_trend +
+                        ", above " + limit + " GiB/h";
+        return j;
+      }
+    }
+    bool differences_agree = true;
+    if (options_.ratchet_checks_differences && n >= options_.ratchet_differences_min_floors &&
+        iv.valid && iv.low > threshold) {
+      const SlopeInterval diff = FitSlopeInterval(floors, shown_alpha, SlopeNoise::kDifferences);
+      differences_agree = diff.valid && diff.low > threshold;
+      if (!differences_agree) Describe(diff, confidence, &j);
+    }
+    if (iv.valid && iv.low > threshold && differences_agree && rank_agrees) {
       j.decision = FloorDecision::kRatchet;
       j.explanation = "floor rises " + Gib(iv.slope) + " GiB/h " + IntervalText(iv, confidence) +
                       ", " + rank_trend + ", above " + limit + " GiB/h over " + Minutes(n);
@@ -168,6 +191,28 @@ class SequentialJudge final : public FloorJudge {
 
 }  // namespace
 
+StepBound LargeStepBound(std::span<const MinuteFloor> floors, double ceiling_sd_bytes,
+                         double ceiling_ar1, double alpha) {
+  StepBound out{.low = -std::numeric_limits<double>::infinity()};
+  if (floors.size() < 4) return out;
+  const double z = NormalUpperQuantile(alpha);
+  std::vector<MinuteFloor> rest;
+  for (size_t left_out = 0; left_out < floors.size(); ++left_out) {
+    rest.clear();
+    for (size_t i = 0; i < floors.size(); ++i) {
+      if (i != left_out) rest.push_back(floors[i]);
+    }
+    const SlopeFit fit = FitFloorSlope(rest);
+    const double sd = std::sqrt(WorstCaseSlopeVariance(rest, ceiling_sd_bytes, ceiling_ar1));
+    const double low = fit.slope_bytes_per_minute - z * sd;
+    if (left_out == 0 || low < out.low) {
+      out.low = low;
+      out.weakest_minute = floors[left_out].minute;
+    }
+  }
+  return out;
+}
+
 int PlannedLooks(const JudgeOptions& options) {
   return std::max(1, options.max_minutes - options.warmup_minutes - options.min_floors + 1);
 }
@@ -214,7 +259,13 @@ std::vector<LookBudget> ComputeLookBudgets(const JudgeOptions& options) {
     return CumulativeSpending(information, planned_look, alpha, options.extension_share,
                               options.spending_rho);
   };
-  const double ratchet_alpha = options.false_ratchet_rate * (1 - options.late_growth_share);
+  const bool steps = options.noise_ceiling_mib > 0;
+  const int first_step_look = std::max(options.step_rule_min_floors, options.min_floors);
+  const int last_step_look = std::min(options.step_rule_max_floors, options.min_floors + looks - 1);
+  const int step_looks = std::max(0, last_step_look - first_step_look + 1);
+  const double step_share = steps && step_looks > 0 ? options.step_rule_share : 0;
+  const double ratchet_alpha =
+      options.false_ratchet_rate * (1 - options.late_growth_share - step_share);
   const double late_alpha = options.false_ratchet_rate * options.late_growth_share;
   const std::vector<double> ratchet = NominalLevelsForSpending(information, spend(ratchet_alpha));
   const std::vector<double> flat =
@@ -223,9 +274,12 @@ std::vector<LookBudget> ComputeLookBudgets(const JudgeOptions& options) {
   std::vector<LookBudget> out;
   out.reserve(static_cast<size_t>(std::max(looks, 0)));
   for (int k = 0; k < looks; ++k) {
+    const int floors = options.min_floors + k;
+    const bool step_look = step_share > 0 && floors >= first_step_look && floors <= last_step_look;
     out.push_back({.ratchet = ratchet[k],
                    .late_growth = late[k] - (k == 0 ? 0 : late[k - 1]),
-                   .flat = flat[k]});
+                   .flat = flat[k],
+                   .steps = step_look ? options.false_ratchet_rate * step_share / step_looks : 0});
   }
   return out;
 }
@@ -235,12 +289,16 @@ std::vector<LookBudget> ComputeLookBudgets(const JudgeOptions& options) {
 std::vector<LookBudget> PlanLookBudgets(const JudgeOptions& options) {
   // The boundaries take a few milliseconds of numerical integration; every
   // judge with the same plan shares them.
-  using Key = std::tuple<int, int, int, int, double, double, double, double, double>;
+  using Key = std::tuple<int, int, int, int, double, double, double, double, double, double, double,
+                         int, int>;
   static std::mutex mu;
   static std::map<Key, std::vector<LookBudget>> cache;
-  const Key key{options.min_floors,        options.max_minutes,        options.warmup_minutes,
-                PlannedEndFloors(options), options.false_ratchet_rate, options.false_flat_rate,
-                options.late_growth_share, options.spending_rho,       options.extension_share};
+  const Key key{
+      options.min_floors,          options.max_minutes,        options.warmup_minutes,
+      PlannedEndFloors(options),   options.false_ratchet_rate, options.false_flat_rate,
+      options.late_growth_share,   options.spending_rho,       options.extension_share,
+      options.noise_ceiling_mib,   options.step_rule_share,    options.step_rule_min_floors,
+      options.step_rule_max_floors};
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(key);
   if (it == cache.end()) {

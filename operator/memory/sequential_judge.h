@@ -17,6 +17,9 @@
 //     threshold, the Theil–Sen slope is above it and Mann–Kendall finds a
 //     trend steeper than it (p < robust_trend_p), so one outlier minute
 //     cannot decide;
+//   - Ratchet by the large-steps rule (JudgeOptions::noise_ceiling_mib),
+//     early in the run, when the climb is beyond any noise under the ceiling
+//     with every single floor left out, and the rank trend agrees;
 //   - Ratchet when the floors from some later minute on rise the same way
 //     (change_point.h), paid from options.late_growth_share of the budget;
 //   - Flat when the whole-run interval at the Flat budget lies within
@@ -37,7 +40,21 @@ struct LookBudget {
   double ratchet = 0;      // lower bound of the whole-run slope
   double late_growth = 0;  // divided among the late-growth scan's starts
   double flat = 0;         // each side of the Flat interval
+  double steps = 0;        // the large-steps rule (0 outside its looks)
 };
+
+// The large-steps rule of JudgeOptions::noise_ceiling_mib at one look: the
+// least-squares slope of the floors with each floor left out in turn, less
+// z times its standard deviation under the worst noise the ceiling allows
+// (WorstCaseSlopeVariance), z the one-sided normal quantile of alpha. The
+// smallest of these lower bounds, in bytes per minute; -inf with fewer than
+// four floors. A Ratchet needs it above the threshold.
+struct StepBound {
+  double low = 0;          // the smallest lower bound over the floors left out
+  int weakest_minute = 0;  // the minute whose leaving out gave it
+};
+StepBound LargeStepBound(std::span<const MinuteFloor> floors, double ceiling_sd_bytes,
+                         double ceiling_ar1, double alpha);
 
 // Planned looks: one per floor count from min_floors to
 // max_minutes - warmup_minutes; at least 1.

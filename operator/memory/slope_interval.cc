@@ -193,6 +193,22 @@ SlopeInterval FitSlopeInterval(std::span<const MinuteFloor> floors, double one_s
   return iv;
 }
 
+double Ar1SlopeVariance(std::span<const MinuteFloor> floors, double sd_bytes, double ar1) {
+  if (floors.size() < 2) return std::numeric_limits<double>::infinity();
+  const SlopeFit fit = FitFloorSlope(floors);
+  if (fit.sxx <= 0) return std::numeric_limits<double>::infinity();
+  return AutocorrelatedSlopeVariance(floors, fit.sxx, sd_bytes * sd_bytes, ar1);
+}
+
+double WorstCaseSlopeVariance(std::span<const MinuteFloor> floors, double sd_bytes,
+                              double max_ar1) {
+  double worst = Ar1SlopeVariance(floors, sd_bytes, 0);
+  for (int k = 1; k * 0.05 < max_ar1 + 1e-9; ++k) {
+    worst = std::max(worst, Ar1SlopeVariance(floors, sd_bytes, std::min(k * 0.05, max_ar1)));
+  }
+  return std::max(worst, Ar1SlopeVariance(floors, sd_bytes, max_ar1));
+}
+
 double TheilSenSlope(std::span<const MinuteFloor> floors) {
   std::vector<double> slopes;
   slopes.reserve(floors.size() * floors.size() / 2);

@@ -81,6 +81,19 @@ enum class SlopeNoise {
 SlopeInterval FitSlopeInterval(std::span<const MinuteFloor> floors, double one_sided_alpha,
                                SlopeNoise noise = SlopeNoise::kQuadraticResiduals);
 
+// Variance of the least-squares slope of floors at these minutes (any
+// minutes, at least two distinct) under stationary Gaussian AR(1) noise of
+// standard deviation sd_bytes and lag-1 correlation ar1 (per minute), in
+// (bytes per minute)^2. With ar1 = 0 this is sd^2 / Sxx.
+double Ar1SlopeVariance(std::span<const MinuteFloor> floors, double sd_bytes, double ar1);
+
+// The largest of those variances for any lag-1 correlation from 0 to
+// max_ar1 (on a grid of steps of 0.05, max_ar1 included): the slope's
+// variance when all that is known of the noise is that its sd is at most
+// sd_bytes and its correlation at most max_ar1. Short runs are noisiest under
+// independent noise, long ones under correlated noise.
+double WorstCaseSlopeVariance(std::span<const MinuteFloor> floors, double sd_bytes, double max_ar1);
+
 // Theil–Sen slope: the median of the slopes between every pair of floors, in
 // bytes per minute. One outlier minute moves it by at most one rank among the
 // pairwise slopes. 0 when fewer than two floors.

@@ -231,16 +231,6 @@ namespace {
 
 double Phi(double z) { return 1 - NormalUpperTail(z); }
 
-double NormalUpperQuantile(double p) {
-  double lo = -40;
-  double hi = 40;
-  for (int i = 0; i < 200; ++i) {
-    const double mid = (lo + hi) / 2;
-    (NormalUpperTail(mid) > p ? lo : hi) = mid;
-  }
-  return (lo + hi) / 2;
-}
-
 }  // namespace
 
 double KnownNoiseSlopeVariance(int n, double sd_mib, double ar1) {
