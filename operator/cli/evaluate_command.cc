@@ -30,6 +30,11 @@ using memory::RuleSummary;
 using memory::VerdictCounts;
 
 struct EvaluateArgs {
+  // The new judge's large-steps rule and wander check (JudgeOptions).
+  double noise_ceiling_mib = memory::StepJudgeOptions({}).noise_ceiling_mib;
+  bool ratchet_checks_differences = memory::StepJudgeOptions({}).ratchet_checks_differences;
+  double new_false_flat_rate = memory::StepJudgeOptions({}).false_flat_rate;
+  double new_spending_rho = memory::StepJudgeOptions({}).spending_rho;
   int traces_per_class = 1000;
   uint64_t seed = 1;
   double max_slope_gib_per_h = 0.5;
@@ -44,6 +49,17 @@ struct EvaluateArgs {
   std::vector<std::string> csv_paths;
   int sample_traces_per_class = 0;
 };
+
+// The judge options of the new rule for a plan: `base` with the large-steps
+// rule and the wander check as the flags set them.
+memory::JudgeOptions NewJudgeOptions(const memory::JudgeOptions& base, const EvaluateArgs& args) {
+  memory::JudgeOptions out = memory::StepJudgeOptions(base);
+  out.noise_ceiling_mib = args.noise_ceiling_mib;
+  out.ratchet_checks_differences = args.ratchet_checks_differences;
+  out.false_flat_rate = args.new_false_flat_rate;
+  out.spending_rho = args.new_spending_rho;
+  return out;
+}
 
 std::string Percent(int count, int total) {
   char buf[16];
@@ -314,13 +330,15 @@ Result<RecordedRun> ReadRecordedRun(const std::string& path, const EvaluateArgs&
   return r;
 }
 
-// Judges recorded replay runs with both rules, each with the settings its CSV
-// header recorded (threshold, warm-up, sample interval, duration), falling
-// back to the command's flags.
+// Judges recorded replay runs with the fixed rule, today's sequential judge
+// and the new one, each with the settings its CSV header recorded (threshold,
+// warm-up, sample interval, duration), falling back to the command's flags.
+// The new judge runs on to --max-minutes when the recording is shorter, so a
+// run it has not decided by the recording's end is shown as still running.
 int EvaluateReplayCsvs(const EvaluateArgs& args) {
   std::printf("\nRecorded replay runs (no known truth: the verdicts side by side)\n");
-  std::printf("%-40s %6s | %-12s %4s | %-12s %4s | %s\n", "file", "floors", "old", "min", "new",
-              "min", "new explanation");
+  std::printf("%-48s %6s | %-12s %4s | %-12s %4s | %-12s %4s | %s\n", "file", "floors", "fixed",
+              "min", "seq", "min", "new", "min", "new explanation");
   int minutes_saved = 0;
   for (const std::string& path : args.csv_paths) {
     auto run = ReadRecordedRun(path, args);
@@ -331,18 +349,32 @@ int EvaluateReplayCsvs(const EvaluateArgs& args) {
     }
     const replay::JudgeSettings& settings = run->settings;
     const memory::JudgeOptions& options = run->options;
+    memory::JudgeOptions run_on = options;
+    run_on.planned_minutes = options.max_minutes;
+    run_on.max_minutes = std::max(options.max_minutes, args.max_minutes);
     const auto floors = memory::ComputeMinuteFloors(
         run->samples, {.warmup_minutes = settings.warmup_minutes,
                        .sample_interval_seconds = settings.sample_interval_seconds});
     const auto old_outcome = memory::ReplayJudge(*memory::NewFixedDurationJudge(options), floors);
-    const auto new_outcome = memory::ReplayJudge(*memory::NewSequentialJudge(options), floors);
+    const auto seq_outcome = memory::ReplayJudge(*memory::NewSequentialJudge(options), floors);
+    const auto new_judge = memory::NewSequentialJudge(NewJudgeOptions(run_on, args));
+    memory::RunOutcome new_outcome = memory::ReplayJudge(*new_judge, floors);
+    std::string new_name = FloorDecisionName(new_outcome.judgement.decision);
+    if (new_outcome.judgement.decision == memory::FloorDecision::kInconclusive &&
+        static_cast<int>(floors.size()) < run_on.max_minutes - run_on.warmup_minutes) {
+      // The recording ended first: a canary would still be running.
+      new_outcome.judgement = new_judge->Judge(floors, /*final=*/false);
+      new_name = "running";
+    }
     minutes_saved += old_outcome.minutes_elapsed - new_outcome.minutes_elapsed;
-    std::printf("%-40s %6zu | %-12s %4d | %-12s %4d | %s\n", path.c_str(), floors.size(),
-                FloorDecisionName(old_outcome.judgement.decision), old_outcome.minutes_elapsed,
-                FloorDecisionName(new_outcome.judgement.decision), new_outcome.minutes_elapsed,
+    std::printf("%-48s %6zu | %-12s %4d | %-12s %4d | %-12s %4d | %s\n", path.c_str(),
+                floors.size(), FloorDecisionName(old_outcome.judgement.decision),
+                old_outcome.minutes_elapsed, FloorDecisionName(seq_outcome.judgement.decision),
+                seq_outcome.minutes_elapsed, new_name.c_str(), new_outcome.minutes_elapsed,
                 new_outcome.judgement.explanation.c_str());
   }
-  std::printf("minutes saved by the sequential rule over these runs: %d\n", minutes_saved);
+  std::printf("minutes saved by the new rule over these runs against the fixed rule: %d\n",
+              minutes_saved);
 
   // The floor statistics of the sample-level corpus on the same runs
   // (docs/verdicts.md, "The sample-level corpus").
@@ -619,25 +651,24 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
   extended.max_minutes = args.max_minutes;
   extended.planned_minutes = args.planned_minutes;
   extended.extension_share = args.extension_share;
-  memory::JudgeOptions differences = extended;
-  differences.noise = memory::SlopeNoise::kDifferences;
+  memory::JudgeOptions next = NewJudgeOptions(extended, args);
   const auto fixed = memory::NewFixedDurationJudge(planned);
   const auto sequential = memory::NewSequentialJudge(planned);
   const auto extended_judge = memory::NewSequentialJudge(extended);
-  const auto differences_judge = memory::NewSequentialJudge(differences);
+  const auto new_judge = memory::NewSequentialJudge(next);
   const int planned_floors = args.planned_minutes - planned.warmup_minutes;
   const int max_floors = args.max_minutes - planned.warmup_minutes;
   char name[5][48];
   std::snprintf(name[0], sizeof name[0], "fixed %d", args.planned_minutes);
   std::snprintf(name[1], sizeof name[1], "seq %d", args.planned_minutes);
   std::snprintf(name[2], sizeof name[2], "seq %d of %d", args.planned_minutes, args.max_minutes);
-  std::snprintf(name[3], sizeof name[3], "diff %d of %d", args.planned_minutes, args.max_minutes);
-  std::snprintf(name[4], sizeof name[4], "rerun %d/%d", args.planned_minutes, args.max_minutes);
+  std::snprintf(name[3], sizeof name[3], "new %d of %d", args.planned_minutes, args.max_minutes);
+  std::snprintf(name[4], sizeof name[4], "new+rerun %d/%d", args.planned_minutes, args.max_minutes);
   const memory::RuleUnderTest rules[] = {{name[0], fixed.get(), planned_floors},
                                          {name[1], sequential.get(), planned_floors},
                                          {name[2], extended_judge.get(), max_floors},
-                                         {name[3], differences_judge.get(), max_floors},
-                                         {name[4], extended_judge.get(), max_floors, 1}};
+                                         {name[3], new_judge.get(), max_floors},
+                                         {name[4], new_judge.get(), max_floors, 1}};
   const size_t rule_count = std::size(rules);
   const auto corpus = memory::WideCorpus(threshold, args.max_minutes, args.planned_minutes);
   const auto counts = memory::EvaluateRules(corpus, args.traces_per_class, args.seed, rules);
@@ -647,15 +678,16 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
       "%.2f GiB/h, runs of up to %d minutes (minute 0 is warm-up)\n"
       "fixed = least squares at the planned end; seq = today's sequential judge planned for %d "
       "minutes;\nseq %d of %d = the same judge planned for %d minutes that runs on to %d when "
-      "undecided (%.0f%% of each budget kept for the looks after the plan);\ndiff = that judge "
-      "with the noise estimated from differences of floors;\nrerun = seq %d of %d, and a run "
+      "undecided (%.0f%% of each budget kept for the looks after the plan);\nnew = that plan "
+      "with the large-steps rule (noise ceiling %.0f MiB) and the difference-based check of a "
+      "Ratchet%s;\nnew+rerun = new, and a run "
       "that ends Inconclusive is run once more on a fresh trace of the same instance, as a "
       "canary\nreruns its candidate (canary.inconclusiveReruns 1); its minutes are those of "
       "both runs\n\n",
       args.traces_per_class, static_cast<unsigned long long>(args.seed), threshold,
       args.max_minutes, args.planned_minutes, args.planned_minutes, args.max_minutes,
-      args.planned_minutes, args.max_minutes, 100 * args.extension_share, args.planned_minutes,
-      args.max_minutes);
+      args.planned_minutes, args.max_minutes, 100 * args.extension_share, args.noise_ceiling_mib,
+      args.ratchet_checks_differences ? "" : " (off)");
   std::printf("%-34s %-11s", "class", "truth");
   for (const auto& r : rules) std::printf(" | %-26s", r.name.c_str());
   std::printf("\n%-34s %-11s", "", "");
@@ -670,6 +702,32 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
                   c.MedianMinutes());
     }
     std::printf("\n");
+  }
+
+  // The demo's glibc climb that issue 17 quotes (floors of minutes 1-7, MiB):
+  // when each rule decides it.
+  {
+    std::vector<memory::MinuteFloor> demo;
+    int minute = 1;
+    for (double mib : {1404.0, 1537.0, 1584.0, 2099.0, 2564.0, 2659.0, 3012.0}) {
+      demo.push_back({.minute = minute++, .floor_bytes = mib * memory::kBytesPerMiB});
+    }
+    std::printf("\n%-46s", "demo glibc climb 1404 .. 3012 MiB, minutes 1-7");
+    std::printf(" %13s", "-");  // the fixed rule needs the whole planned run
+    for (size_t r = 1; r < 4; ++r) {
+      const auto seen = std::min<size_t>(demo.size(), static_cast<size_t>(rules[r].max_floors));
+      const memory::RunOutcome o =
+          memory::ReplayJudge(*rules[r].judge, std::span(demo).first(seen));
+      char cell[32];
+      if (o.judgement.decision == memory::FloorDecision::kInconclusive) {
+        std::snprintf(cell, sizeof cell, "undecided m%d", o.judgement.minutes_used);
+      } else {
+        std::snprintf(cell, sizeof cell, "%s m%d", memory::FloorDecisionName(o.judgement.decision),
+                      o.judgement.minutes_used);
+      }
+      std::printf(" %13s", cell);
+    }
+    std::printf("   (mN: on the floor of minute N)\n");
   }
 
   std::vector<std::string> names;
@@ -721,6 +779,40 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
   for (const auto& r : rules) std::printf(" %13s", r.name.c_str());
   std::printf("   target\n");
   PrintErrorRateRows(row, sums);
+  // The same rates without the classes no early verdict can get right: a
+  // slope of exactly the threshold (a valid test's false Ratchets there are
+  // its whole budget; under correlated noise an estimated noise level makes
+  // them more), and growth that starts at minutes 10-20, after a level floor
+  // may already have been called Flat.
+  const auto summary_without = [&](size_t r, bool (*skip)(const memory::TraceClass&, double)) {
+    std::vector<std::string> kept_names;
+    std::vector<memory::TraceTruth> kept_truths;
+    std::vector<VerdictCounts> kept;
+    for (size_t k = 0; k < corpus.size(); ++k) {
+      if (skip(corpus[k], threshold)) continue;
+      kept_names.push_back(names[k]);
+      kept_truths.push_back(truths[k]);
+      kept.push_back(counts[k][r]);
+    }
+    return memory::SummarizeCounts(kept_names, kept_truths, kept);
+  };
+  row(
+      "false Ratchet, slope below the threshold",
+      [&](size_t r) {
+        return Rate(summary_without(r, [](const memory::TraceClass& c, double t) {
+                      return c.spec.slope_gib_per_h >= t;
+                    }).FalseRatchetRate());
+      },
+      "");
+  row(
+      "missed Ratchet, growth starting before m10",
+      [&](size_t r) {
+        return Rate(summary_without(r, [](const memory::TraceClass& c, double) {
+                      return c.varies == memory::TraceClass::Varies::kGrowthStart &&
+                             c.vary_first_minute >= 10;
+                    }).MissedRatchetRate());
+      },
+      "");
   row(
       "flat truth (|slope| <= threshold/2) Inconcl.",
       [&](size_t r) { return Rate(flat_truth_inconclusive(r)); }, "<= 3%");
@@ -870,6 +962,23 @@ void RegisterEvaluateCommand(CLI::App& app, int* exit_code) {
                   "Share of each error budget the extended judge keeps for the looks after the "
                   "planned end")
       ->check(CLI::Range(0.0, 0.9))
+      ->capture_default_str();
+  cmd->add_option("--noise-ceiling", args->noise_ceiling_mib,
+                  "The new judge's large-steps rule: the noisiest floor sd it allows for, MiB "
+                  "(0: off)")
+      ->check(CLI::Range(0.0, 10000.0))
+      ->capture_default_str();
+  cmd->add_option("--ratchet-checks-differences", args->ratchet_checks_differences,
+                  "The new judge's whole-run Ratchet also needs the difference-based noise "
+                  "estimate's interval above the threshold")
+      ->capture_default_str();
+  cmd->add_option("--new-false-flat-rate", args->new_false_flat_rate,
+                  "The new judge's false-Flat budget at a slope of exactly the threshold")
+      ->check(CLI::Range(0.001, 0.4))
+      ->capture_default_str();
+  cmd->add_option("--new-spending-rho", args->new_spending_rho,
+                  "The new judge's spending exponent (alpha * t^rho)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--samples", args->sample_traces_per_class,
                   "Traces per class of the sample-level corpus (2 s samples; compares floor "
