@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "operator/memory/floor_trace_generator.h"
 #include "operator/memory/group_sequential.h"
 #include "operator/memory/slope_interval.h"
 #include "operator/memory/verdict_evaluation.h"
@@ -277,6 +278,138 @@ TEST(SequentialJudgeTest, FinalCallOnTheSameFloorsAgreesWithTheLastLook) {
   auto short_run = Trace(2.5, 10, 4);
   EXPECT_EQ(judge->Judge(short_run, false).decision, FloorDecision::kContinue);
   EXPECT_EQ(judge->Judge(short_run, true).decision, FloorDecision::kInconclusive);
+}
+
+std::vector<MinuteFloor> FloorsMiB(std::initializer_list<double> mib) {
+  std::vector<MinuteFloor> out;
+  int m = 1;
+  for (double v : mib)
+    out.push_back({.minute = m++, .floor_bytes = v * kBytesPerMiB, .samples = 30});
+  return out;
+}
+
+// The large-steps rule's budget: a quarter of the 1 % false-Ratchet budget,
+// split evenly over its looks at 4..8 floors (0.25 % / 5 = 0.05 % each); the
+// whole-run test keeps 1 - 0.2 (late growth) - 0.25 = 55 % of it, and still
+// spends exactly that over all its looks.
+TEST(LargeStepRuleTest, BudgetIsAQuarterOfTheFalseRatchetRateOverFourToEightFloors) {
+  const JudgeOptions options = StepJudgeOptions({});
+  EXPECT_EQ(BudgetForLook(options, 3).steps, 0);
+  for (int n = 4; n <= 8; ++n) EXPECT_DOUBLE_EQ(BudgetForLook(options, n).steps, 0.0005) << n;
+  EXPECT_EQ(BudgetForLook(options, 9).steps, 0);
+  std::vector<double> info, ratchet;
+  for (int n = 3; n <= 14; ++n) {
+    info.push_back(n * (n * n - 1) / 12.0);
+    ratchet.push_back(BudgetForLook(options, n).ratchet);
+  }
+  EXPECT_NEAR(CrossingProbability(info, ratchet), 0.0055, 1e-6);
+}
+
+// The rule's boundary by hand at four floors: 300 + S m MiB with the pattern
+// +20 -20 -20 +20 (which leaves the whole-run slope at S). Left out in turn,
+// the floors give slopes S - 20 (minute 4 out), S - 20/7, S + 20/7 and S + 20;
+// the worst-case sd of a three-floor slope under noise up to 64 MiB is largest
+// for consecutive minutes, 64 / sqrt(2) = 45.254834 MiB/min (r = 0), against
+// 0.4696 x 64 for minutes 1,3,4 or 1,2,4. At the look's level 0.0005 (z =
+// 3.290527) the bound is S - 20 - 148.912 MiB/min, left out minute 4: above
+// the threshold 0.5 GiB/h = 8.533 MiB/min from S = 177.445 MiB/min.
+TEST(LargeStepRuleTest, HandComputedBoundaryAtFourFloors) {
+  auto climb = [](double s) {
+    return FloorsMiB({300 + s + 20, 300 + 2 * s - 20, 300 + 3 * s - 20, 300 + 4 * s + 20});
+  };
+  const double z = 3.290527;
+  for (double s : {175.0, 178.0}) {
+    const StepBound b = LargeStepBound(climb(s), 64 * kBytesPerMiB, 0.9, 0.0005);
+    EXPECT_NEAR(b.low / kBytesPerMiB, s - 20 - z * 64 / std::sqrt(2.0), 1e-4) << s;
+    EXPECT_EQ(b.weakest_minute, 4);
+  }
+  const auto judge = NewDefaultJudge({});
+  const FloorJudgement below = judge->Judge(climb(175), false);
+  EXPECT_EQ(below.decision, FloorDecision::kContinue) << below.explanation;
+  const FloorJudgement above = judge->Judge(climb(178), false);
+  EXPECT_EQ(above.decision, FloorDecision::kRatchet);
+  EXPECT_NE(above.explanation.find("more than floor noise up to 64 MiB can make (at least +0.53"),
+            std::string::npos)
+      << above.explanation;
+  // Fewer than four floors never decide by this rule.
+  const auto steep = climb(400);
+  EXPECT_EQ(judge->Judge(std::span(steep).first(3), false).decision, FloorDecision::kContinue);
+  // Nor one minute alone: level floors with minute 4 800 MiB up.
+  EXPECT_EQ(judge->Judge(FloorsMiB({300, 300, 300, 1100}), false).decision,
+            FloorDecision::kContinue);
+}
+
+// The demo's glibc variant as issue 17 recorded it (MiB, minutes 1..7,
+// +16.9 GiB/h): today's judge had not decided it by minute 7 (at minute 5 its
+// interval was about -150 to +180 GiB/h). The default judge decides it on the
+// floor of minute 5: least squares 288.2 MiB/min (+16.89 GiB/h); with any one
+// minute left out the weakest bound is minute 5's: slope 213.2 MiB/min less
+// 3.290527 x 29.654 (worst-case sd of four consecutive floors at 64 MiB) =
+// 115.62 MiB/min = +6.77 GiB/h, far above 0.5 GiB/h.
+TEST(LargeStepRuleTest, TheDemosGlibcClimbIsARatchetByMinuteFive) {
+  const auto floors = FloorsMiB({1404, 1537, 1584, 2099, 2564, 2659, 3012});
+  const auto judge = NewDefaultJudge({});
+  for (size_t n = 1; n <= 4; ++n) {
+    EXPECT_EQ(judge->Judge(std::span(floors).first(n), false).decision, FloorDecision::kContinue)
+        << n;
+  }
+  const FloorJudgement j = judge->Judge(std::span(floors).first(5), false);
+  ASSERT_EQ(j.decision, FloorDecision::kRatchet) << j.explanation;
+  EXPECT_NEAR(j.slope_gib_per_h, 16.887, 0.001);
+  EXPECT_NE(j.explanation.find("at least +6.77 GiB/h with any one minute left out"),
+            std::string::npos)
+      << j.explanation;
+  const auto today = NewSequentialJudge({});
+  for (size_t n = 1; n <= floors.size(); ++n) {
+    EXPECT_EQ(today->Judge(std::span(floors).first(n), false).decision, FloorDecision::kContinue)
+        << n;
+  }
+}
+
+// A recorded kind of ratchet issue 17 reports Inconclusive: +19 GiB/h over
+// five floors, decelerating, in a run planned for five floors. Around a
+// straight line (below six floors there is no quadratic) the curve leaves
+// residuals -128 68 124 60 -124 MiB, which today's judge reads as noise:
+// its interval reaches below zero. The default judge's weakest left-out
+// bound is minute 1's: 260 MiB/min less 3.290527 x 29.654 = +9.52 GiB/h.
+TEST(LargeStepRuleTest, AFiveFloorDeceleratingClimbIsNotInconclusive) {
+  const auto floors = FloorsMiB({1000, 1520, 1900, 2160, 2300});
+  for (int max_minutes : {6, 15}) {
+    const JudgeOptions options{.max_minutes = max_minutes};
+    const FloorJudgement today = NewSequentialJudge(options)->Judge(floors, true);
+    EXPECT_EQ(today.decision, FloorDecision::kInconclusive) << today.explanation;
+    EXPECT_LT(today.slope_low_gib_per_h, 0);
+    const FloorJudgement j = NewDefaultJudge(options)->Judge(floors, true);
+    EXPECT_EQ(j.decision, FloorDecision::kRatchet) << j.explanation;
+    EXPECT_NEAR(j.slope_gib_per_h, 18.984, 0.001);
+  }
+  EXPECT_NE(NewDefaultJudge({})->Judge(floors, true).explanation.find("at least +9.52 GiB/h"),
+            std::string::npos);
+}
+
+// Issue 17's wander class: true slope +0.22 GiB/h (below the 0.5 threshold),
+// AR(1) floor noise of sd 30 MiB and lag-1 correlation 0.8, runs planned for
+// 15 minutes that may go on to 30. Today's judge with the same plan reads
+// the wander as growth in about 2 % of these traces (8 of 400 when this was
+// written), the default judge in about 1.25 % (5): the difference-based check
+// stops most of them, but not to the 1 % budget (docs/verdicts.md). A run
+// called Ratchet at 7-8 floors, before the check starts, or by the
+// late-growth scan, which the check does not cover, still can be.
+TEST(DifferenceCheckTest, SlowWanderIsCalledRatchetLessOftenThanByTodaysJudge) {
+  const JudgeOptions plan{.max_minutes = 30, .planned_minutes = 15};
+  const auto today = NewSequentialJudge(plan);
+  const auto judge = NewDefaultJudge(plan);
+  constexpr int kTraces = 400;
+  int today_ratchets = 0;
+  int ratchets = 0;
+  for (int seed = 0; seed < kTraces; ++seed) {
+    const auto floors = GenerateFloorTrace(
+        {.slope_gib_per_h = 0.22, .noise_sd_mib = 30, .noise_ar1 = 0.8, .minutes = 30}, seed);
+    today_ratchets += ReplayJudge(*today, floors).judgement.decision == FloorDecision::kRatchet;
+    ratchets += ReplayJudge(*judge, floors).judgement.decision == FloorDecision::kRatchet;
+  }
+  EXPECT_LT(ratchets, today_ratchets);
+  EXPECT_LE(ratchets, kTraces * 2 / 100);
 }
 
 TEST(DefaultJudgeTest, IsTheSequentialJudge) {

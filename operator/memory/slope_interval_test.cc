@@ -92,6 +92,80 @@ TEST(FitSlopeIntervalTest, SmallerAlphaGivesAWiderInterval) {
   EXPECT_DOUBLE_EQ(wide.slope, narrow.slope);
 }
 
+// The difference-based noise estimate (SlopeNoise::kDifferences) by hand.
+// Floors alternating -5, +5 MiB at minutes 1..8: the one-minute differences
+// +10 -10 +10 -10 +10 -10 +10 are symmetric about their middle, so their line
+// is flat at their mean 10/7; their spread is (4 (60/7)^2 + 3 (80/7)^2) / (7 - 2)
+// = 33600 / 245 = 137.142857. The two-minute differences are all 0, so
+// r = 0 / 137.14 - 1 = -1, clamped to 0, and s^2 = 137.142857 / 2 = 68.571429.
+// The slope's variance is s^2 / Sxx = 68.571429 / 42: se 1.277753 MiB/min.
+TEST(DifferenceNoiseTest, HandComputedAlternatingFloors) {
+  auto floors = FloorsMiB({-5, 5, -5, 5, -5, 5, -5, 5});
+  SlopeInterval iv = FitSlopeInterval(floors, 0.025, SlopeNoise::kDifferences);
+  ASSERT_TRUE(iv.valid);
+  EXPECT_NEAR(iv.slope / kBytesPerMiB, 20.0 / 42, 1e-12);  // Sxy 20, Sxx 42
+  EXPECT_DOUBLE_EQ(iv.lag1_autocorrelation, 0);
+  EXPECT_NEAR(iv.std_error / kBytesPerMiB, 1.277753, 1e-6);
+  EXPECT_DOUBLE_EQ(iv.dof, 6);
+  EXPECT_NEAR(iv.low, iv.slope - iv.t_quantile * iv.std_error, 1e-6);
+}
+
+// A curved climb adds nothing to the estimate: each difference series is
+// taken around its own line, and a quadratic's differences are linear. The
+// same alternation on a decelerating climb 100 m - 5 m^2 gives the same noise.
+TEST(DifferenceNoiseTest, ADeceleratingClimbDoesNotInflateTheNoise) {
+  std::vector<MinuteFloor> floors;
+  for (int m = 1; m <= 8; ++m) {
+    const double mib = 1000 + 100 * m - 5 * m * m + (m % 2 ? -5 : 5);
+    floors.push_back({.minute = m, .floor_bytes = mib * kBytesPerMiB, .samples = 30});
+  }
+  SlopeInterval iv = FitSlopeInterval(floors, 0.025, SlopeNoise::kDifferences);
+  ASSERT_TRUE(iv.valid);
+  EXPECT_DOUBLE_EQ(iv.lag1_autocorrelation, 0);
+  EXPECT_NEAR(iv.std_error / kBytesPerMiB, 1.277753, 1e-6);
+  // The climb's slope: 100 - 5 * sum (m - 4.5) m^2 / 42 = 100 - 5 * 378 / 42 = 55.
+  EXPECT_NEAR(iv.slope / kBytesPerMiB, 55 + 20.0 / 42, 1e-9);
+}
+
+// Slow wander: floors (MiB above 300) 0 10 20 30 20 10 0 -10 0 10 20 at
+// minutes 1..11, no trend in truth. The one-minute differences
+// 10 10 10 -10 -10 -10 -10 10 10 10 are symmetric (flat line at their mean 2):
+// spread (6 * 8^2 + 4 * 12^2) / 8 = 120. The two-minute differences
+// 20 20 0 -20 -20 -20 0 20 20 are too (mean 20/9): spread
+// (4 (160/9)^2 + 2 (20/9)^2 + 3 (200/9)^2) / 7 = 223200 / 567 = 393.650794.
+// r = 393.65 / 120 - 1 = 2.28, clamped to 0.9: the floors wander as far as
+// the model allows. s^2 = 120 / (2 (1 - 0.9)) = 600 MiB^2. The slope (Sxy =
+// -60, Sxx = 110: -0.545455 MiB/min) then has variance
+// s^2 sum_ab (a-6)(b-6) 0.9^|a-b| / Sxx^2 = 600 * 180.670858 / 12100 =
+// 8.958886: se 2.993140 MiB/min, 1.28 times the sqrt(600 / 110) = 2.335497
+// of the same noise taken as independent.
+TEST(DifferenceNoiseTest, HandComputedWanderIsSeenAsCorrelated) {
+  auto floors = FloorsMiB({300, 310, 320, 330, 320, 310, 300, 290, 300, 310, 320});
+  SlopeInterval diff = FitSlopeInterval(floors, 0.025, SlopeNoise::kDifferences);
+  ASSERT_TRUE(diff.valid);
+  EXPECT_NEAR(diff.slope / kBytesPerMiB, -60.0 / 110, 1e-9);
+  EXPECT_DOUBLE_EQ(diff.lag1_autocorrelation, 0.9);
+  EXPECT_NEAR(diff.std_error / kBytesPerMiB, 2.993140, 1e-6);
+  EXPECT_NEAR(diff.std_error / kBytesPerMiB / std::sqrt(600.0 / 110), 1.281586, 1e-6);
+}
+
+// The ceiling of the large-steps rule by hand. Three floors at minutes 1..3
+// under AR(1) noise: the slope is (y3 - y1) / 2, variance s^2 (1 - r^2) / 2,
+// largest at r = 0. Four floors: s^2 (5 + 2.5 r - 3 r^2 - 4.5 r^3) / 25, whose
+// largest value on the 0.05 grid is at r = 0.25: 5.3671875 / 25 s^2.
+TEST(WorstCaseSlopeVarianceTest, HandComputedShortRuns) {
+  const double s = 64 * kBytesPerMiB;
+  auto three = FloorsMiB({0, 0, 0});
+  EXPECT_NEAR(Ar1SlopeVariance(three, s, 0.5), s * s * 0.75 / 2, 1e-6 * s * s);
+  EXPECT_NEAR(WorstCaseSlopeVariance(three, s, 0.9), s * s / 2, 1e-9 * s * s);
+  auto four = FloorsMiB({0, 0, 0, 0});
+  EXPECT_NEAR(WorstCaseSlopeVariance(four, s, 0.9), s * s * 5.3671875 / 25, 1e-9 * s * s);
+  EXPECT_NEAR(WorstCaseSlopeVariance(four, s, 0.9), Ar1SlopeVariance(four, s, 0.25), 1e-9 * s * s);
+  // With the correlation capped at 0.2 the grid's last point is the worst.
+  EXPECT_NEAR(WorstCaseSlopeVariance(four, s, 0.2), s * s * (5 + 0.5 - 0.12 - 0.036) / 25,
+              1e-9 * s * s);
+}
+
 TEST(TheilSenSlopeTest, OneOutlierMinuteDoesNotMoveIt) {
   // 100 110 120 130 and a 500 MiB last minute. Pairwise slopes: six pairs among
   // the first four give 10; pairs with minute 5: 100, 130, 190, 370.
