@@ -929,8 +929,9 @@ void RegisterEvaluateCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<EvaluateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "evaluate-verdicts",
-      "Compare the fixed 15-minute floor rule with the sequential rule on a synthetic corpus "
-      "(false and missed Ratchet rates, minutes to a verdict), and on recorded replay CSVs");
+      "Compare the fixed 15-minute floor rule, the sequential judge and the default judge on a "
+      "synthetic corpus (false and missed Ratchet rates, minutes to a verdict), and on recorded "
+      "replay CSVs");
   cmd->add_option("--traces", args->traces_per_class,
                   "Traces per corpus class (0: judge only the --csv files)")
       ->check(CLI::Range(0, 100000))
@@ -944,9 +945,10 @@ void RegisterEvaluateCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--corpus", args->corpus,
-                  "wide: the fixed rule, today's sequential judge and the judge that may run on "
-                  "to --max-minutes, on the wide corpus; standard: the fixed and sequential rules "
-                  "on the corpus of docs/verdicts.md")
+                  "wide: the fixed rule, the sequential judge, the same judge running on to "
+                  "--max-minutes, and the default judge (large-steps rule, wander check), on the "
+                  "wide corpus; standard: the fixed and sequential rules on the corpus of "
+                  "docs/verdicts.md")
       ->check(CLI::IsMember({"wide", "standard"}))
       ->capture_default_str();
   cmd->add_option("--planned-minutes", args->planned_minutes,
