@@ -301,9 +301,14 @@ std::string FormatMinuteProgress(const VariantResult& r) {
   if (s.max_minutes > planned) out += " (up to " + std::to_string(s.max_minutes) + ")";
   out += "  floor " + Fixed(r.floors.back().floor_bytes / memory::kBytesPerMiB, 1) + " MiB";
   out += "  slope " + memory::FormatSlope(j.slope_gib_per_h);
-  if (j.confidence > 0) {
+  const bool has_interval = j.confidence > 0 && std::isfinite(j.slope_low_gib_per_h) &&
+                            std::isfinite(j.slope_high_gib_per_h);
+  const bool informative = has_interval && j.minutes_used >= kProgressIntervalMinFloors;
+  if (informative) {
     out += " [" + memory::FormatSlopeValue(j.slope_low_gib_per_h) + ", " +
            memory::FormatSlopeValue(j.slope_high_gib_per_h) + "]";
+  } else if (has_interval) {
+    out += " (too few minutes for an interval yet)";
   } else {
     out += " (no interval yet)";
   }
@@ -311,7 +316,8 @@ std::string FormatMinuteProgress(const VariantResult& r) {
     out += "  " + std::string(memory::FloorDecisionName(j.decision));
     return out;
   }
-  const std::optional<int> more = memory::MoreFloorsNeeded(j, s.max_slope_gib_per_h);
+  const std::optional<int> more =
+      informative ? memory::MoreFloorsNeeded(j, s.max_slope_gib_per_h) : std::nullopt;
   if (more && *more > 0) {
     out += "  undecided: needs about " + std::to_string(*more) + " more minute" +
            (*more == 1 ? "" : "s") + " at this noise";

@@ -103,10 +103,19 @@ nlohmann::json ToJson(const ReplaySummary& s);
 std::string ToJsonText(const VariantResult& r);
 std::string ToJsonText(const ReplaySummary& s);
 
+// From this many floors the progress line shows the slope's interval. With
+// fewer, the noise is estimated with 1 or 2 degrees of freedom and the
+// interval's width (t quantiles of 14781 and 102 at the first looks of a
+// 15-minute plan, docs/verdicts.md) says how few minutes there are, not how
+// noisy the floor is.
+inline constexpr int kProgressIntervalMinFloors = 5;
+
 // One line on the run so far, for a person reading the progress:
 //   minute 7 of 15 (up to 30)  floor 512.3 MiB  slope +0.12 GiB/h [-0.40, +0.64]
 //   undecided: needs about 3 more minutes at this noise
-// The interval appears once the judge has one ("no interval yet" before);
+// The interval, and the minutes still needed, appear once the judge has a
+// finite interval from kProgressIntervalMinFloors floors ("too few minutes
+// for an interval yet" before, "no interval yet" while the judge has none);
 // past the planned end the line says the run goes on because the verdict is
 // still unclear.
 std::string FormatMinuteProgress(const VariantResult& r);

@@ -228,3 +228,77 @@ TEST(RecordedDemoTracesTest, ReJudgingGivesTheVerdictsTheDemoShowed) {
 
 }  // namespace
 }  // namespace allocguard::replay
+
+namespace allocguard::replay {
+namespace {
+
+// A run of `mib` floors (minutes 1, 2, ...) under a 15-minute plan that may
+// run on to 30, judged as the replay engine judges it at each look.
+VariantResult ProgressAfter(std::initializer_list<double> mib) {
+  VariantResult r;
+  r.settings.max_minutes = 30;
+  r.settings.planned_minutes = 15;
+  int m = 1;
+  for (double v : mib) {
+    r.floors.push_back({.minute = m++, .floor_bytes = v * kBytesPerMiB, .samples = 30});
+  }
+  r.judgement = JudgeFor(r.settings)->Judge(r.floors, /*final=*/false);
+  return r;
+}
+
+// Issue 17: at minute 3 the line printed [-41693.62, +41704.17] for the
+// demo's climb, which a reader cannot tell from wild noise. Before five
+// floors it says there are too few minutes, and promises no minutes either.
+TEST(MinuteProgressTest, TooFewMinutesForAnIntervalIsSaidNotPrinted) {
+  const VariantResult two = ProgressAfter({1404, 1537});
+  EXPECT_EQ(FormatMinuteProgress(two),
+            "minute 2 of 15 (up to 30)  floor 1537.0 MiB  slope +7.79 GiB/h (no interval yet)  "
+            "undecided");
+  const VariantResult three = ProgressAfter({1404, 1537, 1584});
+  ASSERT_GT(three.judgement.confidence, 0);  // the judge has an interval ...
+  ASSERT_GT(three.judgement.slope_high_gib_per_h - three.judgement.slope_low_gib_per_h, 1000);
+  const std::string line = FormatMinuteProgress(three);  // ... and the line leaves it out
+  EXPECT_EQ(line.rfind("minute 3 of 15 (up to 30)  floor 1584.0 MiB  slope +", 0), 0u) << line;
+  EXPECT_NE(line.find("GiB/h (too few minutes for an interval yet)  undecided"), std::string::npos)
+      << line;
+  EXPECT_EQ(line.find('['), std::string::npos) << line;
+  EXPECT_EQ(line.find("needs about"), std::string::npos) << line;
+}
+
+// From five floors the interval is shown; the demo's climb is decided there.
+TEST(MinuteProgressTest, TheIntervalAppearsFromFiveFloors) {
+  const VariantResult five = ProgressAfter({1404, 1537, 1584, 2099, 2564});
+  const std::string line = FormatMinuteProgress(five);
+  const std::string interval = "[" + memory::FormatSlopeValue(five.judgement.slope_low_gib_per_h) +
+                               ", " +
+                               memory::FormatSlopeValue(five.judgement.slope_high_gib_per_h) + "]";
+  EXPECT_EQ(line, "minute 5 of 15 (up to 30)  floor 2564.0 MiB  slope +16.89 GiB/h " + interval +
+                      "  Ratchet");
+}
+
+// An undecided level floor past its planned 15 minutes: minute N of the plan
+// and of the maximum, the interval, and why the run goes on.
+TEST(MinuteProgressTest, PastThePlannedEndTheLineSaysTheRunGoesOn) {
+  static const double kWobble[] = {0.6, -1.1, 0.3,  1.2, -0.7, -0.2, 1.0,  -1.3,
+                                   0.4, 0.9,  -0.8, 0.1, -0.5, 1.1,  -0.9, 0.2};
+  VariantResult r = ProgressAfter({});
+  for (int m = 1; m <= 16; ++m) {
+    r.floors.push_back(
+        {.minute = m, .floor_bytes = (300 + 80 * kWobble[m % 16]) * kBytesPerMiB, .samples = 30});
+  }
+  r.judgement = JudgeFor(r.settings)->Judge(r.floors, /*final=*/false);
+  ASSERT_EQ(r.judgement.decision, memory::FloorDecision::kContinue) << r.judgement.explanation;
+  const std::string line = FormatMinuteProgress(r);
+  EXPECT_EQ(line.rfind("minute 16 of 15 (up to 30)  floor ", 0), 0u) << line;
+  EXPECT_NE(line.find(" [" + memory::FormatSlopeValue(r.judgement.slope_low_gib_per_h) + ", "),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("  undecided"), std::string::npos) << line;
+  EXPECT_NE(line.find("; past the planned 15 minutes, running on to 30 while the verdict is "
+                      "unclear"),
+            std::string::npos)
+      << line;
+}
+
+}  // namespace
+}  // namespace allocguard::replay
