@@ -109,6 +109,11 @@ class SequentialJudge final : public FloorJudge {
       const StepBound steps =
           LargeStepBound(floors, ceiling, options_.noise_ceiling_ar1, budget.steps);
       if (steps.low > threshold) {
+        // The interval reported is the rule's own, not the estimated-noise
+        // one, which at 4-8 floors can straddle zero beside a Ratchet.
+        j.slope_low_gib_per_h = BytesPerMinuteToGiBPerHour(steps.low);
+        j.slope_high_gib_per_h = BytesPerMinuteToGiBPerHour(steps.high);
+        j.confidence = 1 - 2 * budget.steps;
         j.decision = FloorDecision::kRatchet;
         j.explanation = "floor rises " + Gib(iv.slope) + " GiB/h over " + Minutes(n) +
                         ", more than floor noise up to " +
@@ -193,9 +198,12 @@ class SequentialJudge final : public FloorJudge {
 
 StepBound LargeStepBound(std::span<const MinuteFloor> floors, double ceiling_sd_bytes,
                          double ceiling_ar1, double alpha) {
-  StepBound out{.low = -std::numeric_limits<double>::infinity()};
+  StepBound out{.low = -std::numeric_limits<double>::infinity(),
+                .high = std::numeric_limits<double>::infinity()};
   if (floors.size() < 4) return out;
   const double z = NormalUpperQuantile(alpha);
+  out.high = FitFloorSlope(floors).slope_bytes_per_minute +
+             z * std::sqrt(WorstCaseSlopeVariance(floors, ceiling_sd_bytes, ceiling_ar1));
   std::vector<MinuteFloor> rest;
   for (size_t left_out = 0; left_out < floors.size(); ++left_out) {
     rest.clear();

@@ -48,10 +48,14 @@ struct LookBudget {
 // z times its standard deviation under the worst noise the ceiling allows
 // (WorstCaseSlopeVariance), z the one-sided normal quantile of alpha. The
 // smallest of these lower bounds, in bytes per minute; -inf with fewer than
-// four floors. A Ratchet needs it above the threshold.
+// four floors. A Ratchet needs it above the threshold. Its upper companion
+// is the slope of all the floors plus z times its worst-case standard
+// deviation: under noise within the ceiling, [low, high] covers the true
+// slope with probability at least 1 - 2 alpha.
 struct StepBound {
   double low = 0;          // the smallest lower bound over the floors left out
-  int weakest_minute = 0;  // the minute whose leaving out gave it
+  double high = 0;         // the upper bound of the slope of all the floors
+  int weakest_minute = 0;  // the minute whose leaving out gave low
 };
 StepBound LargeStepBound(std::span<const MinuteFloor> floors, double ceiling_sd_bytes,
                          double ceiling_ar1, double alpha);

@@ -345,7 +345,11 @@ TEST(LargeStepRuleTest, HandComputedBoundaryAtFourFloors) {
 // floor of minute 5: least squares 288.2 MiB/min (+16.89 GiB/h); with any one
 // minute left out the weakest bound is minute 5's: slope 213.2 MiB/min less
 // 3.290527 x 29.654 (worst-case sd of four consecutive floors at 64 MiB) =
-// 115.62 MiB/min = +6.77 GiB/h, far above 0.5 GiB/h.
+// 115.62 MiB/min = +6.77 GiB/h, far above 0.5 GiB/h. The upper end reported
+// is the five floors' slope plus 3.290527 x their worst-case sd: with
+// deviations -2..2 the variance is 64^2 (10 + 2 (4r - r^2 - 4r^3 - 4r^4)) /
+// 100, largest on the grid at r = 0.4 (12.1632): sd 22.3205, so 288.2 +
+// 73.446 = 361.646 MiB/min = +21.19 GiB/h, at 1 - 2 x 0.0005 = 99.9 %.
 TEST(LargeStepRuleTest, TheDemosGlibcClimbIsARatchetByMinuteFive) {
   const auto floors = FloorsMiB({1404, 1537, 1584, 2099, 2564, 2659, 3012});
   const auto judge = NewDefaultJudge({});
@@ -356,6 +360,11 @@ TEST(LargeStepRuleTest, TheDemosGlibcClimbIsARatchetByMinuteFive) {
   const FloorJudgement j = judge->Judge(std::span(floors).first(5), false);
   ASSERT_EQ(j.decision, FloorDecision::kRatchet) << j.explanation;
   EXPECT_NEAR(j.slope_gib_per_h, 16.887, 0.001);
+  // The interval reported is the rule's, not the estimated-noise one (about
+  // -149 to +183 GiB/h here), so it does not straddle zero beside a Ratchet.
+  EXPECT_NEAR(j.slope_low_gib_per_h, 115.623 * 60 / 1024, 0.001);
+  EXPECT_NEAR(j.slope_high_gib_per_h, 361.646 * 60 / 1024, 0.001);
+  EXPECT_DOUBLE_EQ(j.confidence, 0.999);
   EXPECT_NE(j.explanation.find("at least +6.77 GiB/h with any one minute left out"),
             std::string::npos)
       << j.explanation;

@@ -265,15 +265,15 @@ TEST(MinuteProgressTest, TooFewMinutesForAnIntervalIsSaidNotPrinted) {
   EXPECT_EQ(line.find("needs about"), std::string::npos) << line;
 }
 
-// From five floors the interval is shown; the demo's climb is decided there.
+// From five floors the interval is shown; the demo's climb is decided there
+// by the large-steps rule, whose own interval the line shows
+// (memory/sequential_judge_test.cc computes it by hand), not one that
+// straddles zero beside the Ratchet.
 TEST(MinuteProgressTest, TheIntervalAppearsFromFiveFloors) {
   const VariantResult five = ProgressAfter({1404, 1537, 1584, 2099, 2564});
-  const std::string line = FormatMinuteProgress(five);
-  const std::string interval = "[" + memory::FormatSlopeValue(five.judgement.slope_low_gib_per_h) +
-                               ", " +
-                               memory::FormatSlopeValue(five.judgement.slope_high_gib_per_h) + "]";
-  EXPECT_EQ(line, "minute 5 of 15 (up to 30)  floor 2564.0 MiB  slope +16.89 GiB/h " + interval +
-                      "  Ratchet");
+  EXPECT_EQ(FormatMinuteProgress(five),
+            "minute 5 of 15 (up to 30)  floor 2564.0 MiB  slope +16.89 GiB/h [+6.77, +21.19]  "
+            "Ratchet");
 }
 
 // An undecided level floor past its planned 15 minutes: minute N of the plan
