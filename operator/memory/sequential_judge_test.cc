@@ -180,6 +180,20 @@ TEST(SequentialJudgeTest, TheDemosLevellingClimbNeedsALookPastNineFloors) {
   FloorJudgement twelve_minute_plan = judge_at(12, 10);
   EXPECT_EQ(twelve_minute_plan.decision, FloorDecision::kRatchet);
   EXPECT_GT(twelve_minute_plan.slope_low_gib_per_h, 0.5);
+  // The default judge's large-steps rule decides the same climb on its fifth
+  // floor under either plan: the cap no longer matters for it.
+  for (int max_minutes : {10, 12}) {
+    std::vector<MinuteFloor> five;
+    for (int m = 1; m <= 5; ++m) {
+      five.push_back({.minute = m, .floor_bytes = mib[m - 1] * kBytesPerMiB, .samples = 30});
+    }
+    const FloorJudgement j = NewDefaultJudge({.max_minutes = max_minutes})->Judge(five, false);
+    EXPECT_EQ(j.decision, FloorDecision::kRatchet) << max_minutes << ": " << j.explanation;
+    EXPECT_GT(j.slope_low_gib_per_h, 0.5);
+    five.pop_back();
+    EXPECT_EQ(NewDefaultJudge({.max_minutes = max_minutes})->Judge(five, false).decision,
+              FloorDecision::kContinue);
+  }
 }
 
 TEST(SequentialJudgeTest, LevelFloorIsFlatBeforeTheEnd) {
