@@ -5,13 +5,15 @@
  * <stdint.h>: it compiles with gcc, musl-gcc and as C++.
  *
  * One file per process, named "books-<pid>" in the agent's output directory
- * (ALLOCGUARD_STATS_DIR). The agent writes a whole new file and renames it
- * over the old one (".books-<pid>.tmp" first), so a reader that opens the
- * name always reads one complete sample; the checksum at the end also
- * catches a copy torn by anything else (a reader retries once on a
- * mismatch). The file is removed when the process exits normally; a file
- * whose process was killed stays, with its last sample_unix_ns, so a reader
- * judges freshness by the sample time against the interval.
+ * (ALLOCGUARD_STATS_DIR). The first sample is written whole under
+ * ".books-<pid>.tmp" and renamed, so the file appears complete; later samples
+ * overwrite it in place (one pwrite of the whole structure at offset 0, no
+ * new inode and no rename, which on ext4 would flush the data to disk every
+ * interval). A reader can therefore catch a write half done: the checksum at
+ * the end tells it, and it reads again. The file is removed when the process
+ * exits normally; a file whose process was killed stays, with its last
+ * sample_unix_ns, so a reader judges freshness by the sample time against the
+ * interval.
  *
  * Layout: little-endian (the agent writes its host's order; allocguard runs
  * on x86_64 and arm64, both little-endian), naturally aligned, no padding
@@ -62,7 +64,7 @@ enum {
   AG_BOOKS_GLIBC_FREE_CHUNKS = 3,   /* mallinfo.ordblks: free chunks in the arenas */
   AG_BOOKS_GLIBC_FASTBIN_BYTES = 4, /* mallinfo.fsmblks: free bytes in fastbins */
   AG_BOOKS_GLIBC_TRIMMABLE_BYTES = 5, /* mallinfo.keepcost: the main arena's top, trimmable */
-  AG_BOOKS_GLIBC_ARENAS = 6,          /* number of arenas (malloc_info's heaps) */
+  AG_BOOKS_GLIBC_ARENAS = 6, /* number of arenas (malloc_info's heaps), counted every 30 s */
   AG_BOOKS_GLIBC_FIGURES = 7
 };
 /* jemalloc, from mallctl() after an "epoch" refresh. */

@@ -16,13 +16,15 @@
  *   MallocExtension_GetNumericProperty, glibc's mallinfo2 (mallinfo before
  *   2.33) and malloc_info. One build serves all four.
  * - Everything is allocated in the constructor (the thread, the FILE of
- *   malloc_info); the publishing loop allocates nothing: static buffers, a
- *   stack-built file, open/write/rename.
+ *   malloc_info); the publishing loop allocates nothing: static buffers and
+ *   a sample built on the stack, written with one pwrite into the file
+ *   (created whole and renamed into place at the first sample).
  * - The publisher thread holds none of its own locks while it calls the
  *   allocator, so it cannot invert a lock order with the allocator's locks;
  *   all signals are blocked in it, so the program's handlers never run there.
  * - fork: the child has no publisher thread (fork copies one thread). The
- *   atfork child handler rebuilds the file names from the child's PID and,
+ *   atfork child handler closes the parent's file (the child never writes
+ *   to it), rebuilds the file names from the child's PID and,
  *   unless ALLOCGUARD_STATS_FORK=off, starts a publisher of its own whose
  *   first sample comes one interval later (a child that execs or exits
  *   before never writes). The parent's file is never named in the child.
@@ -44,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -80,7 +83,9 @@ static struct {
   mallinfo2_fn mallinfo2;
   mallinfo_fn mallinfo;
   malloc_info_fn malloc_info;
-  FILE* info_file; /* fopencookie stream counting malloc_info's heaps */
+  FILE* info_file;       /* fopencookie stream counting malloc_info's heaps */
+  uint64_t arenas;       /* the last count; 0 before the first */
+  int64_t arenas_due_ns; /* CLOCK_MONOTONIC time of the next count */
   mallctl_fn mallctl;
   mi_process_info_fn mi_process_info;
   mi_version_fn mi_version;
@@ -93,6 +98,7 @@ static struct {
   int stop;          /* asks it to stop (under mutex) */
   int exited;        /* it has stopped (under mutex) */
   int published;     /* this process wrote its file */
+  int fd;            /* the process's file, open after the first sample; -1 before */
   int initial_delay; /* first sample one interval after the start */
   uint64_t sequence;
 } g;
@@ -137,6 +143,7 @@ static int64_t NowNs(clockid_t clock) {
 /* ---- glibc: malloc_info's heaps, counted from its XML as it streams ---- */
 
 static const char kHeapTag[] = "<heap nr=";
+static const int64_t kArenaRefreshNs = 30 * 1000000000LL;
 static struct {
   uint64_t heaps;
   size_t matched; /* characters of kHeapTag matched at the end of the last chunk */
@@ -251,16 +258,21 @@ static void SampleGlibc(struct ag_books* b) {
   b->in_use_bytes = uordblks + f[AG_BOOKS_GLIBC_MMAP_BYTES];
   b->retained_bytes = fordblks;
   b->held_bytes = f[AG_BOOKS_GLIBC_ARENA_BYTES] + f[AG_BOOKS_GLIBC_MMAP_BYTES];
-  int counted = 0;
-  if (g.info_file != NULL) {
+  /* malloc_info walks every arena's free lists as mallinfo2 does, doubling
+   * the cost of a sample; glibc never frees an arena, so the count only
+   * grows and is refreshed at most every kArenaRefreshNs. */
+  int64_t now = NowNs(CLOCK_MONOTONIC);
+  if (g.info_file != NULL && (g.arenas == 0 || now >= g.arenas_due_ns)) {
     g_info_count.heaps = 0;
     g_info_count.matched = 0;
     if (g.malloc_info(0, g.info_file) == 0 && fflush(g.info_file) == 0) {
-      f[AG_BOOKS_GLIBC_ARENAS] = g_info_count.heaps;
-      counted = g_info_count.heaps > 0;
+      g.arenas = g_info_count.heaps;
+      g.arenas_due_ns = now + kArenaRefreshNs;
     }
     clearerr(g.info_file);
   }
+  f[AG_BOOKS_GLIBC_ARENAS] = g.arenas;
+  int counted = g.arenas > 0;
   if (!counted) b->flags |= AG_BOOKS_FLAG_NO_ARENA_COUNT;
 }
 
@@ -331,7 +343,21 @@ static void SampleTcmalloc(struct ag_books* b) {
   b->held_bytes = heap;
 }
 
-/* Takes a sample and replaces the file; 0 on success. */
+/* Writes the sample at offset 0 (with pwrite when IN_PLACE); 0 on success. */
+static int WriteAll(int fd, const struct ag_books* b, int in_place) {
+  const char* p = (const char*)b;
+  size_t done = 0;
+  while (done < sizeof *b) {
+    ssize_t n = in_place ? pwrite(fd, p + done, sizeof *b - done, (off_t)done)
+                         : write(fd, p + done, sizeof *b - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    done += (size_t)n;
+  }
+  return 0;
+}
+
+/* Takes a sample and writes it to the process's file; 0 on success. */
 static int Publish(void) {
   struct ag_books b;
   memset(&b, 0, sizeof b);
@@ -363,21 +389,28 @@ static int Publish(void) {
   b.agent_cpu_ns = (uint64_t)NowNs(CLOCK_THREAD_CPUTIME_ID);
   b.checksum = ag_books_checksum(&b);
 
-  int fd = open(g.tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return -1;
-  const char* p = (const char*)&b;
-  size_t left = sizeof b;
-  while (left > 0) {
-    ssize_t n = write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    p += n;
-    left -= (size_t)n;
+  /* A file removed from outside (a cleanup of the directory) is made anew. */
+  struct stat st;
+  if (g.fd >= 0 && (fstat(g.fd, &st) != 0 || st.st_nlink == 0)) {
+    close(g.fd);
+    g.fd = -1;
   }
-  if (close(fd) != 0 || left != 0 || rename(g.tmp_path, g.path) != 0) {
+  if (g.fd >= 0) {
+    /* In place: no new inode, no rename (which makes ext4 flush the file's
+     * data to disk every interval); a reader that catches the write half
+     * done sees a checksum mismatch and reads again. */
+    return WriteAll(g.fd, &b, 1) == 0 ? 0 : -1;
+  }
+  /* The first sample: written whole under a temporary name and renamed, so
+   * the file appears complete; its descriptor is kept for the next ones. */
+  int fd = open(g.tmp_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return -1;
+  if (WriteAll(fd, &b, 0) != 0 || rename(g.tmp_path, g.path) != 0) {
+    close(fd);
     unlink(g.tmp_path);
     return -1;
   }
+  g.fd = fd;
   g.published = 1;
   return 0;
 }
@@ -409,7 +442,7 @@ static int WaitInterval(void) {
 
 static void* PublisherMain(void* arg) {
   (void)arg;
-  prctl(PR_SET_NAME, "allocguard-books", 0, 0, 0);
+  prctl(PR_SET_NAME, "ag-books", 0, 0, 0); /* /proc/PID/task/TID/comm */
   int failures = 0;
   if (!g.initial_delay || !WaitInterval()) {
     do {
@@ -465,6 +498,9 @@ static void AfterForkParent(void) {
 
 static void AfterForkChild(void) {
   int had_publisher = g.running;
+  /* The parent's file: the child never writes it. */
+  if (g.fd >= 0) close(g.fd);
+  g.fd = -1;
   g.running = 0;
   g.published = 0;
   if (!had_publisher) return;
@@ -493,6 +529,7 @@ static unsigned IntervalFromEnv(void) {
 __attribute__((constructor)) static void AgentStart(void) {
   const char* dir = getenv("ALLOCGUARD_STATS_DIR");
   if (dir == NULL || *dir == '\0' || strlen(dir) >= sizeof g.dir) return;
+  g.fd = -1;
   AppendString(g.dir, 0, sizeof g.dir, dir);
   g.interval_ms = IntervalFromEnv();
   const char* fork_mode = getenv("ALLOCGUARD_STATS_FORK");
@@ -525,6 +562,8 @@ __attribute__((destructor)) static void AgentStop(void) {
   if (!exited) return; /* stuck in the allocator: leave it, the process is ending */
   pthread_join(g.thread, NULL);
   g.running = 0;
+  if (g.fd >= 0) close(g.fd);
+  g.fd = -1;
   if (g.published) unlink(g.path);
   unlink(g.tmp_path);
 }

@@ -195,10 +195,11 @@ Result<AllocatorBooks> ParseAllocatorBooks(std::string_view bytes, const std::st
 
 Result<AllocatorBooks> ReadAllocatorBooks(const std::string& path) {
   Result<AllocatorBooks> last = Unavailable(path + ": not read");
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
     AG_ASSIGN_OR_RETURN(std::string bytes, ReadAtMost(path, sizeof(ag_books) + 1));
     last = ParseAllocatorBooks(bytes, path);
-    // Only a torn copy is worth a second read; a wrong format stays wrong.
+    // Only a torn read (the agent was writing) is worth another; a wrong
+    // format stays wrong.
     if (last.ok() || last.status().code() != StatusCode::kUnavailable) return last;
   }
   return last;

@@ -8,8 +8,9 @@
 // The readers never throw. A file that is not a whole current sample is an
 // error that names what is wrong: too short or too long (with both sizes),
 // bad magic, an unknown version, a size field that disagrees, an unknown
-// allocator, a checksum mismatch (a torn copy; ReadAllocatorBooks reads once
-// more before reporting it).
+// allocator, a checksum mismatch (a read that caught the agent's in-place
+// write half done, or a corrupted copy; ReadAllocatorBooks reads up to three
+// times before reporting it).
 
 #include <sys/types.h>
 
@@ -61,7 +62,8 @@ struct AllocatorBooks {
 // Parses one file's bytes. `what` names the source in errors (a path).
 Result<AllocatorBooks> ParseAllocatorBooks(std::string_view bytes, const std::string& what);
 
-// Reads and parses one file; on a checksum mismatch reads it once more.
+// Reads and parses one file; on a checksum mismatch reads it again, three
+// reads in all.
 // kNotFound when the file does not exist (the process exited).
 Result<AllocatorBooks> ReadAllocatorBooks(const std::string& path);
 

@@ -315,6 +315,20 @@ TEST_P(StatsAgentTest, WithForkOffAChildPublishesNothing) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
+// A cleanup that removes the file (the process looked gone) does not end the
+// books: the next sample makes it anew.
+TEST_P(StatsAgentTest, AFileRemovedFromOutsideIsWrittenAgain) {
+  Workload w(Env());
+  ASSERT_GT(w.pid(), 0);
+  AllocatorBooks first = WaitBooks(w.pid(), {});
+  ASSERT_TRUE(fs::remove(BooksPath(w.pid())));
+  AllocatorBooks again = WaitBooks(w.pid(), std::chrono::system_clock::now());
+  EXPECT_GT(again.sequence, first.sequence);
+  int status = w.ExitStatus();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_FALSE(fs::exists(BooksPath(w.pid())));
+}
+
 // Where the agent cannot start, the process behaves as without it: same
 // answers, no extra thread, normal exit, no file anywhere.
 TEST_P(StatsAgentTest, WithoutAWritableDirectoryTheProcessRunsAsWithoutTheAgent) {
