@@ -8,6 +8,9 @@
  *   free              free every block but the last one allocated, which
  *                     pins the heap's top so glibc cannot trim what was
  *                     freed below it -> "live BYTES"
+ *   thin              free every other block: many free chunks that cannot
+ *                     coalesce (the costliest heap for glibc's statistics,
+ *                     which walk the free lists) -> "live BYTES"
  *   fork MS           fork a child that allocates 1 MiB, lives MS ms and
  *                     exits normally -> "child PID"
  *   threads           -> "threads N" (entries of /proc/self/task)
@@ -74,6 +77,19 @@ int main(void) {
         sizes[0] = sizes[count - 1];
         count = 1;
       }
+      printf("live %llu\n", live);
+    } else if (strncmp(line, "thin", 4) == 0) {
+      size_t kept = 0;
+      for (size_t i = 0; i < count; ++i) {
+        if (i % 2 == 0) {
+          free(blocks[i]);
+          live -= sizes[i];
+        } else {
+          blocks[kept] = blocks[i];
+          sizes[kept++] = sizes[i];
+        }
+      }
+      count = kept;
       printf("live %llu\n", live);
     } else if (sscanf(line, "fork %lu", &a) == 1) {
       fflush(stdout);
