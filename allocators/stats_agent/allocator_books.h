@@ -1,7 +1,7 @@
 /* The allocator's books: the fixed-layout file the stats agent
  * (stats_agent.c, liballocguard_stats.so) publishes per process, and the one
  * definition of it that the agent and its readers (the operator's
- * operator/memory/allocator_books.h) share. Plain C99, no includes beyond
+ * operator/replay/allocator_books.h) share. Plain C99, no includes beyond
  * <stdint.h>: it compiles with gcc, musl-gcc and as C++.
  *
  * One file per process, named "books-<pid>" in the agent's output directory
@@ -54,6 +54,11 @@ enum ag_books_allocator {
 #define AG_BOOKS_FLAG_MALLINFO_INT 0x2u
 /* The glibc arena count was not obtained (malloc_info failed). */
 #define AG_BOOKS_FLAG_NO_ARENA_COUNT 0x4u
+/* The agent's CPU budget (a quarter of one percent of a core) stretched the
+ * interval: a sample cost more than the budget at the requested interval
+ * (glibc's mallinfo walks every free chunk). interval_ms is then the
+ * interval in force, longer than the one requested. */
+#define AG_BOOKS_FLAG_THROTTLED 0x8u
 
 /* figures[], per allocator. Unlisted slots are 0. */
 /* glibc, from mallinfo2() (mallinfo() before glibc 2.33) and malloc_info(). */
@@ -107,7 +112,7 @@ struct ag_books {
   int32_t pid;             /* the publishing process, as its own namespace sees it */
   uint32_t allocator;      /* enum ag_books_allocator */
   uint32_t flags;          /* AG_BOOKS_FLAG_* */
-  uint32_t interval_ms;    /* the agent's sample interval */
+  uint32_t interval_ms;    /* the agent's sample interval in force */
   uint64_t sequence;       /* 1 for the first sample, +1 per sample */
   int64_t sample_unix_ns;  /* CLOCK_REALTIME when the sample was taken */
   uint64_t agent_cpu_ns;   /* CPU time of the publisher thread so far */

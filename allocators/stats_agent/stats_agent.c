@@ -76,7 +76,8 @@ static struct {
   char dir[4096];
   char path[4200];
   char tmp_path[4200];
-  unsigned interval_ms;
+  unsigned interval_ms;  /* requested */
+  unsigned effective_ms; /* in force: interval_ms, or longer under the CPU budget */
   int fork_restart;
   enum ag_books_allocator allocator;
   char object[AG_BOOKS_OBJECT_CHARS];
@@ -144,6 +145,8 @@ static int64_t NowNs(clockid_t clock) {
 
 static const char kHeapTag[] = "<heap nr=";
 static const int64_t kArenaRefreshNs = 30 * 1000000000LL;
+/* The share of one core a sample may cost at the interval in force. */
+static const double kCpuBudget = 0.0025;
 static struct {
   uint64_t heaps;
   size_t matched; /* characters of kHeapTag matched at the end of the last chunk */
@@ -366,7 +369,7 @@ static int Publish(void) {
   b.size = sizeof b;
   b.pid = (int32_t)getpid();
   b.allocator = (uint32_t)g.allocator;
-  b.interval_ms = g.interval_ms;
+  int64_t cpu_start = NowNs(CLOCK_THREAD_CPUTIME_ID);
   b.sequence = ++g.sequence;
   memcpy(b.allocator_object, g.object, sizeof b.allocator_object);
   switch (g.allocator) {
@@ -387,6 +390,16 @@ static int Publish(void) {
   }
   b.sample_unix_ns = NowNs(CLOCK_REALTIME);
   b.agent_cpu_ns = (uint64_t)NowNs(CLOCK_THREAD_CPUTIME_ID);
+  /* The CPU budget: a sample that cost more than kCpuBudget of a core at
+   * the requested interval (glibc's walk of a heap of many free chunks)
+   * stretches the interval until it does not. */
+  uint64_t cost_ns = b.agent_cpu_ns - (uint64_t)cpu_start;
+  uint64_t needed_ms = (uint64_t)((double)cost_ns / kCpuBudget / 1e6) + 1;
+  g.effective_ms = needed_ms > g.interval_ms
+                       ? (needed_ms > 3600000u ? 3600000u : (unsigned)needed_ms)
+                       : g.interval_ms;
+  if (g.effective_ms != g.interval_ms) b.flags |= AG_BOOKS_FLAG_THROTTLED;
+  b.interval_ms = g.effective_ms;
   b.checksum = ag_books_checksum(&b);
 
   /* A file removed from outside (a cleanup of the directory) is made anew. */
@@ -430,7 +443,7 @@ static void DeadlineAfter(struct timespec* ts, unsigned ms) {
 /* Waits one interval or until asked to stop; 1 if asked to stop. */
 static int WaitInterval(void) {
   struct timespec deadline;
-  DeadlineAfter(&deadline, g.interval_ms);
+  DeadlineAfter(&deadline, g.effective_ms);
   pthread_mutex_lock(&g.mutex);
   while (!g.stop) {
     if (pthread_cond_timedwait(&g.cond, &g.mutex, &deadline) == ETIMEDOUT) break;
@@ -520,8 +533,8 @@ static unsigned IntervalFromEnv(void) {
   if (s == NULL || *s == '\0') return 2000;
   unsigned long v = 0;
   for (; *s != '\0'; ++s) {
-    if (*s < '0' || *s > '9' || v > 3600000ul) return 2000;
-    v = v * 10 + (unsigned long)(*s - '0');
+    if (*s < '0' || *s > '9') return 2000;
+    if (v <= 3600000ul) v = v * 10 + (unsigned long)(*s - '0'); /* saturates above 1 h */
   }
   return v < 10 ? 10 : v > 3600000ul ? 3600000u : (unsigned)v;
 }
@@ -532,6 +545,7 @@ __attribute__((constructor)) static void AgentStart(void) {
   g.fd = -1;
   AppendString(g.dir, 0, sizeof g.dir, dir);
   g.interval_ms = IntervalFromEnv();
+  g.effective_ms = g.interval_ms;
   const char* fork_mode = getenv("ALLOCGUARD_STATS_FORK");
   g.fork_restart = fork_mode == NULL || strcmp(fork_mode, "off") != 0;
   BuildPaths();

@@ -154,8 +154,8 @@ Result<AllocatorBooks> ParseAllocatorBooks(std::string_view bytes, const std::st
   if (raw.pid <= 0) {
     return InvalidArgument(what + ": pid: " + std::to_string(raw.pid) + " is not a process ID");
   }
-  constexpr uint32_t kKnownFlags =
-      AG_BOOKS_FLAG_NO_SPLIT | AG_BOOKS_FLAG_MALLINFO_INT | AG_BOOKS_FLAG_NO_ARENA_COUNT;
+  constexpr uint32_t kKnownFlags = AG_BOOKS_FLAG_NO_SPLIT | AG_BOOKS_FLAG_MALLINFO_INT |
+                                   AG_BOOKS_FLAG_NO_ARENA_COUNT | AG_BOOKS_FLAG_THROTTLED;
   if ((raw.flags & ~kKnownFlags) != 0) {
     return InvalidArgument(what + ": flags: unknown bits in " + FlagsText(raw.flags));
   }
@@ -179,6 +179,7 @@ Result<AllocatorBooks> ParseAllocatorBooks(std::string_view bytes, const std::st
   }
   b.held_bytes = raw.held_bytes;
   b.mallinfo_int = (raw.flags & AG_BOOKS_FLAG_MALLINFO_INT) != 0;
+  b.throttled = (raw.flags & AG_BOOKS_FLAG_THROTTLED) != 0;
   for (const FigureName& f : FigureNames(b.allocator)) {
     std::string source = f.source;
     if (b.mallinfo_int && source.rfind("mallinfo2()", 0) == 0) {

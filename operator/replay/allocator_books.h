@@ -41,8 +41,11 @@ struct BooksFigure {
 struct AllocatorBooks {
   pid_t pid = 0;
   BooksAllocator allocator = BooksAllocator::kUnknown;
-  std::string allocator_object;  // the file name of the object serving malloc
-  std::chrono::milliseconds interval{0};
+  std::string allocator_object;           // the file name of the object serving malloc
+  std::chrono::milliseconds interval{0};  // in force (longer than requested when throttled)
+  // The agent's CPU budget stretched the interval: a sample cost more than a
+  // quarter of one percent of a core at the requested interval.
+  bool throttled = false;
   uint64_t sequence = 0;  // 1 for the agent's first sample in the process
   std::chrono::system_clock::time_point sample_time;
   std::chrono::nanoseconds agent_cpu{0};  // the publisher thread's CPU so far

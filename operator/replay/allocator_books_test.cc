@@ -87,6 +87,19 @@ TEST(AllocatorBooksTest, GlibcArenasAndOldMallinfo) {
   EXPECT_EQ(r->figures[AG_BOOKS_GLIBC_TRIMMABLE_BYTES].source, "mallinfo().keepcost");
 }
 
+TEST(AllocatorBooksTest, ThrottledIntervalIsTheOneInForce) {
+  ag_books b = Sample(AG_BOOKS_ALLOCATOR_GLIBC);
+  auto r = ParseAllocatorBooks(Sealed(b), "f");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->throttled);
+  b.flags = AG_BOOKS_FLAG_THROTTLED;
+  b.interval_ms = 5200;
+  r = ParseAllocatorBooks(Sealed(b), "f");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->throttled);
+  EXPECT_EQ(r->interval, std::chrono::milliseconds(5200));
+}
+
 TEST(AllocatorBooksTest, NoSplitLeavesInUseAndRetainedAbsent) {
   ag_books b = Sample(AG_BOOKS_ALLOCATOR_MIMALLOC);
   b.flags = AG_BOOKS_FLAG_NO_SPLIT;

@@ -50,7 +50,8 @@ constexpr uint64_t kLive = kBlocks * kBlockSize;  // 31.25 MiB
 // A books_workload process: commands on its stdin, one answer line each.
 class Workload {
  public:
-  Workload(const std::map<std::string, std::string>& env) {
+  explicit Workload(const std::map<std::string, std::string>& env,
+                    std::string path = ALLOCGUARD_BOOKS_WORKLOAD) {
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return;
     std::vector<std::string> env_strings;
@@ -67,7 +68,6 @@ class Workload {
     std::vector<char*> envp;
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
-    std::string path = ALLOCGUARD_BOOKS_WORKLOAD;
     char* argv[] = {path.data(), nullptr};
     pid_ = fork();
     if (pid_ == 0) {
@@ -363,6 +363,132 @@ TEST_P(StatsAgentTest, WithoutAWritableDirectoryTheProcessRunsAsWithoutTheAgent)
   std::vector<std::string> left;
   for (const auto& e : fs::recursive_directory_iterator(dir_)) left.push_back(e.path().filename());
   EXPECT_THAT(left, ::testing::ElementsAre("a-file"));
+}
+
+// ALLOCGUARD_STATS_INTERVAL_MS that is not a number of milliseconds: the
+// default, 2 s (the first sample comes one interval after the start).
+TEST(StatsAgentIntervalTest, AnIntervalThatIsNotDigitsIsTheDefault) {
+  fs::path dir =
+      fs::temp_directory_path() / ("stats_agent_interval_test-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  Workload w({{"LD_PRELOAD", ALLOCGUARD_STATS_AGENT},
+              {"ALLOCGUARD_STATS_DIR", dir.string()},
+              {"ALLOCGUARD_STATS_INTERVAL_MS", "2s"}});
+  ASSERT_GT(w.pid(), 0);
+  std::string path = (dir / ("books-" + std::to_string(w.pid()))).string();
+  Result<AllocatorBooks> books = NotFound("not read");
+  auto deadline = Clock::now() + std::chrono::seconds(6);
+  while (Clock::now() < deadline && !(books = ReadAllocatorBooks(path)).ok()) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_TRUE(books.ok()) << books.status().ToString();
+  if (books.ok()) {
+    EXPECT_EQ(books->interval, milliseconds(2000));
+    EXPECT_FALSE(books->throttled);
+  }
+  int status = w.ExitStatus();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  fs::remove_all(dir);
+}
+
+// The CPU budget: glibc's mallinfo2 walks every free chunk, so a heap of
+// 32768 free chunks that cannot coalesce costs about a millisecond a sample;
+// at a 10 ms interval that is far above a quarter of one percent of a core,
+// and the agent stretches its interval (and says so) instead of spending it.
+TEST(StatsAgentBudgetTest, ACostlySampleStretchesTheInterval) {
+  fs::path dir =
+      fs::temp_directory_path() / ("stats_agent_budget_test-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  Workload w({{"LD_PRELOAD", ALLOCGUARD_STATS_AGENT},
+              {"ALLOCGUARD_STATS_DIR", dir.string()},
+              {"ALLOCGUARD_STATS_INTERVAL_MS", "10"}});
+  ASSERT_GT(w.pid(), 0);
+  std::string path = (dir / ("books-" + std::to_string(w.pid()))).string();
+  ASSERT_EQ(Number(w.Command("alloc 65536 512"), "live"), 65536u * 512u);
+  ASSERT_EQ(Number(w.Command("thin"), "live"), 32768u * 512u);
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  Result<AllocatorBooks> books = NotFound("not read");
+  while (Clock::now() < deadline) {
+    books = ReadAllocatorBooks(path);
+    if (books.ok() && books->throttled) break;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_TRUE(books.ok()) << books.status().ToString();
+  ASSERT_TRUE(books->throttled) << "interval " << books->interval.count() << " ms";
+  EXPECT_GT(books->interval, milliseconds(10));
+  // The interval it publishes is the one in force: the next sample comes
+  // within it (and a reader's staleness check uses it).
+  uint64_t seq = books->sequence;
+  auto next_by = Clock::now() + 3 * books->interval + std::chrono::seconds(1);
+  while (Clock::now() < next_by) {
+    auto again = ReadAllocatorBooks(path);
+    if (again.ok() && again->sequence > seq) break;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  auto again = ReadAllocatorBooks(path);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_GT(again->sequence, seq);
+  EXPECT_FALSE(BooksAreStale(*again, std::chrono::system_clock::now()));
+  int status = w.ExitStatus();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  fs::remove_all(dir);
+}
+
+// The agent built with musl-gcc in a musl process (musl's own malloc, which
+// has no statistics API): it starts, names the allocator unknown and the
+// object musl's loader, publishes no split, follows fork, and cleans up.
+TEST(StatsAgentMuslTest, PublishesUnderMuslsOwnMalloc) {
+#if !defined(ALLOCGUARD_STATS_AGENT_MUSL)
+  FAIL() << "musl-gcc was not found at configure time: scripts/install-deps.sh installs "
+            "musl-tools; then re-run cmake";
+#else
+  fs::path dir = fs::temp_directory_path() / ("stats_agent_musl_test-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto path = [&](pid_t pid) { return (dir / ("books-" + std::to_string(pid))).string(); };
+  auto wait = [&](pid_t pid) -> Result<AllocatorBooks> {
+    auto deadline = Clock::now() + std::chrono::seconds(5);
+    Result<AllocatorBooks> r = NotFound("not read");
+    while (Clock::now() < deadline) {
+      r = ReadAllocatorBooks(path(pid));
+      if (r.ok()) return r;
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return r;
+  };
+  {
+    Workload w({{"LD_PRELOAD", ALLOCGUARD_STATS_AGENT_MUSL},
+                {"ALLOCGUARD_STATS_DIR", dir.string()},
+                {"ALLOCGUARD_STATS_INTERVAL_MS", "100"}},
+               ALLOCGUARD_BOOKS_WORKLOAD_MUSL);
+    ASSERT_GT(w.pid(), 0);
+    auto books = wait(w.pid());
+    ASSERT_TRUE(books.ok()) << books.status().ToString();
+    EXPECT_EQ(books->allocator, BooksAllocator::kUnknown);
+    EXPECT_THAT(books->allocator_object, ::testing::HasSubstr("musl"));
+    EXPECT_FALSE(books->in_use_bytes.has_value());
+    EXPECT_EQ(w.Command("threads"), "threads 2");
+    pid_t child = static_cast<pid_t>(Number(w.Command("fork 1000"), "child"));
+    ASSERT_GT(child, 0);
+    auto child_books = wait(child);
+    ASSERT_TRUE(child_books.ok()) << child_books.status().ToString();
+    EXPECT_EQ(child_books->pid, child);
+    int status = w.ExitStatus();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    EXPECT_FALSE(fs::exists(path(w.pid())));
+  }
+  {
+    Workload w({{"LD_PRELOAD", ALLOCGUARD_STATS_AGENT_MUSL},
+                {"ALLOCGUARD_STATS_DIR", (dir / "absent").string()}},
+               ALLOCGUARD_BOOKS_WORKLOAD_MUSL);
+    EXPECT_EQ(w.Command("threads"), "threads 1");
+    int status = w.ExitStatus();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  fs::remove_all(dir);
+#endif
 }
 
 INSTANTIATE_TEST_SUITE_P(
