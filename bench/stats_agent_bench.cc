@@ -11,7 +11,8 @@
 // over the run from the outside, /proc/PID/task/TID/schedstat (nanoseconds
 // on the CPU), and from the inside, the agent_cpu_ns the agent publishes
 // (CLOCK_THREAD_CPUTIME_ID). Prints CPU per sample and as a share of one
-// core.
+// core, and the interval in force at the end (longer than requested when
+// the agent's CPU budget throttled it).
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -119,6 +120,8 @@ struct Measure {
   int64_t schedstat_ns = -1;
   uint64_t agent_ns = 0;
   uint64_t sequence = 0;
+  int64_t interval_ms = 0;  // in force
+  bool throttled = false;
 };
 
 bool Read(pid_t pid, const fs::path& dir, Measure* m) {
@@ -131,6 +134,8 @@ bool Read(pid_t pid, const fs::path& dir, Measure* m) {
   m->schedstat_ns = PublisherCpuNs(pid);
   m->agent_ns = static_cast<uint64_t>(books->agent_cpu.count());
   m->sequence = books->sequence;
+  m->interval_ms = books->interval.count();
+  m->throttled = books->throttled;
   return true;
 }
 
@@ -159,8 +164,8 @@ int main(int argc, char** argv) {
   fs::path dir = fs::temp_directory_path() / ("stats_agent_bench-" + std::to_string(getpid()));
   fs::create_directories(dir);
   std::printf("%d blocks of 512 bytes, every other one freed; publisher thread CPU\n", blocks);
-  std::printf("%-9s %9s %8s %10s %10s %12s %12s\n", "allocator", "interval", "samples",
-              "per sample", "(agent)", "% of a core", "(agent)");
+  std::printf("%-9s %9s %9s %8s %10s %10s %12s %12s\n", "allocator", "interval", "in force",
+              "samples", "per sample", "(agent)", "% of a core", "(agent)");
   int failures = 0;
   for (Allocator a :
        {Allocator::kGlibc, Allocator::kJemalloc, Allocator::kMimalloc, Allocator::kTcmalloc}) {
@@ -204,15 +209,16 @@ int main(int argc, char** argv) {
       }
       double sched = static_cast<double>(m1.schedstat_ns - m0.schedstat_ns);
       double agent = static_cast<double>(m1.agent_ns - m0.agent_ns);
-      std::printf("%-9s %6d ms %8llu %7.1f µs %7.1f µs %11.4f %% %11.4f %%\n",
-                  allocguard::replay::AllocatorName(a), interval_ms,
-                  static_cast<unsigned long long>(samples),
-                  sched / 1e3 / static_cast<double>(samples),
-                  agent / 1e3 / static_cast<double>(samples), 100.0 * sched / (wall * 1e9),
-                  100.0 * agent / (wall * 1e9));
+      std::printf(
+          "%-9s %6d ms %6lld ms%s %7llu %7.1f µs %7.1f µs %11.4f %% %11.4f %%\n",
+          allocguard::replay::AllocatorName(a), interval_ms, static_cast<long long>(m1.interval_ms),
+          m1.throttled ? "*" : " ", static_cast<unsigned long long>(samples),
+          sched / 1e3 / static_cast<double>(samples), agent / 1e3 / static_cast<double>(samples),
+          100.0 * sched / (wall * 1e9), 100.0 * agent / (wall * 1e9));
       std::fflush(stdout);
     }
   }
+  std::printf("in force: the interval of the last sample; * THROTTLED (the agent's CPU budget)\n");
   fs::remove_all(dir);
   return failures == 0 ? 0 : 1;
 }

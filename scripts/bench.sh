@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # Prints the replay engine's benchmark figures (docs/benchmarks.md explains
 # them): the sampler's CPU per sample, the load driver's schedule accuracy and
-# highest sustained rate, wrk's throughput against the same server code, and
-# how long the sequential judge takes to plan a canary's looks.
+# highest sustained rate, wrk's throughput against the same server code, how
+# long the sequential judge takes to plan a canary's looks, and the stats
+# agent's CPU per allocator (about 5 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build/release --target sampler_bench load_driver_bench judge_plan_bench >/dev/null
+cmake --build build/release --target sampler_bench load_driver_bench judge_plan_bench stats_agent_bench >/dev/null
 
 echo "== sampler"
 build/release/bench/sampler_bench
 
 echo "== the judge's look plan"
 build/release/bench/judge_plan_bench
+
+echo "== the stats agent's CPU (Debian's allocators)"
+build/release/bench/stats_agent_bench
 
 echo "== load driver"
 build/release/bench/load_driver_bench --seconds 4
