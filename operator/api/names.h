@@ -36,6 +36,12 @@ inline constexpr char kPodTemplateHashLabel[] = "pod-template-hash";
 inline constexpr char kMemoryHeadroomCondition[] = "allocguard.io/MemoryHeadroom";
 // True when every workload process loaded the policy's allocator.
 inline constexpr char kAllocatorLoadedCondition[] = "allocguard.io/AllocatorLoaded";
+// From the allocator's books (docs/allocator-books.md), per container: True
+// when the retained memory's floor rises while the in-use floor stays flat
+// (the allocator keeps what the program freed), and when the in-use floor
+// itself rises (the program holds more and more).
+inline constexpr char kAllocatorRetainingCondition[] = "allocguard.io/AllocatorRetaining";
+inline constexpr char kHeapGrowingCondition[] = "allocguard.io/HeapGrowing";
 
 // --- on Deployments ----------------------------------------------------------
 // The template hash of the candidate held by the gate (set with spec.paused).

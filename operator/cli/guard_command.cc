@@ -58,6 +58,8 @@ struct GuardFlags {
   std::string restart_margin_min = "32Mi";
   std::string restart_grace = "60s";
   std::string allocator_recheck = "60s";
+  std::string books_dir;              // the stats agent's books; empty: not read
+  std::string books_rising = "64Mi";  // per hour
   std::string kubeconfig;
   std::string context;
   bool no_kube = false;
@@ -119,6 +121,15 @@ Result<guard::GuardOptions> BuildOptions(const GuardFlags& f) {
   AG_ASSIGN_OR_RETURN(
       auto recheck, Duration("--allocator-recheck", f.allocator_recheck, std::chrono::seconds(1)));
   o.allocator_recheck = recheck;
+  if (!f.books_dir.empty()) {
+    guard::BooksWatchOptions books;
+    books.dir = f.books_dir;
+    books.floors = o.floors;
+    AG_ASSIGN_OR_RETURN(int64_t rising, ParseQuantity(f.books_rising));
+    if (rising <= 0) return InvalidArgument("--books-rising must be more than 0");
+    books.rising_bytes_per_hour = static_cast<double>(rising);
+    o.books = books;
+  }
   return o;
 }
 
@@ -292,6 +303,13 @@ void RegisterGuardCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--allocator-recheck", f->allocator_recheck,
                   "re-check the loaded allocators at least this often")
+      ->capture_default_str();
+  cmd->add_option("--books-dir", f->books_dir,
+                  "read the stats agent's books here, one subdirectory per container "
+                  "(docs/allocator-books.md)");
+  cmd->add_option("--books-rising", f->books_rising,
+                  "a floor of in-use or retained bytes rising faster than this per hour is "
+                  "rising (AllocatorRetaining, HeapGrowing)")
       ->capture_default_str();
   cmd->add_option("--kubeconfig", f->kubeconfig, "kubeconfig file (default: in-cluster)");
   cmd->add_option("--context", f->context, "kubeconfig context");

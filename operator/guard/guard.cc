@@ -121,6 +121,7 @@ Guard::Guard(GuardOptions options, WorkloadSource* source, AsyncReporter* report
     gauges_->actions.With({"backpressure_off"});
     gauges_->actions.With({"sigterm"});
   }
+  if (options_.books) books_ = std::make_unique<BooksWatch>(*options_.books, registry);
   Publish(nullptr);
 }
 
@@ -153,6 +154,11 @@ void Guard::Step() {
   }
   if (options_.action == GuardAction::kBackpressure) Backpressure(*reading, judged);
   if (options_.action == GuardAction::kRestart) Restart(*reading, judged);
+  std::optional<BooksReading> books;
+  if (books_) {
+    books = books_->Step(reading->sample.t_seconds, clock_->WallNow());
+    ReportBooks(*books);
+  }
 
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -162,6 +168,7 @@ void Guard::Step() {
     snapshot_.slope = floors_.Slope();
     snapshot_.gate_open = !gate_ || gate_->open();
     snapshot_.allocator = last_check_;
+    snapshot_.books = std::move(books);
     snapshot_.terminated.clear();
     for (const auto& entry : terminated_) snapshot_.terminated.insert(entry.first);
     GuardState state = GuardState::kWatching;
@@ -270,6 +277,32 @@ void Guard::Restart(const WorkloadReading& reading, int64_t judged) {
   if (reporter_ != nullptr) {
     reporter_->RecordEvent(
         {true, signalled.empty() ? "MemoryRestartFailed" : "MemoryRestart", "Restart", note});
+  }
+}
+
+void Guard::ReportBooks(const BooksReading& books) {
+  struct Judged {
+    const char* type;
+    std::optional<bool> now;
+    const std::string& message;
+    std::optional<bool>* last;
+    const char* yes_reason;
+    const char* no_reason;
+    const char* event_reason;
+  };
+  for (const Judged& j :
+       {Judged{kAllocatorRetainingCondition, books.retaining, books.retaining_message,
+               &books_retaining_, "RetainedRisingInUseFlat", "NotRetaining", "AllocatorRetaining"},
+        Judged{kHeapGrowingCondition, books.heap_growing, books.heap_growing_message,
+               &books_heap_growing_, "InUseRising", "InUseNotRising", "HeapGrowing"}}) {
+    // Reported when judged and changed; an unjudged sample keeps the last word.
+    if (!j.now || j.now == *j.last) continue;
+    *j.last = j.now;
+    const std::string reason = *j.now ? j.yes_reason : j.no_reason;
+    Log(std::string(j.type) + " " + (*j.now ? "True" : "False") + ": " + j.message);
+    if (reporter_ == nullptr) continue;
+    reporter_->SetCondition({j.type, *j.now, reason, j.message});
+    if (*j.now) reporter_->RecordEvent({true, j.event_reason, "ReadAllocatorBooks", j.message});
   }
 }
 

@@ -24,6 +24,7 @@
 #include "operator/common/clock.h"
 #include "operator/guard/actions.h"
 #include "operator/guard/allocator_check.h"
+#include "operator/guard/books_watch.h"
 #include "operator/guard/floor_window.h"
 #include "operator/guard/pod_reporter.h"
 #include "operator/guard/workload_source.h"
@@ -47,6 +48,8 @@ struct GuardOptions {
   // The allocator check runs when the workload's processes change and at
   // least this often.
   Clock::Duration allocator_recheck = std::chrono::seconds(60);
+  // The stats agent's books (books_watch.h); nullopt: not read.
+  std::optional<BooksWatchOptions> books;
 };
 
 enum class GuardState { kWaiting, kWatching, kBackpressure, kRestarting };
@@ -62,7 +65,8 @@ struct GuardSnapshot {
   FloorSlope slope;
   bool gate_open = true;
   std::optional<AllocatorCheck> allocator;
-  std::set<pid_t> terminated;  // processes that got SIGTERM
+  std::set<pid_t> terminated;         // processes that got SIGTERM
+  std::optional<BooksReading> books;  // with GuardOptions::books
 };
 
 class Guard {
@@ -86,6 +90,7 @@ class Guard {
   void CheckAllocators(const WorkloadReading& reading);
   void Backpressure(const WorkloadReading& reading, int64_t judged);
   void Restart(const WorkloadReading& reading, int64_t judged);
+  void ReportBooks(const BooksReading& books);
   void Publish(const WorkloadReading* reading);
   void Log(const std::string& line) const {
     if (log_) log_(line);
@@ -105,6 +110,8 @@ class Guard {
   std::optional<AllocatorCheck> last_check_;
   std::string cgroup_note_;
   std::map<pid_t, Clock::TimePoint> terminated_;
+  std::unique_ptr<BooksWatch> books_;
+  std::optional<bool> books_retaining_, books_heap_growing_;  // last reported
 
   mutable std::mutex mu_;  // guards snapshot_ and stop_
   GuardSnapshot snapshot_;

@@ -5,8 +5,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <deque>
+#include <filesystem>
 #include <thread>
+
+#include "operator/guard/testdata/fake_books.h"
 
 namespace allocguard::guard {
 namespace {
@@ -235,6 +239,56 @@ TEST_F(GuardTest, AllocatorMismatchBecomesAConditionAndAWarningEvent) {
   ASSERT_EQ(shared_->events.size(), 1u);
   EXPECT_TRUE(shared_->events[0].warning);
   EXPECT_EQ(shared_->events[0].reason, "AllocatorNotLoaded");
+}
+
+// The stats agent's books in the injected volume: retained climbing while
+// in-use stays flat becomes the pod condition AllocatorRetaining (once, with a
+// Warning event), HeapGrowing False, and the per-container metrics.
+TEST_F(GuardTest, AllocatorBooksBecomeConditionsAndMetrics) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("guard_books_test-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  GuardOptions o;
+  o.floors.warmup_minutes = 0;
+  o.books = BooksWatchOptions{.dir = dir.string(), .floors = o.floors};
+  auto guard = NewGuard(o, {{500, {100}}});
+  for (int i = 0; i <= 12 * 30; ++i) {
+    const double t = 2.0 * i;
+    const double noise = 2.0 * kMiB * std::sin(i * 0.7);
+    testing::WriteBooks(
+        dir / "app",
+        {.pid = 7,
+         .in_use = static_cast<uint64_t>(300.0 * kMiB + noise),
+         .retained = static_cast<uint64_t>(100.0 * kMiB + 1024.0 * kMiB * t / 3600 + noise),
+         .held = 900 * kMiB,
+         .sampled = clock_.WallNow()});
+    guard->Step();
+    clock_.Advance(std::chrono::seconds(2));
+  }
+  Drain(3, 1);  // AllocatorLoaded, AllocatorRetaining, HeapGrowing; the Warning event
+  auto retaining = Conditions(kAllocatorRetainingCondition);
+  ASSERT_EQ(retaining.size(), 1u) << "reported once, when judged";
+  EXPECT_TRUE(retaining[0].status);
+  EXPECT_EQ(retaining[0].reason, "RetainedRisingInUseFlat");
+  EXPECT_THAT(retaining[0].message, HasSubstr("container app: in-use floor"));
+  auto growing = Conditions(kHeapGrowingCondition);
+  ASSERT_EQ(growing.size(), 1u);
+  EXPECT_FALSE(growing[0].status);
+  EXPECT_EQ(growing[0].reason, "InUseNotRising");
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    ASSERT_EQ(shared_->events.size(), 1u);
+    EXPECT_TRUE(shared_->events[0].warning);
+    EXPECT_EQ(shared_->events[0].reason, "AllocatorRetaining");
+  }
+  auto snapshot = guard->Snapshot();
+  ASSERT_TRUE(snapshot.books.has_value());
+  EXPECT_EQ(snapshot.books->retaining, true);
+  const std::string text = registry_.Render();
+  EXPECT_THAT(text, HasSubstr("allocguard_allocator_retained_bytes{container=\"app\"}"));
+  EXPECT_THAT(text, HasSubstr("allocguard_allocator_condition{container=\"app\",condition="
+                              "\"AllocatorRetaining\"} 1"));
+  fs::remove_all(dir);
 }
 
 TEST_F(GuardTest, MetricsShowAnonPressureFloorAndState) {

@@ -32,6 +32,8 @@ namespace allocguard::guard {
 // Condition types the guard writes on its pod (api/names.h, shared with the
 // injection, which adds the readiness gate).
 using api::kAllocatorLoadedCondition;
+using api::kAllocatorRetainingCondition;
+using api::kHeapGrowingCondition;
 using api::kMemoryHeadroomCondition;
 
 struct PodCondition {
