@@ -576,6 +576,13 @@ def allocator_policy():
             rule("!has(self.action) || self.action == 'None' || (has(self.enabled) && self.enabled)",
                  "action needs enabled: true (the guard sidecar acts)", ".action"),
         ], default={}),
+        "stats": obj("The stats agent (liballocguard_stats.so), preloaded beside the allocator: "
+                     "it publishes the allocator's own books (bytes in use, bytes retained) for "
+                     "the guard. See docs/allocator-books.md.", {
+            "enabled": {"type": "boolean",
+                        "description": "Preload the stats agent. Absent: on exactly when "
+                                       "guard.enabled is true."},
+        }),
     }, required=["selector", "allocator"], rules=[
         libc_rule("self.allocator"),
         rule("self.rollout.mode == 'Off' || has(self.canary.load.requests)",

@@ -680,6 +680,13 @@ Result<AllocatorPolicy> ParsePolicyUnchecked(const json& object) {
     }
     s.guard.action = *parsed;
   }
+  const json* stats = nullptr;
+  AG_RETURN_IF_ERROR(ReadObject(*spec, "stats", "spec", &stats));
+  if (stats != nullptr && Member(*stats, "enabled") != nullptr) {
+    bool enabled = false;
+    AG_RETURN_IF_ERROR(ReadBool(*stats, "enabled", "spec.stats", &enabled));
+    s.stats.enabled = enabled;
+  }
   if (s.guard.action != GuardAction::kNone) {
     if (!s.guard.threshold_bytes) {
       return Err("spec.guard.threshold",

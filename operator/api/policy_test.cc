@@ -1,5 +1,6 @@
 #include "operator/api/policy.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -41,7 +42,41 @@ TEST(ParseAllocatorPolicyTest, AbsentFieldsTakeTheDefaultsOfTypesH) {
   EXPECT_EQ(s.canary.variants[0].allocator.name, Allocator::kGlibc);
   EXPECT_EQ(s.rollout.mode, RolloutMode::kOff);
   EXPECT_EQ(s.guard, GuardSpec{});
+  EXPECT_EQ(s.stats, StatsSpec{});
+  EXPECT_FALSE(s.StatsEnabled());  // the guard is off
   EXPECT_EQ(s.libc, Libc::kAuto);
+}
+
+// spec.stats.enabled: absent follows the guard; given, it wins either way.
+TEST(ParseAllocatorPolicyTest, StatsFollowTheGuardUnlessSet) {
+  struct Case {
+    json guard;
+    json stats;  // null: no spec.stats
+    bool enabled;
+  };
+  for (const Case& c : std::vector<Case>{
+           {json{{"enabled", true}}, nullptr, true},
+           {json{{"enabled", false}}, nullptr, false},
+           {json{{"enabled", true}}, json::object(), true},
+           {json{{"enabled", true}}, json{{"enabled", false}}, false},
+           {json{{"enabled", false}}, json{{"enabled", true}}, true},
+       }) {
+    json object = ValidPolicyForTest();
+    object["spec"]["guard"] = c.guard;
+    if (!c.stats.is_null()) object["spec"]["stats"] = c.stats;
+    auto policy = ParseAllocatorPolicy(object);
+    ASSERT_TRUE(policy.ok()) << policy.status().ToString() << " " << object["spec"].dump();
+    EXPECT_EQ(policy->spec.StatsEnabled(), c.enabled) << object["spec"].dump();
+  }
+  json object = ValidPolicyForTest();
+  object["spec"]["stats"] = {{"enabled", "yes"}};
+  auto refused = ParseAllocatorPolicy(object);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("spec.stats.enabled"));
+  object["spec"]["stats"] = json::array();
+  refused = ParseAllocatorPolicy(object);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("spec.stats"));
 }
 
 TEST(ParseAllocatorPolicyTest, ReadsEveryField) {
@@ -252,6 +287,7 @@ TEST(ParseAllocatorPolicyTest, NeverThrowsOnMalformedShapes) {
   int refused = 0;
   json full = ValidPolicyForTest();
   full["spec"]["guard"] = {{"enabled", true}, {"threshold", "1Gi"}, {"action", "Restart"}};
+  full["spec"]["stats"] = {{"enabled", false}};
   full["spec"]["canary"]["variants"] =
       json::parse(R"([{"name": "g", "allocator": {"name": "glibc", "glibc": {"arenaMax": 2}}}])");
   full["spec"]["selector"]["matchExpressions"] =

@@ -169,6 +169,15 @@ struct GuardSpec {
   bool operator==(const GuardSpec&) const = default;
 };
 
+// spec.stats: the stats agent (liballocguard_stats.so, docs/allocator-books.md)
+// preloaded beside the allocator, publishing the allocator's own books for
+// the guard to read.
+struct StatsSpec {
+  std::optional<bool> enabled;  // absent: on exactly when the guard is on
+
+  bool operator==(const StatsSpec&) const = default;
+};
+
 struct AllocatorPolicySpec {
   LabelSelector selector;
   std::vector<std::string> containers;  // empty: every container of the pod
@@ -179,6 +188,11 @@ struct AllocatorPolicySpec {
   CanarySpec canary;
   RolloutSpec rollout;
   GuardSpec guard;
+  StatsSpec stats;
+
+  // Whether the stats agent is injected: spec.stats.enabled, or when it is
+  // absent, spec.guard.enabled.
+  bool StatsEnabled() const { return stats.enabled.value_or(guard.enabled); }
 
   bool operator==(const AllocatorPolicySpec&) const = default;
 };
