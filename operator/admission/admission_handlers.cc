@@ -95,6 +95,7 @@ webhook::AdmissionResponse AdmissionHandlers::MutatePod(
   in.operator_namespace = options_.operator_namespace;
   in.options.image = options_.image;
   in.options.guard_log_flags = options_.guard_log_flags;
+  in.options.stats_agent = options_.stats_agent;
   in.native_sidecars = true;  // Kubernetes >= 1.29 (beta, on by default); GA in 1.33
   // The circuit breaker's suspensions, from the policies' status.
   for (const json& p : deps_.policies->ByIndex(controllers::kNamespaceIndex, request.namespace_)) {

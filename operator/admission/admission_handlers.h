@@ -37,6 +37,9 @@ struct AdmissionHandlerOptions {
   // Flags the injected guard gets so that it logs as the operator does
   // ("--log-format json", ...; empty with the defaults).
   std::vector<std::string> guard_log_flags;
+  // The image ships the stats agent (StatsAgentShipped): policies with
+  // spec.stats on get it preloaded (InjectionOptions::stats_agent).
+  bool stats_agent = false;
 };
 
 // All must outlive the handlers; none may be null except events.

@@ -1,5 +1,7 @@
 #include "operator/admission/allocator_injection.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -61,16 +63,17 @@ json SmallResources() {
 json InitContainer(const std::string& library, const InjectionOptions& options) {
   std::string dir = options.allocator_dir;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  return {
-      {"name", api::kInitContainerName},
-      {"image", options.image},
-      {"imagePullPolicy", "IfNotPresent"},
-      {"command",
-       {"allocguard", "install-allocator", "--from", dir, "--to", api::kLibraryMountPath, library}},
-      {"volumeMounts",
-       {{{"name", api::kLibraryVolumeName}, {"mountPath", api::kLibraryMountPath}}}},
-      {"resources", SmallResources()},
-      {"securityContext", RestrictedSecurityContext()}};
+  json command = {"allocguard", "install-allocator",    "--from", dir,
+                  "--to",       api::kLibraryMountPath, library};
+  if (options.stats_agent) command.push_back(api::kStatsAgentLibrary);
+  return {{"name", api::kInitContainerName},
+          {"image", options.image},
+          {"imagePullPolicy", "IfNotPresent"},
+          {"command", command},
+          {"volumeMounts",
+           {{{"name", api::kLibraryVolumeName}, {"mountPath", api::kLibraryMountPath}}}},
+          {"resources", SmallResources()},
+          {"securityContext", RestrictedSecurityContext()}};
 }
 
 // Splits an LD_PRELOAD value the way ld.so does: on ':' and spaces.
@@ -155,7 +158,31 @@ bool MountLibrary(json& container, const api::Container& typed,
   return true;
 }
 
+// Mounts the container's own directory of the books volume; false (with a
+// conflict) when another volume already occupies the mount path.
+bool MountBooks(json& container, const api::Container& typed, std::vector<std::string>* conflicts) {
+  for (const api::VolumeMount& mount : typed.volume_mounts) {
+    if (mount.mount_path == api::kBooksMountPath && mount.name != api::kBooksVolumeName) {
+      AddConflict(conflicts, "container \"" + typed.name + "\" already mounts volume \"" +
+                                 mount.name + "\" at " + api::kBooksMountPath +
+                                 "; allocguard did not preload the stats agent there");
+      return false;
+    }
+  }
+  const json ours = {{"name", api::kBooksVolumeName},
+                     {"mountPath", api::kBooksMountPath},
+                     {"subPath", typed.name}};
+  UpsertNamed(ListMemberOf(container, "volumeMounts"), api::kBooksVolumeName, ours, kAtEnd);
+  return true;
+}
+
 }  // namespace
+
+bool StatsAgentShipped(const std::string& allocator_dir) {
+  struct stat st;
+  const std::string path = allocator_dir + "/glibc/" + api::kStatsAgentLibrary;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
 
 std::string AllocatorLibraryFile(api::Allocator allocator) {
   switch (allocator) {
@@ -289,9 +316,18 @@ Status InjectAllocator(json& pod_spec, const api::AllocatorSpec& allocator,
       library_to_preload.empty()
           ? ""
           : PreloadPath(api::kLibraryMountPath, options.libc, library_to_preload);
+  // The stats agent rides with the allocator: same volume, same libc build.
+  const bool stats = options.stats_agent && !library_to_preload.empty();
+  const std::string stats_preload =
+      stats ? PreloadPath(api::kLibraryMountPath, options.libc, api::kStatsAgentLibrary) : "";
   if (!library_to_preload.empty()) {
     UpsertNamed(ListMemberOf(pod_spec, "volumes"), api::kLibraryVolumeName,
                 {{"name", api::kLibraryVolumeName}, {"emptyDir", json::object()}}, kAtEnd);
+    if (stats) {
+      // One 280-byte file per process: 16Mi is room for tens of thousands.
+      UpsertNamed(ListMemberOf(pod_spec, "volumes"), api::kBooksVolumeName,
+                  {{"name", api::kBooksVolumeName}, {"emptyDir", {{"sizeLimit", "16Mi"}}}}, kAtEnd);
+    }
     UpsertNamed(ListMemberOf(pod_spec, "initContainers"), api::kInitContainerName,
                 InitContainer(library, options), 0);
   }
@@ -308,7 +344,12 @@ Status InjectAllocator(json& pod_spec, const api::AllocatorSpec& allocator,
       json& document = documents[i];
       if (!Contains(selected, container.name)) continue;
       if (!library_to_preload.empty() && MountLibrary(document, container, conflicts)) {
-        MergePreload(document, container, preload, conflicts);
+        const bool books = stats && MountBooks(document, container, conflicts);
+        MergePreload(document, container, books ? preload + ":" + stats_preload : preload,
+                     conflicts);
+        if (books) {
+          SetTunable(document, container, "ALLOCGUARD_STATS_DIR", api::kBooksMountPath, conflicts);
+        }
         // A loader that refuses the library writes to stderr and exits before
         // the program could write a termination message: with the logs as
         // fallback its words reach the pod status, where the circuit breaker

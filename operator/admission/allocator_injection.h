@@ -54,7 +54,20 @@ struct InjectionOptions {
   // Appended to the guard sidecar's arguments: the operator's --log-level
   // and --log-format when they are not the defaults.
   std::vector<std::string> guard_log_flags;
+  // Preload the stats agent (api::kStatsAgentLibrary) beside the allocator:
+  // the init container installs it too, LD_PRELOAD gets both, and each
+  // selected container mounts the books volume (api::kBooksVolumeName, an
+  // emptyDir) at api::kBooksMountPath with subPath <container name> and gets
+  // ALLOCGUARD_STATS_DIR pointing there. Only where the allocator itself is
+  // preloaded (not for glibc, nor a libc without the allocator's build).
+  // Requires the image to ship the agent beside the allocators
+  // (StatsAgentShipped).
+  bool stats_agent = false;
 };
+
+// Whether the image's library directory ships the stats agent's glibc build
+// (<allocator_dir>/glibc/liballocguard_stats.so).
+bool StatsAgentShipped(const std::string& allocator_dir);
 
 // The libc a pod's containers preload for: the pod's allocguard.io/libc
 // annotation when it names one (auto, glibc, musl), otherwise the policy's.

@@ -85,7 +85,7 @@ void FitGuardToWorkload(const api::PodSpec& spec, const api::AllocatorPolicy& po
 // a regular container at the end, and a shared process namespace. False when
 // the pod's own settings keep it out (a conflict says why).
 bool AddGuard(json& spec, const api::PodSpec& pod_spec, const api::AllocatorPolicy& policy,
-              const PodInjectionInput& input, std::vector<std::string>& conflicts) {
+              const PodInjectionInput& input, bool books, std::vector<std::string>& conflicts) {
   if (pod_spec.share_process_namespace == false) {
     conflicts.emplace_back(
         "the pod sets shareProcessNamespace: false; the guard needs to see the workload's "
@@ -95,6 +95,17 @@ bool AddGuard(json& spec, const api::PodSpec& pod_spec, const api::AllocatorPoli
   MemberOf(spec, "shareProcessNamespace") = true;
   json guard = GuardContainer(policy, input.options, input.native_sidecars);
   FitGuardToWorkload(pod_spec, policy, guard);
+  // The stats agent's books: the whole volume, read-only, one directory per
+  // governed container.
+  if (books) {
+    ListMemberOf(guard, "volumeMounts")
+        .push_back({{"name", api::kBooksVolumeName},
+                    {"mountPath", api::kBooksMountPath},
+                    {"readOnly", true}});
+    json& args = ListMemberOf(guard, "args");
+    args.push_back("--books-dir");
+    args.push_back(api::kBooksMountPath);
+  }
   // On the host's network the guard's port would be the node's: a second
   // guarded pod on the node could not bind it, and a declared containerPort
   // becomes a hostPort. Such a guard serves no metrics (its conditions,
@@ -290,6 +301,7 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
     return decision;
   }
   InjectionOptions options = input.options;
+  options.stats_agent = input.options.stats_agent && policy.spec.StatsEnabled();
   options.libc = ResolveLibc(policy.spec.libc, typed.metadata.annotations, &decision.conflicts);
   json& spec = MemberOf(mutated, "spec");
   Status status = InjectAllocator(spec, policy.spec.allocator, policy.spec.containers, options,
@@ -306,8 +318,11 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
                       " but none of its containers";
     return decision;
   }
-  const bool guarded =
-      policy.spec.guard.enabled && AddGuard(spec, typed.spec, policy, input, decision.conflicts);
+  const json* volumes = api::json_fields::Member(spec, "volumes");
+  const bool books =
+      volumes != nullptr && volumes->is_array() && IndexOfNamed(*volumes, api::kBooksVolumeName);
+  const bool guarded = policy.spec.guard.enabled &&
+                       AddGuard(spec, typed.spec, policy, input, books, decision.conflicts);
 
   decision.annotations = {{api::kInjectedAnnotation, AllocatorLabel(policy.spec.allocator.name)},
                           {api::kPolicyAnnotation, policy.name},
@@ -322,6 +337,7 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
                     api::LibcName(options.libc) + ") into pod " + pod_name + " (AllocatorPolicy " +
                     policy.name + ", generation " + std::to_string(policy.generation) + ")";
   if (guarded) decision.reason += " with the guard sidecar";
+  if (books) decision.reason += " and the stats agent";
   return decision;
 }
 

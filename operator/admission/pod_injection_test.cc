@@ -1,6 +1,10 @@
 #include "operator/admission/pod_injection.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -601,6 +605,164 @@ TEST(PodInjectionTest, PodDisplayNames) {
   EXPECT_EQ(PodDisplayName(json::parse(R"({"metadata": {"name": "a"}})")), "a");
   EXPECT_EQ(PodDisplayName(json::parse(R"({"metadata": {"generateName": "a-"}})")), "a-*");
   EXPECT_EQ(PodDisplayName(json::object()), "(unnamed pod)");
+}
+
+// ---- the stats agent (spec.stats, docs/allocator-books.md) ----
+
+// The entry `name` of the list obj[key]; null when either is absent.
+const json* Named(const json& obj, const char* key, const std::string& name) {
+  auto it = obj.find(key);
+  return it == obj.end() ? nullptr : FindByName(*it, name);
+}
+
+const json* EnvNamed(const json& container, const std::string& name) {
+  return Named(container, "env", name);
+}
+
+TEST(PodInjectionStatsTest, TheAgentGoesBesideTheAllocatorAndTheGuardReadsItsBooks) {
+  PodInjectionInput input = Input();
+  input.options.stats_agent = true;             // the image ships it
+  input.policies[0].spec.guard.enabled = true;  // spec.stats absent: follows the guard
+  PodInjectionDecision decision = DecidePodInjection(input);
+  ASSERT_EQ(decision.action, PodInjectionAction::kInject) << decision.reason;
+  EXPECT_THAT(decision.conflicts, IsEmpty());
+  EXPECT_THAT(decision.reason, HasSubstr("with the guard sidecar and the stats agent"));
+  const json mutated = Apply(input, decision);
+  const json& spec = mutated["spec"];
+
+  const json* volume = FindByName(spec["volumes"], api::kBooksVolumeName);
+  ASSERT_NE(volume, nullptr) << spec.dump(2);
+  EXPECT_EQ((*volume)["emptyDir"], json({{"sizeLimit", "16Mi"}}));
+  const json* init = FindByName(spec["initContainers"], api::kInitContainerName);
+  ASSERT_NE(init, nullptr);
+  EXPECT_EQ((*init)["command"],
+            json({"allocguard", "install-allocator", "--from", "/opt/allocguard/lib", "--to",
+                  "/opt/allocguard/inject", "libjemalloc.so.2", "liballocguard_stats.so"}));
+
+  const json& app = spec["containers"][0];
+  ASSERT_NE(EnvNamed(app, "LD_PRELOAD"), nullptr);
+  EXPECT_EQ((*EnvNamed(app, "LD_PRELOAD"))["value"],
+            "/opt/allocguard/inject/$LIB/libjemalloc.so.2:"
+            "/opt/allocguard/inject/$LIB/liballocguard_stats.so");
+  ASSERT_NE(EnvNamed(app, "ALLOCGUARD_STATS_DIR"), nullptr);
+  EXPECT_EQ((*EnvNamed(app, "ALLOCGUARD_STATS_DIR"))["value"], "/var/run/allocguard/books");
+  const json* books = FindByName(app["volumeMounts"], api::kBooksVolumeName);
+  ASSERT_NE(books, nullptr) << app.dump(2);
+  EXPECT_EQ(*books, json({{"name", "allocguard-books"},
+                          {"mountPath", "/var/run/allocguard/books"},
+                          {"subPath", "app"}}));
+
+  const json* guard = FindByName(spec["initContainers"], api::kGuardContainerName);
+  ASSERT_NE(guard, nullptr);
+  const std::vector<std::string> args = (*guard)["args"];
+  auto at = std::find(args.begin(), args.end(), "--books-dir");
+  ASSERT_NE(at, args.end()) << (*guard)["args"].dump();
+  ASSERT_NE(at + 1, args.end());
+  EXPECT_EQ(*(at + 1), "/var/run/allocguard/books");
+  const json* guard_books = FindByName((*guard)["volumeMounts"], api::kBooksVolumeName);
+  ASSERT_NE(guard_books, nullptr);
+  EXPECT_EQ(*guard_books, json({{"name", "allocguard-books"},
+                                {"mountPath", "/var/run/allocguard/books"},
+                                {"readOnly", true}}));
+  EXPECT_EQ(EnvNamed(*guard, "LD_PRELOAD"), nullptr);
+
+  // Injecting the result again changes nothing (a re-admitted template).
+  json again = spec;
+  std::vector<std::string> conflicts;
+  InjectionOptions options = input.options;
+  ASSERT_TRUE(
+      InjectAllocator(again, input.policies[0].spec.allocator, {}, options, &conflicts).ok());
+  EXPECT_EQ(again, spec);
+}
+
+struct StatsCase {
+  const char* label;
+  bool shipped;               // the image has the agent
+  bool guard;                 // spec.guard.enabled
+  std::optional<bool> stats;  // spec.stats.enabled
+  api::Allocator allocator;
+  bool agent;  // preloaded in the container
+};
+
+void PrintTo(const StatsCase& c, std::ostream* os) { *os << c.label; }
+std::string StatsCaseName(const ::testing::TestParamInfo<StatsCase>& param) {
+  return param.param.label;
+}
+
+class PodInjectionStatsCaseTest : public ::testing::TestWithParam<StatsCase> {};
+
+TEST_P(PodInjectionStatsCaseTest, TheAgentIsPreloadedOnlyWhereItShouldBe) {
+  const StatsCase& c = GetParam();
+  PodInjectionInput input = Input();
+  input.options.stats_agent = c.shipped;
+  input.policies[0].spec.allocator.name = c.allocator;
+  input.policies[0].spec.guard.enabled = c.guard;
+  input.policies[0].spec.stats.enabled = c.stats;
+  PodInjectionDecision decision = DecidePodInjection(input);
+  ASSERT_EQ(decision.action, PodInjectionAction::kInject) << decision.reason;
+  const json mutated = Apply(input, decision);
+  const json& spec = mutated["spec"];
+  const json& app = spec["containers"][0];
+  const json* preload = EnvNamed(app, "LD_PRELOAD");
+  const std::string preloaded = preload != nullptr ? (*preload)["value"].get<std::string>() : "";
+  EXPECT_EQ(preloaded.find("liballocguard_stats.so") != std::string::npos, c.agent) << preloaded;
+  EXPECT_EQ(EnvNamed(app, "ALLOCGUARD_STATS_DIR") != nullptr, c.agent);
+  EXPECT_EQ(Named(spec, "volumes", api::kBooksVolumeName) != nullptr, c.agent);
+  const json* guard = Named(spec, "initContainers", api::kGuardContainerName);
+  ASSERT_EQ(guard != nullptr, c.guard);
+  if (guard != nullptr) {
+    EXPECT_EQ((*guard)["args"].dump().find("--books-dir") != std::string::npos, c.agent);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PodInjectionStatsCaseTest,
+    ::testing::Values(
+        StatsCase{"guard_on_stats_absent", true, true, std::nullopt, api::Allocator::kJemalloc,
+                  true},
+        StatsCase{"image_without_agent", false, true, std::nullopt, api::Allocator::kJemalloc,
+                  false},
+        StatsCase{"stats_off_explicitly", true, true, false, api::Allocator::kJemalloc, false},
+        StatsCase{"guard_off_stats_absent", true, false, std::nullopt, api::Allocator::kJemalloc,
+                  false},
+        StatsCase{"guard_off_stats_on", true, false, true, api::Allocator::kMimalloc, true},
+        StatsCase{"glibc_has_no_library_volume", true, true, true, api::Allocator::kGlibc, false}),
+    StatsCaseName);
+
+TEST(PodInjectionStatsTest, AnotherVolumeAtTheBooksPathKeepsTheAgentOut) {
+  json pod = WebPod();
+  pod["spec"]["containers"][0]["volumeMounts"] = {
+      {{"name", "theirs"}, {"mountPath", "/var/run/allocguard/books"}}};
+  pod["spec"]["volumes"] = {{{"name", "theirs"}, {"emptyDir", json::object()}}};
+  PodInjectionInput input = Input(pod);
+  input.options.stats_agent = true;
+  input.policies[0].spec.guard.enabled = true;
+  PodInjectionDecision decision = DecidePodInjection(input);
+  ASSERT_EQ(decision.action, PodInjectionAction::kInject) << decision.reason;
+  EXPECT_THAT(decision.conflicts,
+              ::testing::Contains(HasSubstr("already mounts volume \"theirs\" at "
+                                            "/var/run/allocguard/books")));
+  const json mutated = Apply(input, decision);
+  const json& app = mutated["spec"]["containers"][0];
+  EXPECT_EQ((*EnvNamed(app, "LD_PRELOAD"))["value"],
+            "/opt/allocguard/inject/$LIB/libjemalloc.so.2");
+  EXPECT_EQ(EnvNamed(app, "ALLOCGUARD_STATS_DIR"), nullptr);
+}
+
+TEST(PodInjectionStatsTest, TheAgentIsShippedWhenItsGlibcBuildIsInTheImage) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("stats_shipped_test-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "glibc");
+  EXPECT_FALSE(StatsAgentShipped(dir.string()));
+  fs::create_directories(dir / "glibc" / "liballocguard_stats.so");  // a directory is not it
+  EXPECT_FALSE(StatsAgentShipped(dir.string()));
+  fs::remove(dir / "glibc" / "liballocguard_stats.so");
+  std::ofstream(dir / "glibc" / "liballocguard_stats.so") << "ELF";
+  EXPECT_TRUE(StatsAgentShipped(dir.string()));
+  EXPECT_FALSE(StatsAgentShipped((dir / "absent").string()));
+  fs::remove_all(dir);
 }
 
 }  // namespace

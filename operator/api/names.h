@@ -68,6 +68,14 @@ inline constexpr char kGuardContainerName[] = "allocguard-guard";
 inline constexpr char kDriverContainerName[] = "allocguard-replay";
 inline constexpr char kLibraryVolumeName[] = "allocguard-lib";
 inline constexpr char kLibraryMountPath[] = "/opt/allocguard/inject";
+// The stats agent (docs/allocator-books.md): its library, installed into the
+// library volume beside the allocator, and the volume its books go to. Each
+// governed container mounts the books volume at kBooksMountPath with subPath
+// <container name>; the guard mounts the whole volume read-only at the same
+// path and reads <kBooksMountPath>/<container>/books-<pid>.
+inline constexpr char kStatsAgentLibrary[] = "liballocguard_stats.so";
+inline constexpr char kBooksVolumeName[] = "allocguard-books";
+inline constexpr char kBooksMountPath[] = "/var/run/allocguard/books";
 // The guard sidecar's /metrics: the container port it declares (named, so a
 // PodMonitor or a scrape config can find it) and the label the injection
 // puts on pods that run a guard.

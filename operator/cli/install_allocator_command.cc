@@ -1,5 +1,6 @@
 // allocguard install-allocator: what the injection's init container runs. It
-// copies an allocator's glibc and musl builds from the image into the pod's
+// copies each named library's (the allocator's, and the stats agent's when
+// the policy asks for it) glibc and musl builds from the image into the pod's
 // library volume and makes the links through which each container's loader
 // finds its own build (operator/admission/library_layout.h).
 
@@ -16,13 +17,15 @@ namespace {
 struct InstallAllocatorFlags {
   std::string from = "/opt/allocguard/lib";
   std::string to;
-  std::string library;
+  std::vector<std::string> libraries;
 };
 
 int RunInstallAllocator(const InstallAllocatorFlags& f) {
   std::vector<std::string> installed;
-  Status s = admission::InstallAllocatorLibrary(f.from, f.to, f.library, &installed);
-  if (!s.ok()) return Fail(s);
+  for (const std::string& library : f.libraries) {
+    Status s = admission::InstallAllocatorLibrary(f.from, f.to, library, &installed);
+    if (!s.ok()) return Fail(s);
+  }
   for (const std::string& line : installed) std::printf("%s\n", line.c_str());
   return 0;
 }
@@ -36,7 +39,8 @@ void RegisterInstallAllocatorCommand(CLI::App& app, int* exit_code) {
       "Install an allocator library's glibc and musl builds into a pod's library volume "
       "(the injection's init container runs this).");
   cmd->group("");  // internal: left out of allocguard --help
-  cmd->add_option("library", flags->library, "library file name, e.g. libjemalloc.so.2")
+  cmd->add_option("library", flags->libraries,
+                  "library file names, e.g. libjemalloc.so.2 liballocguard_stats.so")
       ->required();
   cmd->add_option("--from", flags->from,
                   "the image's library directory, holding glibc/ and musl/ (default "

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "operator/admission/allocator_injection.h"
 #include "operator/certs/certificate_metrics.h"
 #include "operator/kube/object.h"
 #include "operator/manager/webhook_configuration_writer.h"
@@ -62,8 +63,10 @@ Status WebhookServing::Start(kube::Canceller* /*cancel*/) {
                                 deps_.client));
 
   handlers_ = std::make_unique<admission::AdmissionHandlers>(
-      admission::AdmissionHandlerOptions{options_.operator_namespace, options_.image, own_username,
-                                         GuardLogFlags(options_)},
+      admission::AdmissionHandlerOptions{
+          options_.operator_namespace, options_.image, own_username, GuardLogFlags(options_),
+          // The webhook runs in the image the injection installs from.
+          admission::StatsAgentShipped(admission::InjectionOptions{}.allocator_dir)},
       admission::AdmissionHandlerDeps{deps_.client, deps_.policies, deps_.canaries,
                                       deps_.deployments, deps_.events});
   AG_ASSIGN_OR_RETURN(auto bind, ParseBindAddress(options_.webhook_bind_address));
