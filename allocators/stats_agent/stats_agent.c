@@ -29,13 +29,16 @@
  *   first sample comes one interval later (a child that execs or exits
  *   before never writes). The parent's file is never named in the child.
  * - exit: a destructor stops the thread (waiting at most 2 s for it) and
- *   removes the process's file.
+ *   removes the process's file. A process killed by a signal leaves its
+ *   file; the next process that loads the agent in the same directory
+ *   removes the files of PIDs that no longer exist.
  * - When it cannot start (no directory, not writable, no thread) it does
  *   nothing and prints nothing: the process runs as without it.
  *
  * Plain C: built with gcc against old glibc and with musl-gcc, no C++
  * runtime; needs libc, libpthread and libdl only. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -528,6 +531,42 @@ static void AfterForkChild(void) {
 
 /* ---- load and exit ---- */
 
+/* The PID a books file of another process is named after ("books-<pid>" or
+ * ".books-<pid>.tmp"); 0 for any other name. */
+static long PidOfBooksName(const char* name) {
+  const char* p = name;
+  int tmp = *p == '.';
+  if (tmp) ++p;
+  size_t prefix = sizeof AG_BOOKS_FILE_PREFIX - 1;
+  if (strncmp(p, AG_BOOKS_FILE_PREFIX, prefix) != 0) return 0;
+  p += prefix;
+  long pid = 0;
+  int digits = 0;
+  for (; *p >= '0' && *p <= '9' && digits < 10; ++p, ++digits) pid = pid * 10 + (*p - '0');
+  if (digits == 0 || digits == 10) return 0;
+  if (tmp ? strcmp(p, ".tmp") != 0 : *p != '\0') return 0;
+  return pid;
+}
+
+/* Removes the files of processes that are gone: a process killed by a
+ * signal (the OOM killer, SIGKILL) leaves its last sample behind, and a
+ * container that restarts again and again would fill the directory with
+ * them. Only a PID that no longer exists in this PID namespace (ESRCH) is
+ * removed; the directory must be this namespace's alone (one per
+ * container). Runs in the constructor, where allocating is allowed. */
+static void RemoveDeadFiles(void) {
+  DIR* d = opendir(g.dir);
+  if (d == NULL) return;
+  const long self = (long)getpid();
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    long pid = PidOfBooksName(e->d_name);
+    if (pid <= 0 || pid == self || pid > 0x7fffffffL) continue;
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) unlinkat(dirfd(d), e->d_name, 0);
+  }
+  closedir(d);
+}
+
 static unsigned IntervalFromEnv(void) {
   const char* s = getenv("ALLOCGUARD_STATS_INTERVAL_MS");
   if (s == NULL || *s == '\0') return 2000;
@@ -554,6 +593,7 @@ __attribute__((constructor)) static void AgentStart(void) {
   if (fd < 0) return;
   close(fd);
   unlink(g.tmp_path);
+  RemoveDeadFiles();
   Detect();
   if (InitSync() != 0) return;
   if (pthread_atfork(BeforeFork, AfterForkParent, AfterForkChild) != 0) return;

@@ -392,6 +392,58 @@ TEST(StatsAgentIntervalTest, AnIntervalThatIsNotDigitsIsTheDefault) {
   fs::remove_all(dir);
 }
 
+// A process killed by a signal (the OOM killer) leaves its last sample; the
+// next process that loads the agent in that directory removes the files of
+// PIDs that no longer exist, and leaves those of live processes and other
+// names alone.
+TEST(StatsAgentCleanupTest, TheNextProcessRemovesTheFilesOfDeadOnes) {
+  fs::path dir =
+      fs::temp_directory_path() / ("stats_agent_cleanup_test-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // A PID that is gone: a child that has exited and been reaped.
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  waitpid(dead, nullptr, 0);
+  {
+    // A process killed with SIGKILL: its file stays behind.
+    Workload w({{"LD_PRELOAD", ALLOCGUARD_STATS_AGENT},
+                {"ALLOCGUARD_STATS_DIR", dir.string()},
+                {"ALLOCGUARD_STATS_INTERVAL_MS", "50"}});
+    ASSERT_GT(w.pid(), 0);
+    fs::path mine = dir / ("books-" + std::to_string(w.pid()));
+    auto deadline = Clock::now() + std::chrono::seconds(5);
+    while (!fs::exists(mine) && Clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    ASSERT_TRUE(fs::exists(mine));
+  }  // ~Workload: SIGKILL
+  std::vector<std::string> before;
+  for (const auto& e : fs::directory_iterator(dir)) before.push_back(e.path().filename());
+  ASSERT_EQ(before.size(), 1u) << "the killed process's file";
+  const std::string killed = before[0];
+  for (const std::string& name :
+       {"books-" + std::to_string(dead), ".books-" + std::to_string(dead) + ".tmp",
+        "books-" + std::to_string(getpid()), std::string("books-x"), std::string("notes")}) {
+    std::ofstream(dir / name) << "x";
+  }
+  // Its own first sample comes 10 s later, after the listing below.
+  Workload w({{"LD_PRELOAD", ALLOCGUARD_STATS_AGENT},
+              {"ALLOCGUARD_STATS_DIR", dir.string()},
+              {"ALLOCGUARD_STATS_INTERVAL_MS", "10000"}});
+  ASSERT_GT(w.pid(), 0);
+  EXPECT_EQ(w.Command("threads"), "threads 2");  // the constructor has run
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename());
+  EXPECT_THAT(left, ::testing::UnorderedElementsAre("books-" + std::to_string(getpid()),
+                                                    std::string("books-x"), std::string("notes")))
+      << "removed: " << killed << ", books-" << dead;
+  int status = w.ExitStatus();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  fs::remove_all(dir);
+}
+
 // The CPU budget: glibc's mallinfo2 walks every free chunk, so a heap of
 // 32768 free chunks that cannot coalesce costs about a millisecond a sample;
 // at a 10 ms interval that is far above a quarter of one percent of a core,
