@@ -17,9 +17,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <chrono>
 #include <cstdio>
@@ -34,8 +34,6 @@
 #include "operator/replay/allocator_books.h"
 #include "operator/replay/allocator_variant.h"
 
-extern char** environ;
-
 namespace {
 
 namespace fs = std::filesystem;
@@ -49,7 +47,8 @@ struct Child {
 
 Child Spawn(const std::vector<std::string>& extra_env) {
   Child c;
-  int in[2], out[2];
+  int in[2];
+  int out[2];
   if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return c;
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -60,6 +59,7 @@ Child Spawn(const std::vector<std::string>& extra_env) {
   }
   env.insert(env.end(), extra_env.begin(), extra_env.end());
   std::vector<char*> envp;
+  envp.reserve(env.size());
   for (auto& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);
   std::string path = ALLOCGUARD_BOOKS_WORKLOAD;
@@ -155,7 +155,9 @@ bool WaitSample(pid_t pid, const fs::path& dir, uint64_t after, int timeout_ms, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int slow_seconds = 60, fast_seconds = 10, blocks = 65536;
+  int slow_seconds = 60;
+  int fast_seconds = 10;
+  int blocks = 65536;
   for (int i = 1; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--slow-seconds")) slow_seconds = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--fast-seconds")) fast_seconds = std::atoi(argv[++i]);
@@ -178,7 +180,7 @@ int main(int argc, char** argv) {
         ++failures;
         continue;
       }
-      preload = *lib + ":" + preload;
+      preload = std::string(*lib).append(":").append(preload);
     }
     for (int interval_ms : {2000, 100}) {
       int seconds = interval_ms >= 1000 ? slow_seconds : fast_seconds;
@@ -188,7 +190,8 @@ int main(int argc, char** argv) {
       pid_t pid = c.pid;
       Command(c, "alloc " + std::to_string(blocks) + " 512");
       Command(c, "thin");
-      Measure m0, m1;
+      Measure m0;
+      Measure m1;
       // From the first sample after the heap was built to the last one of the run.
       bool ok = WaitSample(pid, dir, 0, 3 * interval_ms + 1000, &m0);
       auto start = std::chrono::steady_clock::now();
@@ -207,8 +210,8 @@ int main(int argc, char** argv) {
         ++failures;
         continue;
       }
-      double sched = static_cast<double>(m1.schedstat_ns - m0.schedstat_ns);
-      double agent = static_cast<double>(m1.agent_ns - m0.agent_ns);
+      auto sched = static_cast<double>(m1.schedstat_ns - m0.schedstat_ns);
+      auto agent = static_cast<double>(m1.agent_ns - m0.agent_ns);
       std::printf(
           "%-9s %6d ms %6lld ms%s %7llu %7.1f µs %7.1f µs %11.4f %% %11.4f %%\n",
           allocguard::replay::AllocatorName(a), interval_ms, static_cast<long long>(m1.interval_ms),

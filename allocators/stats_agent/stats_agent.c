@@ -237,7 +237,8 @@ static void Detect(void) {
 
 static void SampleGlibc(struct ag_books* b) {
   uint64_t* f = b->figures;
-  uint64_t fordblks, uordblks;
+  uint64_t fordblks;
+  uint64_t uordblks;
   if (g.mallinfo2 != NULL) {
     struct ag_mallinfo2 mi = g.mallinfo2();
     f[AG_BOOKS_GLIBC_ARENA_BYTES] = mi.arena;
@@ -283,7 +284,8 @@ static void SampleGlibc(struct ag_books* b) {
 }
 
 static uint64_t JemallocValue(const char* name) {
-  size_t value = 0, size = sizeof value;
+  size_t value = 0;
+  size_t size = sizeof value;
   if (g.mallctl(name, &value, &size, NULL, 0) != 0 || size != sizeof value) return 0;
   return value;
 }
@@ -312,8 +314,14 @@ static void SampleJemalloc(struct ag_books* b) {
 }
 
 static void SampleMimalloc(struct ag_books* b) {
-  size_t elapsed = 0, user = 0, sys = 0, rss = 0, peak_rss = 0, commit = 0, peak_commit = 0,
-         faults = 0;
+  size_t elapsed = 0;
+  size_t user = 0;
+  size_t sys = 0;
+  size_t rss = 0;
+  size_t peak_rss = 0;
+  size_t commit = 0;
+  size_t peak_commit = 0;
+  size_t faults = 0;
   g.mi_process_info(&elapsed, &user, &sys, &rss, &peak_rss, &commit, &peak_commit, &faults);
   uint64_t* f = b->figures;
   f[AG_BOOKS_MIMALLOC_COMMIT] = commit;
@@ -491,8 +499,9 @@ static int StartPublisher(void) {
   g.published = 0;
   pthread_attr_t attr;
   if (pthread_attr_init(&attr) != 0) return -1;
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  sigset_t all, old;
+  pthread_attr_setstacksize(&attr, (size_t)256 * 1024);
+  sigset_t all;
+  sigset_t old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int rc = pthread_create(&g.thread, &attr, PublisherMain, NULL);

@@ -345,7 +345,8 @@ Status InjectAllocator(json& pod_spec, const api::AllocatorSpec& allocator,
       if (!Contains(selected, container.name)) continue;
       if (!library_to_preload.empty() && MountLibrary(document, container, conflicts)) {
         const bool books = stats && MountBooks(document, container, conflicts);
-        MergePreload(document, container, books ? preload + ":" + stats_preload : preload,
+        MergePreload(document, container,
+                     books ? std::string(preload).append(":").append(stats_preload) : preload,
                      conflicts);
         if (books) {
           SetTunable(document, container, "ALLOCGUARD_STATS_DIR", api::kBooksMountPath, conflicts);

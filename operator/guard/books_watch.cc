@@ -57,7 +57,8 @@ std::optional<std::vector<std::string>> Containers(const std::string& dir) {
     std::string name = e->d_name;
     if (name.empty() || name[0] == '.') continue;
     struct stat st;
-    if (stat((dir + "/" + name).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (stat(std::string(dir).append("/").append(name).c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      continue;
     names.push_back(std::move(name));
   }
   closedir(d);
@@ -234,7 +235,10 @@ BooksReading BooksWatch::Step(double t_seconds, std::chrono::system_clock::time_
   }
 
   // Pod-level conditions, judged once some container's trends are known.
-  std::string retaining_yes, retaining_no, growing_yes, growing_no;
+  std::string retaining_yes;
+  std::string retaining_no;
+  std::string growing_yes;
+  std::string growing_no;
   for (const ContainerBooks& c : reading.containers) {
     const std::string text = "container " + c.container + ": " + SeriesText("in-use", c.in_use) +
                              "; " + SeriesText("retained", c.retained);

@@ -19,7 +19,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::WriteBooks;
 
-constexpr uint64_t kMiB = 1024 * 1024;
+constexpr uint64_t kMiB = uint64_t{1024} * 1024;
 
 class BooksWatchTest : public ::testing::Test {
  protected:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 namespace allocguard::guard {
 namespace {
@@ -102,7 +103,7 @@ struct Guard::Gauges {
 
 Guard::Guard(GuardOptions options, WorkloadSource* source, AsyncReporter* reporter,
              metrics::Registry* registry, Clock* clock, std::function<void(const std::string&)> log)
-    : options_(options),
+    : options_(std::move(std::move(options))),
       source_(source),
       reporter_(reporter),
       clock_(clock),

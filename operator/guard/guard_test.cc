@@ -117,7 +117,8 @@ bool Eventually(F cond) {
 
 class GuardTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Guard> NewGuard(GuardOptions options, const std::vector<FakeSource::Row>& rows) {
+  std::unique_ptr<Guard> NewGuard(const GuardOptions& options,
+                                  const std::vector<FakeSource::Row>& rows) {
     source_ = std::make_unique<FakeSource>(rows);
     reporter_ = std::make_unique<AsyncReporter>(std::make_unique<FakeReporter>(shared_),
                                                 AsyncReporterOptions{});

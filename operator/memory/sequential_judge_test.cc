@@ -311,7 +311,8 @@ TEST(LargeStepRuleTest, BudgetIsAQuarterOfTheFalseRatchetRateOverFourToEightFloo
   EXPECT_EQ(BudgetForLook(options, 3).steps, 0);
   for (int n = 4; n <= 8; ++n) EXPECT_DOUBLE_EQ(BudgetForLook(options, n).steps, 0.0005) << n;
   EXPECT_EQ(BudgetForLook(options, 9).steps, 0);
-  std::vector<double> info, ratchet;
+  std::vector<double> info;
+  std::vector<double> ratchet;
   for (int n = 3; n <= 14; ++n) {
     info.push_back(n * (n * n - 1) / 12.0);
     ratchet.push_back(BudgetForLook(options, n).ratchet);

@@ -231,7 +231,7 @@ Result<std::vector<BooksFile>> ReadAllocatorBooksDirectory(const std::string& di
   std::sort(names.begin(), names.end());
   std::vector<BooksFile> out;
   for (auto& [pid, name] : names) {
-    std::string path = dir + "/" + name;
+    std::string path = std::string(dir).append("/").append(name);
     Result<AllocatorBooks> books = ReadAllocatorBooks(path);
     // Removed since the listing: its process exited and the agent cleaned up.
     if (!books.ok() && books.status().code() == StatusCode::kNotFound) continue;

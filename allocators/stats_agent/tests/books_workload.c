@@ -53,7 +53,8 @@ int main(void) {
   printf("pid %d\n", (int)getpid());
   char line[256];
   while (fgets(line, sizeof line, stdin) != NULL) {
-    unsigned long a = 0, b = 0;
+    unsigned long a = 0;
+    unsigned long b = 0;
     if (sscanf(line, "alloc %lu %lu", &a, &b) == 2) {
       for (unsigned long i = 0; i < a && count < kMaxBlocks; ++i) {
         char* p = malloc(b);

@@ -13,9 +13,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <chrono>
 #include <cstring>
@@ -32,8 +32,6 @@
 
 #include "operator/replay/allocator_books.h"
 #include "operator/replay/allocator_variant.h"
-
-extern char** environ;
 
 namespace allocguard::replay {
 namespace {
@@ -52,7 +50,8 @@ class Workload {
  public:
   explicit Workload(const std::map<std::string, std::string>& env,
                     std::string path = ALLOCGUARD_BOOKS_WORKLOAD) {
-    int in[2], out[2];
+    int in[2];
+    int out[2];
     if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return;
     std::vector<std::string> env_strings;
     for (char** e = environ; *e != nullptr; ++e) {
@@ -64,8 +63,9 @@ class Workload {
       }
       env_strings.push_back(kv);
     }
-    for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+    for (const auto& [k, v] : env) env_strings.push_back(std::string(k).append("=").append(v));
     std::vector<char*> envp;
+    envp.reserve(env_strings.size());
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
     char* argv[] = {path.data(), nullptr};
@@ -337,6 +337,7 @@ TEST_P(StatsAgentTest, WithoutAWritableDirectoryTheProcessRunsAsWithoutTheAgent)
   auto run = [&](const std::map<std::string, std::string>& env) {
     Workload w(env);
     std::vector<std::string> answers;
+    answers.reserve(script.size());
     for (const auto& line : script) answers.push_back(w.Command(line));
     int status = w.ExitStatus();
     answers.push_back(WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
