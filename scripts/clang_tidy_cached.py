@@ -166,9 +166,13 @@ def key_of(entry, deps, hasher, fixed):
     h = hashlib.sha256(fixed)
     root_args = [a.replace(ROOT, ROOT_MARK) for a in without_output(entry["arguments"])]
     h.update(json.dumps(root_args).encode())
-    for d in sorted(set(deps) | {entry["file"]}):
-        name = ROOT_MARK + "/" + rel(d) if d.startswith(ROOT + os.sep) else d
-        h.update(f"{name}\0{hasher.file(d)}\n".encode())
+    # Sorted by the name hashed, not by the path: a clone under /tmp and one
+    # under /work order their own files before and after /usr/include, and
+    # must still reach the same key.
+    named = {(ROOT_MARK + "/" + rel(d) if d.startswith(ROOT + os.sep) else d): d
+             for d in set(deps) | {entry["file"]}}
+    for name in sorted(named):
+        h.update(f"{name}\0{hasher.file(named[name])}\n".encode())
     return h.hexdigest()
 
 
