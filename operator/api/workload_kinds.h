@@ -1,0 +1,98 @@
+#pragma once
+
+// A StatefulSet and a DaemonSet (apps/v1) as a rollout hold reads them: the
+// metadata, spec.replicas, spec.updateStrategy and the pod template, read
+// once at the edge (an AdmissionReview's object and oldObject, or a GET).
+// Like ParseDeployment, the parsers never throw: a member of the wrong type
+// reads as absent and is reported with its path in `problems` (may be null),
+// e.g. "spec.updateStrategy.rollingUpdate.partition: must be an integer,
+// got \"2\"".
+//
+// Nothing in the webhooks or the controllers calls these yet (see
+// docs/workload-kinds.md); the hold decisions of
+// operator/admission/workload_hold.h do.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/api/deployment.h"
+#include "operator/api/object_meta.h"
+
+namespace allocguard::api {
+
+// An intstr.IntOrString as rolling updates use it (maxUnavailable,
+// maxSurge): a count or a percentage such as "25%".
+struct IntOrPercent {
+  std::optional<int64_t> count;  // set when it is an integer
+  std::string percent;           // the string as written ("25%") otherwise
+
+  bool Present() const { return count.has_value() || !percent.empty(); }
+  // The value as the API writes it; null when absent.
+  nlohmann::json ToJson() const;
+
+  bool operator==(const IntOrPercent&) const = default;
+};
+
+// spec.updateStrategy.type. An absent type is RollingUpdate (the API
+// server's default for both kinds).
+enum class UpdateStrategyType { kRollingUpdate, kOnDelete };
+
+// spec.updateStrategy of a StatefulSet or a DaemonSet; each kind reads the
+// members it has.
+// clang-tidy 14 reports the implicit special members of a struct holding
+// nlohmann::json as throwing (bugprone-exception-escape); they throw nothing here.
+// NOLINTNEXTLINE(bugprone-exception-escape)
+struct UpdateStrategy {
+  UpdateStrategyType type = UpdateStrategyType::kRollingUpdate;
+  bool type_written = false;         // spec.updateStrategy.type was a known value
+  std::optional<int64_t> partition;  // rollingUpdate.partition (StatefulSet)
+  IntOrPercent max_unavailable;      // rollingUpdate.maxUnavailable
+  IntOrPercent max_surge;            // rollingUpdate.maxSurge (DaemonSet)
+  // spec.updateStrategy exactly as stored (null when absent), so that a hold
+  // can remember and later restore what the user wrote, members allocguard
+  // does not model included.
+  nlohmann::json as_written;
+
+  bool operator==(const UpdateStrategy&) const = default;
+};
+
+// clang-tidy 14: see above.
+// NOLINTNEXTLINE(bugprone-exception-escape)
+struct StatefulSet {
+  // Whether the document was anything but null.
+  bool present = false;
+  ObjectMeta metadata;
+  std::optional<int64_t> replicas;  // spec.replicas (absent means 1)
+  UpdateStrategy update_strategy;   // spec.updateStrategy
+  DeploymentTemplate pod_template;  // spec.template (metadata and hash)
+
+  // spec.replicas, or 1 when absent (the API server's default).
+  int64_t ReplicasOrDefault() const { return replicas.value_or(1); }
+
+  bool operator==(const StatefulSet&) const = default;
+};
+
+// clang-tidy 14: see above.
+// NOLINTNEXTLINE(bugprone-exception-escape)
+struct DaemonSet {
+  bool present = false;
+  ObjectMeta metadata;
+  UpdateStrategy update_strategy;   // spec.updateStrategy
+  DeploymentTemplate pod_template;  // spec.template (metadata and hash)
+
+  bool operator==(const DaemonSet&) const = default;
+};
+
+// Read a whole object; a non-object gives an empty value (with `present`
+// set unless it is null). The template hash is api::PodTemplateHash of
+// spec.template, the same key a Deployment's canary and verdict use.
+StatefulSet ParseStatefulSet(const nlohmann::json& object,
+                             std::vector<std::string>* problems = nullptr);
+DaemonSet ParseDaemonSet(const nlohmann::json& object,
+                         std::vector<std::string>* problems = nullptr);
+
+}  // namespace allocguard::api
