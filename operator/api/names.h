@@ -56,6 +56,17 @@ inline constexpr char kOverrideHoldAnnotation[] = "allocguard.io/override-hold";
 // `allocguard gate` still answers Overridden for that template.
 inline constexpr char kOverriddenCandidateAnnotation[] = "allocguard.io/overridden-candidate";
 
+// --- on StatefulSets and DaemonSets (operator/admission/workload_hold.h; not
+// written by any webhook yet, docs/workload-kinds.md) -------------------------
+// The same held-candidate / released-candidate annotations as on Deployments,
+// and what a hold replaced, so that its release restores it:
+// the StatefulSet's own spec.updateStrategy.rollingUpdate.partition before the
+// hold pinned it, as a decimal integer, or "" when it had none.
+inline constexpr char kUserPartitionAnnotation[] = "allocguard.io/user-partition";
+// The DaemonSet's own spec.updateStrategy before the hold switched it to
+// OnDelete, as JSON ("null" when it had none).
+inline constexpr char kUserUpdateStrategyAnnotation[] = "allocguard.io/user-update-strategy";
+
 // --- on canary Jobs and Pods ------------------------------------------------
 inline constexpr char kCanaryLabel[] = "allocguard.io/canary";    // ReplayCanary name
 inline constexpr char kVariantLabel[] = "allocguard.io/variant";  // variant name

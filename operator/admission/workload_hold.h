@@ -1,0 +1,117 @@
+#pragma once
+
+// The hold of a StatefulSet's or a DaemonSet's new pod template until its
+// replay canary is Flat, as pure decisions: the admission-time hold (the
+// counterpart of DecideDeploymentGate) and the operator's release once the
+// held template is Flat. Each answers with an RFC 6902 JSON Patch against
+// the object it was given. Not wired into any webhook, controller or chart
+// yet (docs/workload-kinds.md says what is missing).
+//
+// The same api::kHeldCandidateAnnotation / api::kReleasedCandidateAnnotation
+// as on Deployments; what a hold replaces is remembered beside them
+// (api::kUserPartitionAnnotation, api::kUserUpdateStrategyAnnotation) and put
+// back by the release. Once a hold has pinned a field, that field belongs to
+// the hold until the release: a value a user writes there meanwhile becomes
+// the remembered one (and is restored by the release), and the pin stays.
+//
+// Gate rules, in order (the first that applies decides), for both kinds:
+//   1. No governing policy, mode Off, kube-system or the operator's
+//      namespace, or api::kInjectAnnotation == "false" on the object or its
+//      template: allowed untouched.
+//   2. UPDATE whose template hash did not change: allowed; a hold stays held
+//      and its pin is kept (rule S2 / D2). With api::kOverrideHoldAnnotation
+//      set, untouched: the user is releasing the hold by hand.
+//   3. CREATE: never held. Neither kind can hold its first revision (a new
+//      StatefulSet's pods below the partition are created from the current
+//      revision, which is the first one; a new DaemonSet creates its pods
+//      whatever its strategy). Allowed untouched and canaried; a Flat
+//      template is recorded as released.
+//   4. The new template has a Flat verdict: allowed, released-candidate set to
+//      it; a hold of an earlier candidate is released in the same admission
+//      (see the release rules).
+//   5. Audit: allowed untouched and canaried.
+//   6. Enforce: held (kHeldCandidateAnnotation = hash), kind by kind:
+// StatefulSet:
+//   S1. RollingUpdate: spec.updateStrategy.rollingUpdate.partition is pinned
+//       to max(replicas, the user's partition) (replicas absent: 1), so no
+//       pod is replaced and pods created below the partition (a scale-up, a
+//       deleted pod) get the current revision. The user's own partition is
+//       remembered in kUserPartitionAnnotation ("" for none) when the hold
+//       begins; a later candidate held on top keeps it.
+//   S2. Held and the template unchanged: the pin follows spec.replicas (a
+//       scale-up does not let the new ordinals take the candidate, a
+//       scale-down lowers it); a partition the user writes becomes the
+//       remembered one.
+//   S3. OnDelete: nothing in the spec changes and the hold is recorded
+//       (kHeldCandidateAnnotation only). The controller replaces no pod by
+//       itself, but a pod deleted while held (by a user, an eviction, a node
+//       loss) comes back with the candidate template; the reason says so.
+//       Switching to RollingUpdate with a partition is not done: an OnDelete
+//       StatefulSet's status.currentRevision can be older than what its pods
+//       run, and a pod recreated below the partition would then go back to
+//       that older template.
+// DaemonSet:
+//   D1. RollingUpdate: spec.updateStrategy becomes {"type": "OnDelete"}, the
+//       user's strategy as it was stored remembered as JSON in
+//       kUserUpdateStrategyAnnotation. Running pods are not replaced; a node
+//       that joins while held, or a pod deleted while held, gets the
+//       candidate (the DaemonSet controller creates missing pods from the
+//       current template); the reason says so.
+//   D2. Held and the template unchanged: the strategy stays OnDelete; a
+//       strategy the user writes becomes the remembered one.
+//   D3. The user's own strategy is OnDelete: the hold is recorded only
+//       (as S3).
+//
+// Release rules (ReleaseStatefulSetHold, ReleaseDaemonSetHold, and rule 4):
+//   R1. Not held: nothing.
+//   R2. The remembered value is restored: a StatefulSet's partition is set to
+//       it, or removed when it was "" (with an emptied rollingUpdate); a
+//       DaemonSet's spec.updateStrategy is set to the remembered JSON, or
+//       removed when it was null. The held and remembered annotations are
+//       removed and kReleasedCandidateAnnotation set.
+//   R3. A recorded-only hold (S3, D3): the annotations change, the spec does
+//       not; the reason says pods take the template as they are deleted.
+//   R4. The remembered annotation is missing although the spec is pinned (a
+//       user removed it): the hold is released but the pin is left as it is,
+//       and the reason says which field to set to roll out; guessing the
+//       user's value could replace pods they did not mean to replace.
+//   R5. The remembered annotation does not parse: not released (kHold, empty
+//       patch); the reason names the annotation and what is wrong with it.
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/admission/deployment_gate.h"
+#include "operator/api/types.h"
+
+namespace allocguard::admission {
+
+// clang-tidy 14 reports the implicit special members of a struct holding
+// nlohmann::json as throwing (bugprone-exception-escape); they throw nothing here.
+// NOLINTNEXTLINE(bugprone-exception-escape)
+struct WorkloadGateInput {
+  AdmissionOperation operation = AdmissionOperation::kUpdate;
+  nlohmann::json old_object;                   // null on CREATE
+  nlohmann::json new_object;                   // AdmissionRequest.object
+  std::optional<api::AllocatorPolicy> policy;  // the policy governing it, if any
+  // Whether a template hash already has a Flat verdict; empty means none has.
+  std::function<bool(const std::string& template_hash)> has_flat_verdict;
+  std::string operator_namespace;
+};
+
+// The admission-time decision for a StatefulSet (rules 1-6, S1-S3).
+GateDecision DecideStatefulSetGate(const WorkloadGateInput& input);
+// The admission-time decision for a DaemonSet (rules 1-6, D1-D3).
+GateDecision DecideDaemonSetGate(const WorkloadGateInput& input);
+
+// The operator's release of a held StatefulSet or DaemonSet whose held
+// template is Flat (rules R1-R5): kRelease with the patch, kAllow with an
+// empty patch when it is not held, kHold when the release must wait (R5).
+// The caller has established the verdict; these only write the release.
+GateDecision ReleaseStatefulSetHold(const nlohmann::json& statefulset);
+GateDecision ReleaseDaemonSetHold(const nlohmann::json& daemonset);
+
+}  // namespace allocguard::admission
