@@ -129,7 +129,9 @@ Restored RestorePartition(json& mutated, const api::StatefulSet& set) {
     restored.note =
         std::string(api::kUserPartitionAnnotation) +
         " is missing, so the StatefulSet's own partition is unknown: " + kPartitionPath +
-        " stays " + PartitionText(set.update_strategy.partition) +
+        " stays " +
+        (set.update_strategy.partition ? std::to_string(*set.update_strategy.partition)
+                                       : std::string("unset")) +
         "; lower it to roll the template out";
   } else if (UserPartition user = ReadUserPartition(set.metadata); !user.error.empty()) {
     restored.note = "the hold stays until this is fixed: " + user.error;

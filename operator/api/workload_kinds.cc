@@ -18,7 +18,7 @@ void ReadIntOrPercent(const json& holder, const char* key, const std::string& ho
   if (v == nullptr) return;
   const std::string path = json_fields::Path(holder_path, key);
   if (v->is_string()) {
-    const std::string& s = v->get_ref<const std::string&>();
+    const auto& s = v->get_ref<const std::string&>();
     const std::string digits = s.empty() ? s : s.substr(0, s.size() - 1);
     if (!s.empty() && s.back() == '%' && !digits.empty() &&
         digits.find_first_not_of("0123456789") == std::string::npos) {
