@@ -213,7 +213,14 @@ TEST_P(StatsAgentTest, BooksTrackTheProgramsLiveBytes) {
   AllocatorBooks idle = WaitBooks(w.pid(), {});
   EXPECT_EQ(idle.allocator, c.books) << idle.allocator_object;
   EXPECT_EQ(idle.pid, w.pid());
-  EXPECT_EQ(idle.interval, milliseconds(100));
+  // The interval asked for, unless a sample cost more than the agent's CPU
+  // budget allows at it (a loaded machine, a sanitizer build): then a longer
+  // one, and the books say so.
+  if (idle.throttled) {
+    EXPECT_GT(idle.interval, milliseconds(100));
+  } else {
+    EXPECT_EQ(idle.interval, milliseconds(100));
+  }
   EXPECT_EQ(w.Command("threads"), "threads 2");  // the program's and the publisher
 
   ASSERT_EQ(Number(w.Command("alloc " + std::to_string(kBlocks) + " " + std::to_string(kBlockSize)),
