@@ -26,24 +26,32 @@ GateDecision Allow(std::string reason) {
 
 std::string TemplateHash(const json& pod_template) { return api::PodTemplateHash(pod_template); }
 
+std::optional<std::string> NotGated(const std::optional<api::AllocatorPolicy>& policy,
+                                    const std::string& operator_namespace, const std::string& kind,
+                                    const api::ObjectMeta& metadata,
+                                    const api::ObjectMeta& template_metadata) {
+  if (!policy) return "no AllocatorPolicy governs this " + kind;
+  const std::string& ns = metadata.namespace_name.empty() ? policy->ns : metadata.namespace_name;
+  if (ns == "kube-system" || (!operator_namespace.empty() && ns == operator_namespace)) {
+    return kind + "s in " + ns + " are never gated";
+  }
+  if (policy->spec.rollout.mode == api::RolloutMode::kOff) {
+    return "AllocatorPolicy " + policy->name + " has rollout mode Off";
+  }
+  if (metadata.Annotation(api::kInjectAnnotation) == "false" ||
+      template_metadata.Annotation(api::kInjectAnnotation) == "false") {
+    return "the " + kind + " opted out (" + api::kInjectAnnotation + ": \"false\")";
+  }
+  return std::nullopt;
+}
+
 GateDecision DecideDeploymentGate(const GateInput& input) {
-  if (!input.policy) return Allow("no AllocatorPolicy governs this Deployment");
-  const api::AllocatorPolicy& policy = *input.policy;
   const api::Deployment deployment = api::ParseDeployment(input.new_deployment);
-  const std::string& ns =
-      deployment.metadata.namespace_name.empty() ? policy.ns : deployment.metadata.namespace_name;
-  if (ns == "kube-system" ||
-      (!input.operator_namespace.empty() && ns == input.operator_namespace)) {
-    return Allow("Deployments in " + ns + " are never gated");
+  if (auto why = NotGated(input.policy, input.operator_namespace, "Deployment", deployment.metadata,
+                          deployment.pod_template.metadata)) {
+    return Allow(std::move(*why));
   }
-  if (policy.spec.rollout.mode == api::RolloutMode::kOff) {
-    return Allow("AllocatorPolicy " + policy.name + " has rollout mode Off");
-  }
-  if (deployment.metadata.Annotation(api::kInjectAnnotation) == "false" ||
-      deployment.pod_template.metadata.Annotation(api::kInjectAnnotation) == "false") {
-    return Allow(std::string("the Deployment opted out (") + api::kInjectAnnotation +
-                 ": \"false\")");
-  }
+  const api::AllocatorPolicy& policy = *input.policy;
 
   GateDecision decision;
   decision.template_hash = deployment.pod_template.hash;

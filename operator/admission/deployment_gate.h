@@ -38,6 +38,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "operator/api/object_meta.h"
 #include "operator/api/types.h"
 
 namespace allocguard::admission {
@@ -80,5 +81,15 @@ struct GateDecision {
 };
 
 GateDecision DecideDeploymentGate(const GateInput& input);
+
+// The first rule of every workload's gate: why a workload of `kind`
+// ("Deployment", "StatefulSet", ...) is not gated, or nullopt when it is. Not
+// gated: no governing policy, the namespace is kube-system or the operator's
+// own, the policy's rollout mode is Off, or the workload or its pod template
+// opted out (allocguard.io/inject: "false").
+std::optional<std::string> NotGated(const std::optional<api::AllocatorPolicy>& policy,
+                                    const std::string& operator_namespace, const std::string& kind,
+                                    const api::ObjectMeta& metadata,
+                                    const api::ObjectMeta& template_metadata);
 
 }  // namespace allocguard::admission

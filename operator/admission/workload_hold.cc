@@ -30,27 +30,6 @@ GateDecision Allow(std::string reason) {
   return decision;
 }
 
-// Rule 1: why `kind` is not gated, or nullopt when it is.
-std::optional<std::string> NotGoverned(const WorkloadGateInput& input, const std::string& kind,
-                                       const api::ObjectMeta& metadata,
-                                       const api::ObjectMeta& template_metadata) {
-  if (!input.policy) return "no AllocatorPolicy governs this " + kind;
-  const api::AllocatorPolicy& policy = *input.policy;
-  const std::string& ns = metadata.namespace_name.empty() ? policy.ns : metadata.namespace_name;
-  if (ns == "kube-system" ||
-      (!input.operator_namespace.empty() && ns == input.operator_namespace)) {
-    return kind + "s in " + ns + " are never gated";
-  }
-  if (policy.spec.rollout.mode == api::RolloutMode::kOff) {
-    return "AllocatorPolicy " + policy.name + " has rollout mode Off";
-  }
-  if (metadata.Annotation(api::kInjectAnnotation) == "false" ||
-      template_metadata.Annotation(api::kInjectAnnotation) == "false") {
-    return "the " + kind + " opted out (" + api::kInjectAnnotation + ": \"false\")";
-  }
-  return std::nullopt;
-}
-
 // The outcome of putting back what a hold replaced (rules R2-R5).
 struct Restored {
   bool released = false;
@@ -242,8 +221,9 @@ struct Kind {
 template <typename Workload>
 GateDecision DecideGate(const WorkloadGateInput& input, const Kind<Workload>& kind) {
   const Workload now = kind.parse(input.new_object, nullptr);
-  if (auto why = NotGoverned(input, kind.name, now.metadata, now.pod_template.metadata)) {
-    return Allow(*why);
+  if (auto why = NotGated(input.policy, input.operator_namespace, kind.name, now.metadata,
+                          now.pod_template.metadata)) {
+    return Allow(std::move(*why));
   }
   const api::AllocatorPolicy& policy = *input.policy;
   GateDecision decision;

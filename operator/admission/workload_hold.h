@@ -17,7 +17,7 @@
 // Gate rules, in order (the first that applies decides), for both kinds:
 //   1. No governing policy, mode Off, kube-system or the operator's
 //      namespace, or api::kInjectAnnotation == "false" on the object or its
-//      template: allowed untouched.
+//      template: allowed untouched (NotGated, deployment_gate.h).
 //   2. UPDATE whose template hash did not change: allowed; a hold stays held
 //      and its pin is kept (rule S2 / D2). With api::kOverrideHoldAnnotation
 //      set, untouched: the user is releasing the hold by hand.
