@@ -5,7 +5,22 @@
 #   scripts/install-deps.sh          # build, unit and control-plane tests
 #   scripts/install-deps.sh --node   # also the node tier (e2e/cluster/up.sh --with-node
 #                                    # runs this itself when something is missing)
+#   scripts/install-deps.sh --demo   # only what scripts/demo.sh builds and runs
 set -euo pipefail
+
+# The demo (scripts/demo.sh) builds `allocguard` and the demo workload with the
+# tests switched off and preloads jemalloc: a compiler, CMake, the libraries
+# the code includes (GoogleTest too: the tree declares its test binaries even
+# when none is built) and Debian's jemalloc. On a fresh machine the full list
+# below adds clang, its sanitizer runtimes, clang-tidy, Chromium and the rest
+# of the test tools, most of the download (docs/e2e.md, "Clone to first
+# verdict").
+demo_packages=(
+  build-essential cmake ninja-build pkg-config ccache
+  libcpp-httplib-dev nlohmann-json3-dev libssl-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev
+  libjemalloc2
+)
 
 packages=(
   build-essential cmake ninja-build pkg-config clang-format ccache
@@ -36,8 +51,12 @@ packages=(
 # Services with iptables, buildah and debootstrap build images without Docker
 # or a registry.
 node_packages=(containerd runc containernetworking-plugins iptables buildah debootstrap)
+demo=0
 if [[ ${1:-} == --node ]]; then
   packages+=("${node_packages[@]}")
+elif [[ ${1:-} == --demo ]]; then
+  packages=("${demo_packages[@]}")
+  demo=1
 elif (($#)); then
   echo "install-deps.sh: unknown argument $1" >&2
   exit 2
@@ -59,6 +78,8 @@ fi
 # Only the one binary is taken out of the .deb: installing the package would
 # also install and start a Prometheus server. Cached outside the repository,
 # keyed by the package version; linked as /usr/local/bin/promtool.
+((demo)) && exit 0
+
 cache=${ALLOCGUARD_CACHE:-/var/cache/allocguard}
 if ! command -v promtool >/dev/null; then
   version=$(apt-cache policy prometheus 2>/dev/null | sed -n 's/^ *Candidate: //p')

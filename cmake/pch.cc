@@ -1,0 +1,2 @@
+// The one source of allocguard_pch (cmake/precompiled_headers.cmake), the
+// target whose precompiled header the others reuse.
