@@ -8,10 +8,12 @@
 #include <ctime>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "operator/cli/cli_util.h"
 #include "operator/cli/commands.h"
 #include "operator/common/duration.h"
+#include "operator/replay/bake_off.h"
 #include "operator/replay/in_pod.h"
 #include "operator/replay/replay_runner.h"
 #include "operator/replay/report_html.h"
@@ -34,6 +36,7 @@ struct ReplayFlags {
   int64_t max_errors = 0;
   std::string out_dir;
   std::string report;
+  bool bake_off = false;
   pid_t pid = 0;
   std::string name = "attached";
   std::vector<std::string> command;
@@ -129,6 +132,26 @@ int RunInPodCommand(const ReplayFlags& f) {
   return 0;
 }
 
+// bake-off.json (the ranking as replay::ToJson writes it) and
+// bake-off-policy.yaml (the recommendation's AllocatorPolicy spec.allocator,
+// or a comment saying there is none) in the replay's output directory.
+Status WriteBakeOffFiles(const replay::BakeOff& bake_off, const std::string& dir) {
+  const std::string json_path = dir + "/bake-off.json";
+  std::ofstream json_out(json_path);
+  json_out << replay::ToJson(bake_off).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+           << "\n";
+  if (!json_out.flush()) return PermissionDenied("cannot write " + json_path);
+  const std::string yaml_path = dir + "/bake-off-policy.yaml";
+  std::ofstream yaml_out(yaml_path);
+  yaml_out << (bake_off.policy_snippet.empty()
+                   ? "# no variant stayed Flat: no allocator to recommend\n"
+                   : "# AllocatorPolicy spec for " +
+                         bake_off.ranked[*bake_off.recommended].result->variant + "\n" +
+                         bake_off.policy_snippet);
+  if (!yaml_out.flush()) return PermissionDenied("cannot write " + yaml_path);
+  return Status::Ok();
+}
+
 int RunReplayCommand(const ReplayFlags& f) {
   if (f.in_pod) return RunInPodCommand(f);
   replay::ReplayOptions options;
@@ -153,8 +176,13 @@ int RunReplayCommand(const ReplayFlags& f) {
     if (f.command.empty()) {
       return UsageError(InvalidArgument("give the workload command after --, or --pid to attach"));
     }
-    std::vector<std::string> specs =
-        f.variants.empty() ? std::vector<std::string>{"glibc"} : f.variants;
+    std::vector<std::string> specs = f.variants;
+    if (specs.empty()) {
+      specs = f.bake_off ? replay::DefaultBakeOffMatrix() : std::vector<std::string>{"glibc"};
+    }
+    if (f.bake_off && specs.size() < 2) {
+      return UsageError(InvalidArgument("--bake-off compares at least two --variant"));
+    }
     for (const std::string& spec : specs) {
       auto v = replay::ParseVariant(spec);
       if (!v.ok()) return UsageError(v.status().WithContext("--variant"));
@@ -164,27 +192,46 @@ int RunReplayCommand(const ReplayFlags& f) {
       options.variants.push_back(*v);
     }
   }
+  if (f.bake_off && f.pid > 0) {
+    return UsageError(InvalidArgument("--bake-off starts the workload itself; not with --pid"));
+  }
   const bool json = f.output == "json";
   options.progress = json ? PrintProgressToStderr : PrintProgress;
   auto summary = replay::RunReplay(options, RealClock::Get());
   if (!summary.ok()) return Fail(summary.status());
   std::FILE* notes = json ? stderr : stdout;
+  std::optional<replay::BakeOff> bake_off;
+  if (f.bake_off) {
+    auto ranked = replay::RankBakeOff(*summary);
+    if (!ranked.ok()) return Fail(ranked.status());
+    bake_off = std::move(*ranked);
+    Status written = WriteBakeOffFiles(*bake_off, options.out_dir);
+    if (!written.ok()) return Fail(written);
+  }
   if (json) {
-    std::printf("%s\n", replay::ToJsonText(*summary).c_str());
+    nlohmann::json out = replay::ToJson(*summary);
+    if (bake_off) out["bakeOff"] = replay::ToJson(*bake_off);
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::printf("\n%s",
                 replay::FormatSummary(*summary, std::chrono::minutes(options.judge.planned_minutes))
                     .c_str());
+    if (bake_off) std::printf("\n%s", replay::FormatBakeOff(*bake_off).c_str());
   }
   std::fprintf(notes, "CSV, errors and JSON per variant, and summary.json, are in %s\n",
                options.out_dir.c_str());
+  if (bake_off) {
+    std::fprintf(notes, "bake-off: %s/bake-off.json; policy snippet: %s/bake-off-policy.yaml\n",
+                 options.out_dir.c_str(), options.out_dir.c_str());
+  }
   if (!f.report.empty()) {
     std::vector<replay::CsvRun> runs;
     for (const auto& v : summary->variants) {
       auto run = replay::ReadSampleCsv(options.out_dir + "/" + v.variant + ".csv");
       if (run.ok()) runs.push_back(*run);
     }
-    Status written = replay::WriteHtmlReport(*summary, runs, f.report);
+    Status written =
+        replay::WriteHtmlReport(*summary, runs, f.report, bake_off ? &*bake_off : nullptr);
     if (!written.ok()) return Fail(written);
     std::fprintf(notes, "report: %s\n", f.report.c_str());
   }
@@ -228,6 +275,11 @@ void RegisterReplayCommand(CLI::App& app, int* exit_code) {
                   "directory for <variant>.csv/.errors/.json (default ., with --in-pod "
                   "/tmp/allocguard-replay)");
   cmd->add_option("--report", flags->report, "also write an HTML report to this file");
+  cmd->add_flag("--bake-off", flags->bake_off,
+                "rank the variants (default: the bake-off matrix of docs/replay.md, the first "
+                "being the current allocator): Flat first, then floor, CPU per request and p99; "
+                "print the recommendation with its costs and an AllocatorPolicy snippet, and "
+                "write bake-off.json and bake-off-policy.yaml to --out");
   cmd->add_option("--pid", flags->pid, "attach to this running process instead of starting one");
   cmd->add_option("--name", flags->name, "run name when attaching (default attached)");
   cmd->add_option("command", flags->command, "the workload command, after --")->take_all();

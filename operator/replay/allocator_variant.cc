@@ -70,12 +70,19 @@ Result<AllocatorVariant> ParseVariant(const std::string& text) {
   auto a = ParseAllocator(allocator);
   if (!a.ok()) return a.status().WithContext("variant \"" + text + "\"");
   v.allocator = *a;
+  std::string last_key;
   for (size_t i = 1; i < parts.size(); ++i) {
     auto e = parts[i].find('=');
+    if (e == std::string::npos && !last_key.empty()) {
+      // A value with commas, such as MALLOC_CONF=background_thread:true,dirty_decay_ms:1000.
+      v.env[last_key] += "," + parts[i];
+      continue;
+    }
     if (e == std::string::npos || e == 0) {
       return InvalidArgument("variant \"" + text + "\": \"" + parts[i] + "\" is not ENV=VALUE");
     }
-    v.env[parts[i].substr(0, e)] = parts[i].substr(e + 1);
+    last_key = parts[i].substr(0, e);
+    v.env[last_key] = parts[i].substr(e + 1);
   }
   return v;
 }

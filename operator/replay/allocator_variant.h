@@ -6,7 +6,9 @@
 //   NAME[=ALLOCATOR][,ENV=VALUE...]
 // e.g. "glibc", "jemalloc", "arena2=glibc,MALLOC_ARENA_MAX=2",
 // "glibc512=glibc,MALLOC_ARENA_MAX=512". Without "=ALLOCATOR" the name is the
-// allocator. glibc is the system allocator and needs no library.
+// allocator. glibc is the system allocator and needs no library. A part
+// without "=" continues the value before it, so a value may hold commas:
+// "jemalloc,MALLOC_CONF=background_thread:true,dirty_decay_ms:1000".
 
 #include <map>
 #include <string>

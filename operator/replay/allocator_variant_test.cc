@@ -22,6 +22,14 @@ TEST(ParseVariantTest, NameAllocatorAndEnv) {
   EXPECT_EQ(j->allocator, Allocator::kJemalloc);
 }
 
+TEST(ParseVariantTest, AValueMayHoldCommas) {
+  auto v = ParseVariant(
+      "jbg=jemalloc,MALLOC_CONF=background_thread:true,dirty_decay_ms:1000,X=1,muzzy:0");
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->env.at("MALLOC_CONF"), "background_thread:true,dirty_decay_ms:1000");
+  EXPECT_EQ(v->env.at("X"), "1,muzzy:0");
+}
+
 TEST(ParseVariantTest, ErrorsSayWhatIsWrong) {
   EXPECT_NE(ParseVariant("x=hoard").status().message().find("unknown allocator \"hoard\""),
             std::string::npos);

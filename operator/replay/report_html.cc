@@ -417,11 +417,46 @@ std::string Charts(const ReplaySummary& summary, const std::vector<CsvRun>& runs
 
 }  // namespace
 
-std::string RenderHtmlReport(const ReplaySummary& summary, const std::vector<CsvRun>& runs) {
+namespace {
+
+// The bake-off's ranking, its recommendation and the policy snippet.
+std::string BakeOffSection(const BakeOff& b) {
+  std::string html =
+      "<h2>Bake-off</h2><p class=\"expl\">Flat variants first, then by floor "
+      "level, CPU per request and p99 latency (floors and CPU within " +
+      F(kBakeOffTieFraction * 100, 0) +
+      " % of each other tie); costs against the current allocator, " + Escape(b.current) +
+      ".</p>\n";
+  html +=
+      "<table><tr><th>rank</th><th>variant</th><th>verdict</th><th>floor MiB</th>"
+      "<th>CPU ms/request</th><th>p99 ms</th><th>against the current</th></tr>\n";
+  for (const BakeOffEntry& e : b.ranked) {
+    const VariantResult& v = *e.result;
+    html += "<tr><td>" + std::to_string(e.rank) + "</td><td class=\"l\">" + Escape(v.variant) +
+            "</td><td class=\"" + VerdictClass(v.verdict.verdict) + "\">" +
+            VerdictName(v.verdict.verdict) + "</td><td>" +
+            F(v.floor_level_bytes / kBytesPerMiB, 0) + "</td><td>" +
+            (e.cpu_ms_per_request ? F(*e.cpu_ms_per_request, 3) : "–") + "</td><td>" +
+            (v.p99_ms ? F(*v.p99_ms) : "–") + "</td><td class=\"l\">" +
+            (v.variant == b.current ? "current" : Escape(FormatBakeOffCosts(e))) + "</td></tr>\n";
+  }
+  html += "</table>\n<p><strong>" + Escape(b.recommendation) + "</strong></p>\n";
+  if (!b.policy_snippet.empty()) {
+    html += "<p class=\"expl\">AllocatorPolicy <code>spec</code> for it:</p><pre>" +
+            Escape(b.policy_snippet) + "</pre>\n";
+  }
+  return html;
+}
+
+}  // namespace
+
+std::string RenderHtmlReport(const ReplaySummary& summary, const std::vector<CsvRun>& runs,
+                             const BakeOff* bake_off) {
   std::string html = kPageHead;
   html += "<div class=\"verdict " + std::string(VerdictClass(summary.overall.verdict)) +
           "\"><strong>" + VerdictName(summary.overall.verdict) + "</strong> — " +
           Escape(summary.overall.explanation) + "</div>\n";
+  if (bake_off != nullptr) html += BakeOffSection(*bake_off);
   html += RunMetadata(summary, runs);
   html += VariantTable(summary);
   html += Charts(summary, runs);
@@ -431,10 +466,10 @@ std::string RenderHtmlReport(const ReplaySummary& summary, const std::vector<Csv
 }
 
 Status WriteHtmlReport(const ReplaySummary& summary, const std::vector<CsvRun>& runs,
-                       const std::string& path) {
+                       const std::string& path, const BakeOff* bake_off) {
   std::ofstream out(path);
   if (!out) return PermissionDenied("cannot write report " + path);
-  out << RenderHtmlReport(summary, runs);
+  out << RenderHtmlReport(summary, runs, bake_off);
   out.close();
   if (!out) return PermissionDenied("cannot write report " + path);
   return Status::Ok();

@@ -7,16 +7,20 @@
 #include <string>
 #include <vector>
 
+#include "operator/replay/bake_off.h"
 #include "operator/replay/sample_csv.h"
 #include "operator/replay/variant_result.h"
 
 namespace allocguard::replay {
 
 // runs[i] holds the samples of summary.variants[i] (matched by variant name;
-// a variant without samples gets a table row and no chart).
-std::string RenderHtmlReport(const ReplaySummary& summary, const std::vector<CsvRun>& runs);
+// a variant without samples gets a table row and no chart). With a bake-off
+// (`allocguard replay --bake-off`), its ranking, recommendation and policy
+// snippet follow the verdict.
+std::string RenderHtmlReport(const ReplaySummary& summary, const std::vector<CsvRun>& runs,
+                             const BakeOff* bake_off = nullptr);
 
 Status WriteHtmlReport(const ReplaySummary& summary, const std::vector<CsvRun>& runs,
-                       const std::string& path);
+                       const std::string& path, const BakeOff* bake_off = nullptr);
 
 }  // namespace allocguard::replay
