@@ -92,15 +92,12 @@ std::string Lower(std::string s) {
 }  // namespace
 
 std::vector<std::string> DefaultBakeOffMatrix() {
-  return {
-      "glibc",
-      "glibc-arena2=glibc,MALLOC_ARENA_MAX=2",
-      "jemalloc",
+  const std::string jemalloc_tuned =
       "jemalloc-bg-decay1s=jemalloc,MALLOC_CONF=background_thread:true,dirty_decay_ms:1000,"
-      "muzzy_decay_ms:1000",
-      "mimalloc",
-      "tcmalloc",
-  };
+      "muzzy_decay_ms:1000";
+  return {"glibc",    "glibc-arena2=glibc,MALLOC_ARENA_MAX=2",
+          "jemalloc", jemalloc_tuned,
+          "mimalloc", "tcmalloc"};
 }
 
 std::string PolicySnippet(const VariantResult& variant) {
@@ -119,13 +116,14 @@ std::string PolicySnippet(const VariantResult& variant) {
     } else if (allocator == "tcmalloc" && key == "TCMALLOC_RELEASE_RATE") {
       tuning += "    releaseRate: " + value + "\n";
     } else {
-      comments += "# " + key + "=" + value + ": no policy field sets it; set it in the pod\n";
+      comments.append("# ").append(key).append("=").append(value);
+      comments += ": no policy field sets it; set it in the pod\n";
     }
   }
   if (!mimalloc_options.empty()) {
     tuning += "    options:\n";
     for (const auto& [option, value] : mimalloc_options) {
-      tuning += "      " + option + ": \"" + value + "\"\n";
+      tuning.append("      ").append(option).append(": \"").append(value).append("\"\n");
     }
   }
   if (!tuning.empty()) yaml += "  " + allocator + ":\n" + tuning;
