@@ -96,8 +96,69 @@ local terminating = canary({ phase = "Running" })
 terminating.metadata.deletionTimestamp = "2026-12-02T10:00:00Z"
 expect(C, "being deleted", terminating, "Progressing", "being deleted")
 
+local function statefulset(annotations, spec, status)
+  return { metadata = { name = "db", generation = 2, annotations = annotations }, spec = spec, status = status }
+end
+local S = "statefulset-health.lua"
+local steady = { observedGeneration = 2, readyReplicas = 3, updatedReplicas = 3,
+                 currentRevision = "db-1", updateRevision = "db-1" }
+local rolling3 = { replicas = 3, updateStrategy = { type = "RollingUpdate" } }
+expect(S, "steady", statefulset(nil, rolling3, steady), "Healthy", "3 pod(s) at revision db-1")
+expect(S, "spec not observed", statefulset(nil, rolling3, { observedGeneration = 1 }), "Progressing", "observe")
+expect(S, "no status", statefulset(nil, rolling3, nil), "Progressing", "observe")
+expect(S, "rolling", statefulset(nil, rolling3, { observedGeneration = 2, readyReplicas = 3, updatedReplicas = 1,
+                                  currentRevision = "db-1", updateRevision = "db-2" }), "Progressing", "1 pod(s) at revision db-2")
+expect(S, "pods not ready", statefulset(nil, rolling3, { observedGeneration = 2, readyReplicas = 1 }),
+       "Progressing", "2 pod(s)")
+-- The hold pins the partition at the replica count: Argo CD's own check would
+-- call this "partitioned roll out complete" with no pod on the new template.
+local pinned = { replicas = 3, updateStrategy = { type = "RollingUpdate", rollingUpdate = { partition = 3 } } }
+expect(S, "held", statefulset({ ["allocguard.io/held-candidate"] = "8c41d2f07a" }, pinned,
+                              { observedGeneration = 2, readyReplicas = 3, updatedReplicas = 0,
+                                currentRevision = "db-1", updateRevision = "db-2" }),
+       "Suspended", "holds template 8c41d2f07a until its replay canary is Flat; 3 of 3 pods")
+expect(S, "held names the gate", statefulset({ ["allocguard.io/held-candidate"] = "8c41d2f07a" }, pinned, steady),
+       "Suspended", "allocguard gate statefulset/db")
+expect(S, "released", statefulset({ ["allocguard.io/released-candidate"] = "8c41d2f07a" }, rolling3, steady),
+       "Healthy", "complete")
+expect(S, "user's own partition", statefulset(nil, { replicas = 3, updateStrategy = { type = "RollingUpdate",
+                                  rollingUpdate = { partition = 1 } } }, { observedGeneration = 2, readyReplicas = 3,
+                                  updatedReplicas = 1 }), "Progressing", "1 of 2 pod(s) updated")
+expect(S, "OnDelete", statefulset(nil, { replicas = 3, updateStrategy = { type = "OnDelete" } }, steady),
+       "Healthy", "OnDelete")
+expect(S, "replicas absent means 1", statefulset(nil, {}, { observedGeneration = 2, readyReplicas = 1,
+                                  currentRevision = "a", updateRevision = "a" }), "Healthy", "1 pod(s)")
+expect(S, "fields of other types", statefulset({ ["allocguard.io/held-candidate"] = 5 }, { replicas = "3",
+                                  updateStrategy = "RollingUpdate" }, { observedGeneration = 2, readyReplicas = "3" }),
+       "Progressing", "1 pod(s) to be ready")
+expect(S, "no metadata", { status = steady }, "Healthy", "3 pod(s)")
+
+local function daemonset(annotations, spec, status)
+  return { metadata = { name = "agent", generation = 4, annotations = annotations }, spec = spec, status = status }
+end
+local D = "daemonset-health.lua"
+local ds_steady = { observedGeneration = 4, desiredNumberScheduled = 5, updatedNumberScheduled = 5, numberAvailable = 5 }
+local ds_rolling = { updateStrategy = { type = "RollingUpdate" } }
+expect(D, "steady", daemonset(nil, ds_rolling, ds_steady), "Healthy", "5 pods updated and available")
+expect(D, "not observed", daemonset(nil, ds_rolling, { observedGeneration = 3 }), "Progressing", "observe")
+expect(D, "rolling", daemonset(nil, ds_rolling, { observedGeneration = 4, desiredNumberScheduled = 5,
+                                updatedNumberScheduled = 2, numberAvailable = 5 }), "Progressing", "2 of 5 pods updated")
+expect(D, "not available", daemonset(nil, ds_rolling, { observedGeneration = 4, desiredNumberScheduled = 5,
+                                updatedNumberScheduled = 5, numberAvailable = 4 }), "Progressing", "4 of 5")
+-- The hold switches the strategy to OnDelete: Argo CD's own check would call
+-- that Healthy however few pods run the new template.
+expect(D, "held", daemonset({ ["allocguard.io/held-candidate"] = "77aa01" }, { updateStrategy = { type = "OnDelete" } },
+                            { observedGeneration = 4, desiredNumberScheduled = 5, updatedNumberScheduled = 0,
+                              numberAvailable = 5 }), "Suspended", "holds template 77aa01 until its replay canary is Flat; 0 of 5")
+expect(D, "held names the gate", daemonset({ ["allocguard.io/held-candidate"] = "77aa01" }, ds_rolling, ds_steady),
+       "Suspended", "allocguard gate daemonset/agent")
+expect(D, "user's OnDelete", daemonset(nil, { updateStrategy = { type = "OnDelete" } }, ds_steady), "Healthy", "OnDelete")
+expect(D, "fields of other types", daemonset({ 1, 2 }, { updateStrategy = 3 }, { observedGeneration = 4,
+                                desiredNumberScheduled = "5" }), "Healthy", "0 pods")
+expect(D, "no metadata", { status = ds_steady }, "Healthy", "5 pods")
+
 local guide = read(dir .. "/../gitops.md")
-for _, script in ipairs({ P, C }) do
+for _, script in ipairs({ P, C, S, D }) do
   if not guide:find(read(dir .. "/" .. script), 1, true) then
     print("FAIL docs/gitops.md does not quote " .. script .. " verbatim")
     failures = failures + 1
