@@ -3,7 +3,7 @@
 #
 #   bench/operator_memory_bench.sh [--deployments N] [--batch 500] [--parallel 2]
 #                                  [--mode Audit|Enforce|Off] [--allocguard PATH]
-#                                  [--no-operator] [--no-webhooks]
+#                                  [--no-operator] [--no-webhooks] [--pods N]
 #
 # Starts a control plane of its own (e2e/cluster/up.sh; no kubelet, no
 # controller-manager, so no ReplicaSets or Pods appear), applies crds/, an
@@ -18,12 +18,19 @@
 # --no-webhooks leaves them unregistered. --no-operator measures only the
 # control plane and the creation.
 #
+# --pods N creates N bare Pods labelled app=bench instead of Deployments (the
+# same container; with no scheduler they stay Pending, so their status is
+# short) and waits for allocguard_cached_pods: the operator's Pod cache,
+# which holds every Pod of the cluster, and the Pod webhook that injects
+# each of them.
+#
 # The operator binary defaults to build/release/operator/cli/allocguard,
 # built (Release, -j2) when missing. Everything it starts is stopped on exit.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
 deployments=10000
+kind=Deployment
 batch=500
 parallel=2
 with_operator=1
@@ -40,6 +47,7 @@ while (($#)); do
     --no-operator) with_operator=0; shift ;;
     --no-webhooks) with_webhooks=0; shift ;;
     --mode) mode=$2; shift 2 ;;
+    --pods) kind=Pod; deployments=$2; governed_metric=allocguard_cached_pods; shift 2 ;;
     *) echo "operator_memory_bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -103,6 +111,9 @@ operator_ns=allocguard-system
 bench_ns=allocguard-bench
 kubectl create namespace "$operator_ns" >/dev/null
 kubectl create namespace "$bench_ns" >/dev/null
+# Without a controller-manager nobody creates the namespace's default
+# ServiceAccount, which the API server requires of a Pod.
+[[ $kind == Pod ]] && kubectl create serviceaccount default -n "$bench_ns" >/dev/null
 kubectl apply -f - >/dev/null <<YAML
 apiVersion: allocguard.io/v1alpha1
 kind: AllocatorPolicy
@@ -160,10 +171,28 @@ fi
 # --- Deployments --------------------------------------------------------------
 # Files of $batch Deployments each, as a user's manifests would look: one
 # container with ports, resources, env and probes (about 1.5 KiB in etcd).
-log "writing $deployments Deployments in files of $batch"
-python3 - "$work" "$deployments" "$batch" "$bench_ns" <<'PY'
+log "writing $deployments ${kind}s in files of $batch"
+python3 - "$work" "$deployments" "$batch" "$bench_ns" "$kind" <<'PY'
 import sys
-work, total, batch, ns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+work, total, batch, ns, kind = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+pod = """apiVersion: v1
+kind: Pod
+metadata:
+  name: bench-{i:05d}
+  namespace: {ns}
+  labels: {{app: bench, instance: bench-{i:05d}}}
+spec:
+  containers:
+  - name: server
+    image: registry.example/bench/server:1.{i}
+    ports: [{{containerPort: 8080, name: http}}]
+    env: [{{name: MODE, value: production}}, {{name: INSTANCE, value: bench-{i:05d}}}]
+    resources:
+      requests: {{cpu: 100m, memory: 128Mi}}
+      limits: {{memory: 512Mi}}
+    readinessProbe:
+      httpGet: {{path: /healthz, port: 8080}}
+"""
 doc = """apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -189,6 +218,8 @@ spec:
         readinessProbe:
           httpGet: {{path: /healthz, port: 8080}}
 """
+if kind == "Pod":
+    doc = pod
 for start in range(0, total, batch):
     with open(f"{work}/deployments-{start:05d}.yaml", "w") as f:
         f.write("---\n".join(doc.format(i=i, ns=ns) for i in range(start, min(total, start + batch))))
@@ -196,15 +227,15 @@ PY
 
 read -r api_rss_before _ < <(mem_kib "$apiserver_pid")
 read -r etcd_rss_before _ < <(mem_kib "$etcd_pid")
-log "creating $deployments Deployments, $parallel kubectl at a time"
+log "creating $deployments ${kind}s, $parallel kubectl at a time"
 t0=$(now)
 ls "$work"/deployments-*.yaml |
   xargs -P "$parallel" -I{} sh -c 'kubectl create -f "$1" >/dev/null' _ {}
 t1=$(now)
-created=$(kubectl get deployments -n "$bench_ns" --no-headers 2>/dev/null | wc -l)
+created=$(kubectl get "$kind" -n "$bench_ns" --no-headers 2>/dev/null | wc -l)
 create_seconds=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')
-log "created $created Deployments in ${create_seconds} s"
-object_bytes=$(kubectl get deployment -n "$bench_ns" bench-00000 -o json | wc -c)
+log "created $created ${kind}s in ${create_seconds} s"
+object_bytes=$(kubectl get "$kind" -n "$bench_ns" bench-00000 -o json | wc -c)
 
 # --- operator, with the Deployments -----------------------------------------
 # Waits until the operator's Deployment-count gauge reaches $deployments (or
@@ -213,7 +244,7 @@ object_bytes=$(kubectl get deployment -n "$bench_ns" bench-00000 -o json | wc -c
 seen_by=
 settled=
 if ((with_operator)); then
-  log "waiting for the operator to take in the Deployments"
+  log "waiting for the operator to take in the ${kind}s"
   t2=$(now)
   samples=()
   for ((i = 0; i < 150; i++)); do
@@ -226,7 +257,7 @@ if ((with_operator)); then
     ((i % 5 == 4)) && log "operator VmRSS $(mib "$rss"), $governed_metric $governed"
     if ((governed >= deployments)) && [[ -z $seen_by ]]; then
       seen_by=$(awk -v a="$t2" -v b="$(now)" 'BEGIN {printf "%.0f", b - a}')
-      log "the operator reports $governed Deployments after ${seen_by} s"
+      log "the operator reports $governed ${kind}s after ${seen_by} s"
     fi
     if ((${#samples[@]} >= 11)); then
       window=("${samples[@]: -11}")
@@ -256,15 +287,15 @@ jobs=$(kubectl get jobs -A --no-headers 2>/dev/null | wc -l)
 webhooks_note=", webhooks registered"
 ((with_webhooks)) || webhooks_note=", webhooks not registered"
 ((with_operator)) || webhooks_note=", no operator"
-echo "operator memory benchmark: $created Deployments labelled app=bench, AllocatorPolicy in $mode mode$webhooks_note"
-echo "  creation: $created Deployments in ${create_seconds} s ($parallel kubectl create of $batch each)," \
+echo "operator memory benchmark: $created ${kind}s labelled app=bench, AllocatorPolicy in $mode mode$webhooks_note"
+echo "  creation: $created ${kind}s in ${create_seconds} s ($parallel kubectl create of $batch each)," \
   "$object_bytes bytes of JSON each"
 if ((with_operator)); then
   echo "  operator idle:             VmRSS $(mib "$idle_rss"), RssAnon $(mib "$idle_anon")"
-  echo "  operator with Deployments: VmRSS $(mib "$full_rss"), RssAnon $(mib "$full_anon")"
+  echo "  operator with the ${kind}s: VmRSS $(mib "$full_rss"), RssAnon $(mib "$full_anon")"
   awk -v a="$idle_rss" -v b="$full_rss" -v c="$idle_anon" -v d="$full_anon" -v n="$created" \
-    'BEGIN {printf "  per Deployment:            VmRSS %.0f bytes, RssAnon %.0f bytes\n",
-            (b - a) * 1024 / n, (d - c) * 1024 / n}'
+    -v k="$kind" 'BEGIN {printf "  per %s:%*s VmRSS %.0f bytes, RssAnon %.0f bytes\n",
+            k, 22 - length(k), "", (b - a) * 1024 / n, (d - c) * 1024 / n}'
   echo "  operator peak VmRSS (VmHWM): $(mib "$peak_rss")"
   if [[ -n $seen_by ]]; then
     echo "  the operator's $governed_metric reached $deployments ${seen_by} s after creation ended"

@@ -7,6 +7,9 @@
 
 namespace allocguard::api {
 
+// Every annotation allocguard reads or writes starts with this.
+inline constexpr char kAnnotationPrefix[] = "allocguard.io/";
+
 // --- on Pods ---------------------------------------------------------------
 // Set to "false" by a user to keep allocguard's hands off a Pod (or on a
 // Deployment's template, off its Pods).

@@ -1,8 +1,12 @@
 #include "operator/api/workloads.h"
 
+#include <initializer_list>
+#include <iterator>
+
 #include "operator/api/deployment.h"
 #include "operator/api/json_fields.h"
 #include "operator/api/json_reader.h"
+#include "operator/api/names.h"
 #include "operator/api/policy.h"
 
 namespace allocguard::api {
@@ -95,6 +99,55 @@ void SlimDeployment(json& deployment) {
   if (paused != spec.end()) slim["paused"] = *paused;
   deployment[kCachedTemplateHashField] = PodTemplateHash(tmpl);
   spec = std::move(slim);
+}
+
+namespace {
+
+// Keeps only `keys` of an object; anything else is left alone.
+void KeepMembers(json& object, std::initializer_list<const char*> keys) {
+  if (!object.is_object()) return;
+  json kept = json::object();
+  for (const char* key : keys) {
+    auto it = object.find(key);
+    if (it != object.end()) kept[key] = std::move(*it);
+  }
+  object = std::move(kept);
+}
+
+// KeepMembers on every element of the array object[key], if it is one.
+void KeepMembersOfEach(json& object, const char* key, std::initializer_list<const char*> keys) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_array()) return;
+  for (json& element : *it) KeepMembers(element, keys);
+}
+
+}  // namespace
+
+void SlimPod(json& pod) {
+  if (!pod.is_object()) return;
+  KeepMembers(pod, {"apiVersion", "kind", "metadata", "spec", "status"});
+  if (auto meta = pod.find("metadata"); meta != pod.end() && meta->is_object()) {
+    KeepMembers(*meta,
+                {"name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
+                 "deletionTimestamp", "labels", "annotations", "ownerReferences"});
+    if (auto annotations = meta->find("annotations");
+        annotations != meta->end() && annotations->is_object()) {
+      for (auto it = annotations->begin(); it != annotations->end();) {
+        it = it.key().rfind(kAnnotationPrefix, 0) == 0 ? std::next(it) : annotations->erase(it);
+      }
+    }
+  }
+  if (auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
+    KeepMembers(*spec, {"nodeName"});
+  }
+  if (auto status = pod.find("status"); status != pod.end() && status->is_object()) {
+    KeepMembers(*status, {"phase", "reason", "message", "conditions", "containerStatuses",
+                          "initContainerStatuses"});
+    KeepMembersOfEach(*status, "conditions", {"type", "status", "reason", "message"});
+    for (const char* key : {"containerStatuses", "initContainerStatuses"}) {
+      KeepMembersOfEach(*status, key, {"name", "ready", "restartCount", "state", "lastState"});
+    }
+  }
 }
 
 DeploymentSummary ParseDeploymentSummary(const json& object, std::vector<std::string>* problems) {

@@ -90,6 +90,20 @@ struct ObjectCondition {
   bool operator==(const ObjectCondition&) const = default;
 };
 
+// The transform of the operator's Pod cache, which holds every Pod of the
+// cluster: keeps what ParsePodSummary and an event about the Pod read
+// (apiVersion, kind; metadata's name, namespace, uid, resourceVersion,
+// generation, timestamps, labels, ownerReferences and its allocguard.io/
+// annotations, the only ones a controller reads of a Pod; spec.nodeName;
+// status.phase, reason, message, conditions' type, status, reason and
+// message, and each container status' name, ready, restartCount, state and
+// lastState) and drops the rest: the spec, other annotations, IPs, images
+// and timestamps of the status. ParsePodSummary reads the same from the slim
+// Pod as from the whole one, apart from the annotations dropped. Never
+// throws: a member of an unexpected type is left as it is, for the reader
+// to report.
+void SlimPod(nlohmann::json& pod);
+
 // A Pod as the controllers read it: metadata, status (phase, reason,
 // message, conditions) and the containers' statuses (the spec is
 // admission's; operator/api/pod_spec.h).

@@ -33,6 +33,77 @@ TEST(ParseDeploymentSummaryTest, ReadsWhatTheSlimCacheKeeps) {
   EXPECT_EQ(d.pod_template, object["spec"]["template"]);
 }
 
+// A running Pod as the API server returns it, with what a kubelet writes.
+json RunningPod() {
+  return json::parse(R"({
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "web-7d9c-abcde", "generateName": "web-7d9c-", "namespace": "shop",
+      "uid": "u-1", "resourceVersion": "42", "generation": 1,
+      "creationTimestamp": "2026-12-05T10:00:00Z",
+      "labels": {"app": "web", "pod-template-hash": "7d9c"},
+      "annotations": {"allocguard.io/injected": "jemalloc", "allocguard.io/policy": "p",
+        "allocguard.io/policy-generation": "3",
+        "kubectl.kubernetes.io/restartedAt": "2026-12-05T09:00:00Z",
+        "prometheus.io/scrape": "true"},
+      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9c",
+        "uid": "rs-1", "controller": true}],
+      "finalizers": ["example.com/keep"]},
+    "spec": {"nodeName": "node-1", "containers": [{"name": "app", "image": "web:1"}]},
+    "status": {"phase": "Running", "podIP": "10.0.0.7", "podIPs": [{"ip": "10.0.0.7"}],
+      "hostIP": "192.168.1.2", "startTime": "2026-12-05T10:00:01Z", "qosClass": "Burstable",
+      "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady",
+        "message": "containers with unready status: [app]",
+        "lastTransitionTime": "2026-12-05T10:00:05Z", "lastProbeTime": null}],
+      "containerStatuses": [{"name": "app", "ready": false, "restartCount": 2,
+        "image": "web:1", "imageID": "sha256:abc", "containerID": "containerd://1",
+        "started": false,
+        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 20s"}},
+        "lastState": {"terminated": {"exitCode": 127, "reason": "Error",
+          "message": "libjemalloc.so.2: cannot open shared object file",
+          "startedAt": "2026-12-05T10:00:02Z", "finishedAt": "2026-12-05T10:00:02Z"}}}],
+      "initContainerStatuses": [{"name": "install", "ready": true, "restartCount": 0,
+        "image": "allocguard:1", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}},
+        "lastState": {}}]}
+  })");
+}
+
+TEST(SlimPodTest, ThePodSummaryReadsTheSameFromTheSlimPod) {
+  const json whole = RunningPod();
+  json slim = whole;
+  SlimPod(slim);
+  PodSummary expected = ParsePodSummary(whole);
+  // The annotations a controller reads of a Pod are allocguard's own.
+  expected.meta.annotations.erase("kubectl.kubernetes.io/restartedAt");
+  expected.meta.annotations.erase("prometheus.io/scrape");
+  std::vector<std::string> problems;
+  EXPECT_EQ(ParsePodSummary(slim, &problems), expected);
+  EXPECT_THAT(problems, IsEmpty());
+  EXPECT_EQ(slim["metadata"]["annotations"].size(), 3u);
+  // An event about the Pod names it by these.
+  EXPECT_EQ(slim["apiVersion"], "v1");
+  EXPECT_EQ(slim["kind"], "Pod");
+  EXPECT_EQ(slim["spec"], json({{"nodeName", "node-1"}}));
+  EXPECT_FALSE(slim["status"].contains("podIP"));
+  EXPECT_FALSE(slim["status"]["containerStatuses"][0].contains("image"));
+  EXPECT_FALSE(slim["metadata"].contains("finalizers"));
+  EXPECT_LT(slim.dump().size(), whole.dump().size() * 3 / 4);
+}
+
+TEST(SlimPodTest, NeverThrowsAndLeavesMembersOfOtherTypesForTheReader) {
+  for (const char* text :
+       {R"(null)", R"([])", R"("pod")", R"({"metadata": 5})",
+        R"({"metadata": {"annotations": []}})",
+        R"({"status": {"conditions": "Ready", "containerStatuses": [5, "x", null]}})",
+        R"({"spec": [1], "status": []})"}) {
+    json pod = json::parse(text);
+    EXPECT_NO_THROW(SlimPod(pod)) << text;
+    EXPECT_NO_THROW(ParsePodSummary(pod)) << text;
+  }
+  json pod = json::parse(R"({"metadata": {"annotations": ["a"]}})");
+  SlimPod(pod);
+  EXPECT_EQ(pod["metadata"]["annotations"], json::array({"a"}));
+}
+
 TEST(SlimDeploymentTest, KeepsWhatTheReconcilersReadAndTheTemplatesDigest) {
   const json tmpl = {
       {"metadata", {{"labels", {{"app", "web"}}}, {"annotations", {{"b", "2"}}}, {"name", "x"}}},

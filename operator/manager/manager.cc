@@ -112,14 +112,6 @@ std::function<void(json&)> TypedTransform(const kube::ResourceType& type) {
   };
 }
 
-// Pods: the drift check and the canary reconciler read metadata and status;
-// the spec is most of a pod's size.
-void SlimPod(json& pod) {
-  if (pod.contains("spec") && pod["spec"].is_object()) {
-    pod["spec"] = json{{"nodeName", kube::StringField(pod["spec"], "nodeName")}};
-  }
-}
-
 struct Caches {
   std::unique_ptr<kube::Informer> policies, canaries, deployments, pods, jobs;
 
@@ -152,7 +144,7 @@ Caches MakeCaches(kube::Client* client, const ManagerOptions& options) {
   c.policies = make(kube::AllocatorPolicies(), "", nullptr);
   c.canaries = make(kube::ReplayCanaries(), "", nullptr);
   c.deployments = make(kube::Deployments(), "", api::SlimDeployment);
-  c.pods = make(kube::Pods(), "", SlimPod);
+  c.pods = make(kube::Pods(), "", api::SlimPod);
   c.jobs =
       make(kube::Jobs(), std::string(api::kManagedByLabel) + "=" + api::kManagedByValue, nullptr);
   for (const auto& [kind, informer] : c.All()) controllers::AddNamespaceIndex(informer->store());
