@@ -1,7 +1,7 @@
 #pragma once
 
 // For the decision tests: the ReplayCanary the operator itself would create
-// for a Deployment's template under a policy (BuildReplayCanary), with a
+// for a workload's template under a policy (BuildReplayCanary), with a
 // status whose candidate variant was measured on that very spec, so that
 // CanaryDistrust trusts it. A test that wants an untrusted canary tampers
 // with the result.
@@ -17,13 +17,14 @@
 
 namespace allocguard::controllers::testing {
 
-inline nlohmann::json TrustedCanary(const nlohmann::json& deployment,
-                                    const api::AllocatorPolicy& policy,
-                                    const std::string& template_hash, const std::string& phase,
-                                    const std::string& verdict,
-                                    const std::string& flat_variant = "") {
+// The same for a workload of `kind`.
+inline nlohmann::json TrustedCanaryOf(WorkloadKind kind, const nlohmann::json& workload,
+                                      const api::AllocatorPolicy& policy,
+                                      const std::string& template_hash, const std::string& phase,
+                                      const std::string& verdict,
+                                      const std::string& flat_variant = "") {
   nlohmann::json canary =
-      BuildReplayCanary(api::ParseDeploymentSummary(deployment), policy, template_hash);
+      BuildReplayCanary(api::ParseDeploymentSummary(workload), policy, template_hash, kind);
   auto parsed = api::ParseReplayCanary(canary);
   EXPECT_TRUE(parsed.ok()) << parsed.status().message();
   nlohmann::json status = {{"phase", phase}, {"explanation", "test explanation"}};
@@ -40,6 +41,15 @@ inline nlohmann::json TrustedCanary(const nlohmann::json& deployment,
   }
   canary["status"] = status;
   return canary;
+}
+
+inline nlohmann::json TrustedCanary(const nlohmann::json& deployment,
+                                    const api::AllocatorPolicy& policy,
+                                    const std::string& template_hash, const std::string& phase,
+                                    const std::string& verdict,
+                                    const std::string& flat_variant = "") {
+  return TrustedCanaryOf(WorkloadKind::kDeployment, deployment, policy, template_hash, phase,
+                         verdict, flat_variant);
 }
 
 }  // namespace allocguard::controllers::testing

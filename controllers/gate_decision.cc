@@ -60,7 +60,23 @@ std::string WaitingForCanary(const GateAnswer& a) {
 }  // namespace
 
 std::string GateTarget::Display() const {
-  return (kind == GateKind::kDeployment ? "deployment/" : "replaycanary/") + name;
+  switch (kind) {
+    case GateKind::kDeployment:
+      return "deployment/" + name;
+    case GateKind::kStatefulSet:
+      return "statefulset/" + name;
+    case GateKind::kDaemonSet:
+      return "daemonset/" + name;
+    case GateKind::kReplayCanary:
+      break;
+  }
+  return "replaycanary/" + name;
+}
+
+WorkloadKind GateTarget::Workload() const {
+  if (kind == GateKind::kStatefulSet) return WorkloadKind::kStatefulSet;
+  if (kind == GateKind::kDaemonSet) return WorkloadKind::kDaemonSet;
+  return WorkloadKind::kDeployment;
 }
 
 Result<GateTarget> ParseGateTarget(const std::string& text) {
@@ -74,12 +90,19 @@ Result<GateTarget> ParseGateTarget(const std::string& text) {
     if (kind == "deployment" || kind == "deployments" || kind == "deploy" ||
         kind == "deployment.apps" || kind == "deployments.apps") {
       t.kind = GateKind::kDeployment;
+    } else if (kind == "statefulset" || kind == "statefulsets" || kind == "sts" ||
+               kind == "statefulset.apps" || kind == "statefulsets.apps") {
+      t.kind = GateKind::kStatefulSet;
+    } else if (kind == "daemonset" || kind == "daemonsets" || kind == "ds" ||
+               kind == "daemonset.apps" || kind == "daemonsets.apps") {
+      t.kind = GateKind::kDaemonSet;
     } else if (kind == "replaycanary" || kind == "replaycanaries" || kind == "rc" ||
                kind == "replaycanary.allocguard.io" || kind == "replaycanaries.allocguard.io") {
       t.kind = GateKind::kReplayCanary;
     } else {
       return InvalidArgument("unknown kind \"" + text.substr(0, slash) +
-                             "\": give deployment/NAME, replaycanary/NAME or NAME");
+                             "\": give deployment/NAME, statefulset/NAME, daemonset/NAME, "
+                             "replaycanary/NAME or NAME");
     }
   }
   if (t.name.empty() || t.name.find('/') != std::string::npos) {
@@ -184,6 +207,7 @@ namespace {
 struct GateFacts {
   const api::DeploymentSummary& deployment;
   const api::AllocatorPolicy& policy;
+  WorkloadKind kind;
   std::string held;  // the held-candidate annotation
   // From rule 4 on.
   std::string hash;        // the pod template's
@@ -195,6 +219,17 @@ struct GateFacts {
 };
 
 using GateRule = std::optional<GateAnswer> (*)(const GateFacts&);
+
+// The way out of a hold without a Flat canary, for the messages.
+std::string HowToRollOutAnyway(WorkloadKind kind, bool say_deployment = false) {
+  if (kind == WorkloadKind::kDeployment) {
+    return std::string("To roll out anyway, annotate ") +
+           (say_deployment ? "the Deployment" : "it") + " with " + api::kOverrideHoldAnnotation +
+           "=<reason> and unpause it";
+  }
+  return "To roll out anyway, set the AllocatorPolicy's rollout mode to Audit or Off (the "
+         "operator then releases the hold)";
+}
 
 GateAnswer Say(const GateFacts& f, GateState state, std::string reason, std::string message) {
   GateAnswer a = f.base;
@@ -235,17 +270,18 @@ std::optional<GateAnswer> OptedOut(const GateFacts& f) {
     return Say(f, GateState::kProceed, "OptedOut",
                std::string("opted out with ") + api::kInjectAnnotation + "=false");
   }
-  if (RolledOutByOverride(f.deployment)) return std::nullopt;
+  const bool deployment = f.kind == WorkloadKind::kDeployment;
+  if (deployment && RolledOutByOverride(f.deployment)) return std::nullopt;
   return Say(f, GateState::kHeld, "OptedOutWhileHeld",
-             "template " + f.held + " stays held although the Deployment opted out with " +
-                 api::kInjectAnnotation + "=false: an opt-out does not lift a hold. To roll " +
-                 "out anyway, annotate it with " + api::kOverrideHoldAnnotation +
-                 "=<reason> and unpause it");
+             "template " + f.held + " stays held although the " + WorkloadKindName(f.kind) +
+                 " opted out with " + api::kInjectAnnotation +
+                 "=false: an opt-out does not lift a hold. " + HowToRollOutAnyway(f.kind));
 }
 
 // Rule 4: the held template was unpaused with the override annotation.
 std::optional<GateAnswer> HoldOverridden(const GateFacts& f) {
   const api::ObjectMeta& meta = f.deployment.meta;
+  if (f.kind != WorkloadKind::kDeployment) return std::nullopt;
   if (f.held.empty() || f.held != f.hash || f.deployment.paused ||
       !meta.HasAnnotation(api::kOverrideHoldAnnotation)) {
     return std::nullopt;
@@ -333,7 +369,7 @@ std::optional<GateAnswer> CanaryCouldNotJudge(const GateFacts& f) {
 std::optional<GateAnswer> FlatCanary(const GateFacts& f) {
   if (f.base.verdict != Verdict::kFlat) return std::nullopt;
   const std::string& canary = f.base.canary;
-  if (const std::string why = CanaryDistrust(*f.canary, f.deployment, f.hash, f.policy);
+  if (const std::string why = CanaryDistrust(*f.canary, f.deployment, f.hash, f.policy, f.kind);
       !why.empty()) {
     return Say(f, GateState::kHeld, "CanaryNotTrusted",
                "template " + f.hash + " is held: canary " + canary +
@@ -354,15 +390,14 @@ std::optional<GateAnswer> CanaryNotFlat(const GateFacts& f) {
                                          : "; variant " + a.flat_variant +
                                                " stayed flat on the same load: switch the "
                                                "policy's allocator") +
-                 ". To roll out anyway, annotate the Deployment with " +
-                 api::kOverrideHoldAnnotation + "=<reason> and unpause it");
+                 ". " + HowToRollOutAnyway(f.kind, /*say_deployment=*/true));
 }
 
 }  // namespace
 
 GateAnswer AnswerDeploymentGate(const json& object,
                                 const std::vector<api::AllocatorPolicy>& policies,
-                                const CanaryLookup& canaries) {
+                                const CanaryLookup& canaries, WorkloadKind kind) {
   const api::DeploymentSummary deployment = api::ParseDeploymentSummary(object);
   const api::ObjectMeta& meta = deployment.meta;
   // The policy that governs it, as the rollout reconciler finds it: the one
@@ -371,7 +406,7 @@ GateAnswer AnswerDeploymentGate(const json& object,
       api::PoliciesSelecting(policies, deployment.template_labels);
   if (std::optional<GateAnswer> a = Ungoverned(matching.size())) return std::move(*a);
   const api::AllocatorPolicy& policy = *matching.front();
-  GateFacts facts{deployment, policy, meta.Annotation(api::kHeldCandidateAnnotation)};
+  GateFacts facts{deployment, policy, kind, meta.Annotation(api::kHeldCandidateAnnotation)};
   facts.base.policy = policy.name;
   facts.base.rollout_mode = api::RolloutModeName(policy.spec.rollout.mode);
   static constexpr GateRule kPolicyRules[] = {RolloutModeOff, OptedOut};

@@ -1,6 +1,7 @@
 #pragma once
 
-// What `allocguard gate` reports for a Deployment or a ReplayCanary: a pure
+// What `allocguard gate` reports for a Deployment, a StatefulSet, a DaemonSet
+// or a ReplayCanary: a pure
 // function of the objects as the API server has them (docs/gitops.md). The
 // command polls, calls AnswerDeploymentGate or AnswerCanaryGate after every
 // read, and stops at the first answer that is not kWaiting. (Not to be
@@ -20,22 +21,28 @@
 
 #include <nlohmann/json.hpp>
 
+#include "controllers/rollout_decision.h"
 #include "operator/api/types.h"
 #include "operator/common/status.h"
 #include "operator/common/verdict.h"
 
 namespace allocguard::controllers {
 
-enum class GateKind { kDeployment, kReplayCanary };
+enum class GateKind { kDeployment, kReplayCanary, kStatefulSet, kDaemonSet };
 
 struct GateTarget {
   GateKind kind = GateKind::kDeployment;
   std::string name;
-  // "deployment/web" or "replaycanary/web-1a2b-3c4d", as printed.
+  // "deployment/web", "statefulset/db" or "replaycanary/web-1a2b-3c4d", as
+  // printed.
   std::string Display() const;
+  // The workload kind of a Deployment, StatefulSet or DaemonSet target.
+  WorkloadKind Workload() const;
 };
 
 // "NAME", "deployment/NAME" (also deploy, deployments, deployment.apps),
+// "statefulset/NAME" (also sts, statefulsets, statefulset.apps),
+// "daemonset/NAME" (also ds, daemonsets, daemonset.apps),
 // "replaycanary/NAME" (also replaycanaries, rc, replaycanary.allocguard.io).
 Result<GateTarget> ParseGateTarget(const std::string& text);
 
@@ -76,8 +83,11 @@ struct GateAnswer {
 // Looks up a ReplayCanary in the Deployment's namespace by name.
 using CanaryLookup = std::function<std::optional<nlohmann::json>(const std::string& name)>;
 
-// object: the Deployment as the API server has it; policies: the parsed
-// AllocatorPolicies of its namespace.
+// object: the workload (a Deployment unless `kind` says otherwise) as the
+// API server has it; policies: the parsed AllocatorPolicies of its
+// namespace. For a StatefulSet or a DaemonSet, rules 4 and 5 never answer
+// (their override is not wired: docs/workload-kinds.md) and the messages
+// say how such a hold is lifted.
 // The first of these rules that applies answers:
 //  1. No policy, or several, select the pod template: Proceed, Ungoverned.
 //  2. The policy's rollout mode is Off: Proceed, RolloutModeOff.
@@ -105,7 +115,8 @@ using CanaryLookup = std::function<std::optional<nlohmann::json>(const std::stri
 // 12. Otherwise: Held, CanaryNotFlat.
 GateAnswer AnswerDeploymentGate(const nlohmann::json& object,
                                 const std::vector<api::AllocatorPolicy>& policies,
-                                const CanaryLookup& canaries);
+                                const CanaryLookup& canaries,
+                                WorkloadKind kind = WorkloadKind::kDeployment);
 
 // object: the ReplayCanary as the API server has it.
 GateAnswer AnswerCanaryGate(const nlohmann::json& object);

@@ -78,6 +78,66 @@ TEST(ParseGateTargetTest, KindsAndErrors) {
   }
 }
 
+TEST(ParseGateTargetTest, StatefulSetsAndDaemonSets) {
+  for (const char* text : {"statefulset/db", "sts/db", "StatefulSets.apps/db"}) {
+    auto t = ParseGateTarget(text);
+    ASSERT_TRUE(t.ok()) << text;
+    EXPECT_EQ(t->kind, GateKind::kStatefulSet);
+    EXPECT_EQ(t->Workload(), WorkloadKind::kStatefulSet);
+    EXPECT_EQ(t->Display(), "statefulset/db");
+  }
+  for (const char* text : {"daemonset/db", "ds/db", "daemonsets.apps/db"}) {
+    auto t = ParseGateTarget(text);
+    ASSERT_TRUE(t.ok()) << text;
+    EXPECT_EQ(t->kind, GateKind::kDaemonSet);
+    EXPECT_EQ(t->Display(), "daemonset/db");
+  }
+  EXPECT_EQ(ParseGateTarget("web")->Workload(), WorkloadKind::kDeployment);
+}
+
+// A StatefulSet as AnswerDeploymentGate reads it with kind StatefulSet: the
+// same rules, its own canary, no override by annotation.
+TEST(AnswerDeploymentGateTest, StatefulSet) {
+  auto set = [](json annotations) {
+    json s = Deployment(std::move(annotations));
+    s["kind"] = "StatefulSet";
+    s["spec"].erase("paused");
+    return s;
+  };
+  const json held = {{api::kHeldCandidateAnnotation, Hash()}};
+  const std::vector<api::AllocatorPolicy> enforce = {Policy(api::RolloutMode::kEnforce)};
+  auto answer = [&](const json& object, std::optional<json> canary) {
+    return AnswerDeploymentGate(
+        object, enforce, [&](const std::string&) { return canary; }, WorkloadKind::kStatefulSet);
+  };
+  auto canary_of = [&](WorkloadKind kind, const std::string& verdict) {
+    return testing::TrustedCanaryOf(kind, set(json::object()), enforce[0], Hash(), "Completed",
+                                    verdict, verdict == "Flat" ? "" : "jemalloc");
+  };
+
+  GateAnswer a = answer(set(held), canary_of(WorkloadKind::kStatefulSet, "AllocatorRetention"));
+  EXPECT_EQ(a.state, GateState::kHeld);
+  EXPECT_EQ(a.reason, "CanaryNotFlat");
+  EXPECT_NE(a.message.find("variant jemalloc stayed flat"), std::string::npos) << a.message;
+  EXPECT_NE(a.message.find("rollout mode to Audit or Off"), std::string::npos) << a.message;
+
+  a = answer(set(held), canary_of(WorkloadKind::kStatefulSet, "Flat"));
+  EXPECT_EQ(a.reason, "Releasing") << a.message;
+  a = answer(set(held), canary_of(WorkloadKind::kDeployment, "Flat"));
+  EXPECT_EQ(a.reason, "CanaryNotTrusted") << a.message;
+  EXPECT_NE(a.message.find("not StatefulSet/web"), std::string::npos) << a.message;
+
+  a = answer(set({{api::kReleasedCandidateAnnotation, Hash()}}), std::nullopt);
+  EXPECT_EQ(a.state, GateState::kProceed);
+  EXPECT_EQ(a.reason, "Released");
+
+  json overridden = held;
+  overridden[api::kOverrideHoldAnnotation] = "hotfix";
+  a = answer(set(overridden), std::nullopt);
+  EXPECT_EQ(a.state, GateState::kWaiting) << "an override annotation releases no StatefulSet";
+  EXPECT_EQ(a.reason, "CanaryPending");
+}
+
 TEST(GateExitCodeTest, DistinctPerOutcome) {
   EXPECT_EQ(GateExitCode(GateState::kProceed), 0);
   EXPECT_EQ(GateExitCode(GateState::kHeld), 2);

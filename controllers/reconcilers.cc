@@ -10,9 +10,12 @@
 #include "controllers/rollout_decision.h"
 #include "operator/admission/deployment_gate.h"
 #include "operator/admission/policies.h"
+#include "operator/admission/workload_hold.h"
+#include "operator/api/json_patch.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 #include "operator/api/policy_status.h"
+#include "operator/api/workload_kinds.h"
 #include "operator/api/workloads.h"
 #include "operator/common/rfc3339.h"
 #include "operator/replay/canary_result.h"
@@ -350,9 +353,22 @@ CanaryJobBuild BuildVariantJob(const ControllerContext& ctx, const CanaryInput& 
   job_options.rerun = RerunOf(status.FindVariant(variant));
   canary::CanaryJobInfo info;
   std::string target_hash;
-  if (canary.spec.target_kind == "Deployment") {
-    if (auto target = ctx.deployments->Get(canary.ns + "/" + canary.spec.target_name)) {
+  const std::optional<WorkloadKind> kind = WorkloadKindFromName(canary.spec.target_kind);
+  kube::Store* targets = !kind                                 ? nullptr
+                         : *kind == WorkloadKind::kDeployment  ? ctx.deployments
+                         : *kind == WorkloadKind::kStatefulSet ? ctx.statefulsets
+                                                               : ctx.daemonsets;
+  if (targets != nullptr) {
+    if (auto target = targets->Get(canary.ns + "/" + canary.spec.target_name)) {
       target_hash = api::ParseDeploymentSummary(*target).cached_template_hash;
+      // A StatefulSet's template mounts its claims, which the Job gets as
+      // emptyDirs (its cache keeps their names and sizes).
+      if (*kind == WorkloadKind::kStatefulSet) {
+        for (const api::VolumeClaimTemplate& claim :
+             api::ParseStatefulSet(*target).volume_claim_templates) {
+          job_options.claim_volumes.push_back({claim.name, claim.storage_bytes});
+        }
+      }
     }
   }
   const std::string refused = RefuseTemplateRights(canary, target_hash);
@@ -457,9 +473,11 @@ namespace {
 // What DecideRollout reads: the cached Deployment, the namespace's policies
 // and the canary of its current template. nullopt when no policy governs
 // the Deployment and no hold is left on it (nothing to decide).
-std::optional<RolloutInput> ReadRolloutInput(const ControllerContext& ctx, const json& deployment,
-                                             const std::string& ns, const std::string& name) {
+std::optional<RolloutInput> ReadRolloutInput(const ControllerContext& ctx, WorkloadKind kind,
+                                             const json& deployment, const std::string& ns,
+                                             const std::string& name) {
   RolloutInput input;
+  input.kind = kind;
   input.deployment = api::ParseDeploymentSummary(deployment);
   const std::vector<api::AllocatorPolicy> policies =
       admission::ParsePolicies(ctx.policies->ByIndex(kNamespaceIndex, ns));
@@ -482,13 +500,57 @@ std::optional<RolloutInput> ReadRolloutInput(const ControllerContext& ctx, const
   return input;
 }
 
+// admission::ReleaseStatefulSetHold or ReleaseDaemonSetHold.
+admission::GateDecision ReleaseHoldOf(WorkloadKind kind, const json& workload) {
+  return kind == WorkloadKind::kDaemonSet ? admission::ReleaseDaemonSetHold(workload)
+                                          : admission::ReleaseStatefulSetHold(workload);
+}
+
 }  // namespace
 
+const char* RolloutControllerName(WorkloadKind kind) {
+  switch (kind) {
+    case WorkloadKind::kDeployment:
+      return "rollout";
+    case WorkloadKind::kStatefulSet:
+      return "statefulset-rollout";
+    case WorkloadKind::kDaemonSet:
+      return "daemonset-rollout";
+  }
+  return "rollout";
+}
+
+kube::ResourceType WorkloadResource(WorkloadKind kind) {
+  switch (kind) {
+    case WorkloadKind::kDeployment:
+      return kube::Deployments();
+    case WorkloadKind::kStatefulSet:
+      return kube::StatefulSets();
+    case WorkloadKind::kDaemonSet:
+      return kube::DaemonSets();
+  }
+  return kube::Deployments();
+}
+
+kube::Store* RolloutReconciler::Workloads() const {
+  switch (kind_) {
+    case WorkloadKind::kDeployment:
+      return ctx_.deployments;
+    case WorkloadKind::kStatefulSet:
+      return ctx_.statefulsets;
+    case WorkloadKind::kDaemonSet:
+      return ctx_.daemonsets;
+  }
+  return nullptr;
+}
+
 Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
-  std::optional<json> deployment = ctx_.deployments->Get(key);
+  kube::Store* workloads = Workloads();
+  if (workloads == nullptr) return ReconcileResult{};
+  std::optional<json> deployment = workloads->Get(key);
   if (!deployment.has_value()) return ReconcileResult{};
   auto [ns, name] = SplitKey(key);
-  std::optional<RolloutInput> input = ReadRolloutInput(ctx_, *deployment, ns, name);
+  std::optional<RolloutInput> input = ReadRolloutInput(ctx_, kind_, *deployment, ns, name);
   if (!input.has_value()) return ReconcileResult{};
   RolloutActions actions = DecideRollout(*input);
   if (actions.create_canary.has_value()) {
@@ -497,7 +559,7 @@ Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
     // made again on what was read: it is newer than the cache (its
     // annotations, its pause may have changed since), and the canary built
     // from it must carry the template read, not the cache's slim one.
-    auto full = ctx_.client->Get(kube::Deployments(), ns, name);
+    auto full = ctx_.client->Get(WorkloadResource(kind_), ns, name);
     if (!full.ok()) {
       if (full.error().IsNotFound()) return ReconcileResult{};
       return ApiStatus(full.error(), "reading " + key);
@@ -516,7 +578,6 @@ Result<ReconcileResult> RolloutReconciler::ApplyRolloutActions(const json& deplo
                                                                const RolloutInput& input,
                                                                const RolloutActions& actions) {
   const std::string& ns = input.deployment.meta.namespace_name;
-  const std::string& name = input.deployment.meta.name;
   const std::string key = input.deployment.meta.Key();
   if (actions.create_canary.has_value()) {
     auto created = ctx_.client->Create(kube::ReplayCanaries(), ns, *actions.create_canary);
@@ -528,25 +589,76 @@ Result<ReconcileResult> RolloutReconciler::ApplyRolloutActions(const json& deplo
     }
     return ReconcileResult{};
   }
+  if (actions.release_pinned_hold) return ReleasePinnedHold(deployment, input, actions);
   if (actions.deployment_patch.has_value()) {
     // Conditional on the Deployment being what this decision saw: the
     // resourceVersion it was read at goes into the patch, so the API server
     // refuses it (409) when anything changed since, such as a new template
     // the webhook has held while the cache still showed the old one. The
     // decision is then made again from a fresh view.
-    json patch = *actions.deployment_patch;
-    const std::string& seen = input.deployment.meta.resource_version;
-    if (!seen.empty()) patch["metadata"]["resourceVersion"] = seen;
-    auto patched =
-        ctx_.client->Patch(kube::Deployments(), ns, name, kube::PatchType::kMerge, patch);
-    if (!patched.ok() && patched.error().IsConflict()) {
-      spdlog::info("{}: changed since it was read ({}); deciding again", key,
-                   patched.error().ToStatus().message());
-      return ReconcileResult{std::chrono::seconds(1)};
+    if (auto stop = PatchUnchanged(*actions.deployment_patch, input.deployment.meta)) {
+      return *stop;
     }
-    if (!patched.ok()) return ApiStatus(patched.error(), "releasing " + key);
   }
   RecordEvent(ctx_, deployment, actions.event_warning, actions.event_reason, actions.event_note);
+  return ReconcileResult{};
+}
+
+std::optional<Result<ReconcileResult>> RolloutReconciler::PatchUnchanged(
+    json patch, const api::ObjectMeta& seen) const {
+  const std::string key = seen.Key();
+  if (!seen.resource_version.empty()) patch["metadata"]["resourceVersion"] = seen.resource_version;
+  auto patched = ctx_.client->Patch(WorkloadResource(kind_), seen.namespace_name, seen.name,
+                                    kube::PatchType::kMerge, patch);
+  if (!patched.ok() && patched.error().IsConflict()) {
+    spdlog::info("{}: changed since it was read ({}); deciding again", key,
+                 patched.error().ToStatus().message());
+    return ReconcileResult{std::chrono::seconds(1)};
+  }
+  if (!patched.ok()) return ApiStatus(patched.error(), "releasing " + key);
+  return std::nullopt;
+}
+
+Result<ReconcileResult> RolloutReconciler::ReleasePinnedHold(const json& cached,
+                                                             const RolloutInput& input,
+                                                             const RolloutActions& actions) {
+  const std::string& ns = input.deployment.meta.namespace_name;
+  const std::string& name = input.deployment.meta.name;
+  const std::string key = input.deployment.meta.Key();
+  // The cache keeps no update strategy: the release is decided on the
+  // object read whole, and only while it still holds what `input` saw.
+  auto full = ctx_.client->Get(WorkloadResource(kind_), ns, name);
+  if (!full.ok()) {
+    if (full.error().IsNotFound()) return ReconcileResult{};
+    return ApiStatus(full.error(), "reading " + key);
+  }
+  const api::DeploymentSummary read = api::ParseDeploymentSummary(*full);
+  const std::string held = input.deployment.meta.Annotation(api::kHeldCandidateAnnotation);
+  if (read.meta.uid != input.deployment.meta.uid ||
+      read.meta.Annotation(api::kHeldCandidateAnnotation) != held ||
+      admission::TemplateHash(read.pod_template) != input.template_hash) {
+    return ReconcileResult{std::chrono::seconds(1)};  // the cache is behind; look again
+  }
+  const admission::GateDecision release = ReleaseHoldOf(kind_, *full);
+  if (release.action != admission::GateAction::kRelease) {
+    // R5: what the hold remembered does not parse; the reason names it.
+    RecordEvent(ctx_, cached, true, "RolloutHeld",
+                "template " + held + " stays held: " + release.reason);
+    return ReconcileResult{};
+  }
+  json released = *full;
+  try {
+    released = released.patch(release.patch);
+  } catch (const json::exception& e) {  // not expected: the patch was made from this object
+    return Internal("releasing " + key + ": " + e.what());
+  }
+  if (actions.deployment_patch.has_value()) released.merge_patch(*actions.deployment_patch);
+  // Conditional on the object read: a change since makes this a conflict.
+  if (auto stop = PatchUnchanged(api::MergePatchBetween(*full, released), read.meta)) {
+    return *stop;
+  }
+  RecordEvent(ctx_, cached, actions.event_warning, actions.event_reason,
+              actions.event_note + " (" + release.reason + ")");
   return ReconcileResult{};
 }
 

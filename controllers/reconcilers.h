@@ -11,7 +11,8 @@
 //                      (injection_breaker.h)
 //   CanaryReconciler   ReplayCanary: one Job per variant, results read from
 //                      the driver's termination message (canary_decision.h)
-//   RolloutReconciler  governed Deployments: canary per template, hold
+//   RolloutReconciler  governed Deployments, StatefulSets or DaemonSets (one
+//                      reconciler per kind): canary per template, hold
 //                      released when Flat (rollout_decision.h)
 //   DriftReconciler    governed Pods without the injection: Warning event
 //                      on the Pod (the policy's condition comes from
@@ -86,6 +87,10 @@ struct ControllerContext {
   kube::Store* policies = nullptr;
   kube::Store* canaries = nullptr;
   kube::Store* deployments = nullptr;
+  // Slim like deployments (api::SlimStatefulSet, api::SlimDeployment); null
+  // when the operator does not watch the kind.
+  kube::Store* statefulsets = nullptr;
+  kube::Store* daemonsets = nullptr;
   kube::Store* pods = nullptr;
   kube::Store* jobs = nullptr;
   kube::EventRecorder* events = nullptr;
@@ -147,21 +152,42 @@ class CanaryReconciler : public Reconciler {
   ControllerContext ctx_;
 };
 
+// The reconciler name of the rollouts of `kind` (RolloutReconciler::name()).
+const char* RolloutControllerName(WorkloadKind kind);
+// The API resource of `kind` (apps/v1).
+kube::ResourceType WorkloadResource(WorkloadKind kind);
+
+// The rollouts of one workload kind, keyed by the workload.
 class RolloutReconciler : public Reconciler {
  public:
-  explicit RolloutReconciler(ControllerContext ctx) : ctx_(std::move(ctx)) {}
-  const char* name() const override { return "rollout"; }
+  explicit RolloutReconciler(ControllerContext ctx, WorkloadKind kind = WorkloadKind::kDeployment)
+      : ctx_(std::move(ctx)), kind_(kind) {}
+  // "rollout" (Deployments), "statefulset-rollout", "daemonset-rollout".
+  const char* name() const override { return RolloutControllerName(kind_); }
   Result<ReconcileResult> Reconcile(const std::string& key) override;
 
  private:
-  // Creates the canary, patches the Deployment (conditional on the
+  // Creates the canary, patches the workload (conditional on the
   // resourceVersion `input` was read at) and records the event `actions`
-  // asks for; `deployment` is the Deployment as cached.
+  // asks for; `deployment` is the workload as cached.
   Result<ReconcileResult> ApplyRolloutActions(const nlohmann::json& deployment,
                                               const RolloutInput& input,
                                               const RolloutActions& actions);
+  // actions.release_pinned_hold: reads the StatefulSet or DaemonSet whole,
+  // puts back what its hold pinned and writes it, only while it still holds
+  // the template `input` saw.
+  Result<ReconcileResult> ReleasePinnedHold(const nlohmann::json& cached, const RolloutInput& input,
+                                            const RolloutActions& actions);
+  // Writes the merge patch `patch` to the workload `seen` describes, with
+  // the resourceVersion it was read at, so that the API server refuses it
+  // (409) when anything changed since; the decision is then made again.
+  // nullopt when written; else what Reconcile returns.
+  std::optional<Result<ReconcileResult>> PatchUnchanged(nlohmann::json patch,
+                                                        const api::ObjectMeta& seen) const;
+  kube::Store* Workloads() const;
 
   ControllerContext ctx_;
+  WorkloadKind kind_;
 };
 
 class DriftReconciler : public Reconciler {

@@ -16,8 +16,10 @@
 #include "controllers/canary_fixture_for_test.h"
 #include "controllers/rollout_decision.h"
 #include "operator/admission/deployment_gate.h"
+#include "operator/admission/workload_hold.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
+#include "operator/api/workload_kinds.h"
 #include "operator/kube/testing/fake_api_server.h"
 
 namespace allocguard::controllers {
@@ -73,7 +75,8 @@ json PodObject(const std::string& name, json annotations = json::object()) {
 class ReconcilerTest : public ::testing::Test {
  protected:
   ReconcilerTest() {
-    for (kube::Store* s : {&policies_, &canaries_, &deployments_, &pods_, &jobs_}) {
+    for (kube::Store* s :
+         {&policies_, &canaries_, &deployments_, &pods_, &jobs_, &statefulsets_, &daemonsets_}) {
       AddNamespaceIndex(*s);
     }
     AddCanaryJobIndex(pods_);
@@ -81,6 +84,8 @@ class ReconcilerTest : public ::testing::Test {
     ctx_.policies = &policies_;
     ctx_.canaries = &canaries_;
     ctx_.deployments = &deployments_;
+    ctx_.statefulsets = &statefulsets_;
+    ctx_.daemonsets = &daemonsets_;
     ctx_.pods = &pods_;
     ctx_.jobs = &jobs_;
     ctx_.events = &events_;
@@ -95,9 +100,27 @@ class ReconcilerTest : public ::testing::Test {
   json Put(const kube::ResourceType& type, kube::Store& cache, json object) {
     json stored = server_->Seed(type, std::move(object));
     json cached = stored;
-    if (&cache == &deployments_) api::SlimDeployment(cached);
+    if (&cache == &deployments_ || &cache == &daemonsets_) api::SlimDeployment(cached);
+    if (&cache == &statefulsets_) api::SlimStatefulSet(cached);
     cache.Upsert(cached);
     return stored;
+  }
+
+  // The Enforce (or `mode`) policy, in the API and the cache, as parsed.
+  api::AllocatorPolicy PutPolicy(const std::string& mode = "Enforce") {
+    auto parsed =
+        api::ParseAllocatorPolicy(Put(kube::AllocatorPolicies(), policies_, PolicyObject(mode)));
+    EXPECT_TRUE(parsed.ok()) << parsed.status().message();
+    return parsed.ok() ? *parsed : api::AllocatorPolicy{};
+  }
+
+  // A finished canary the operator would trust for `workload`'s template.
+  void PutCanary(WorkloadKind kind, const json& workload, const api::AllocatorPolicy& policy,
+                 const std::string& verdict, const std::string& flat_variant = "") {
+    Put(kube::ReplayCanaries(), canaries_,
+        testing::TrustedCanaryOf(kind, workload, policy,
+                                 admission::TemplateHash(workload["spec"]["template"]), "Completed",
+                                 verdict, flat_variant));
   }
 
   std::vector<std::string> EventReasons() const {
@@ -110,7 +133,7 @@ class ReconcilerTest : public ::testing::Test {
   kube::Client client_{server_, nullptr};
   kube::EventRecorder events_{&client_, {}};
   FakeClock clock_;
-  kube::Store policies_, canaries_, deployments_, pods_, jobs_;
+  kube::Store policies_, canaries_, deployments_, pods_, jobs_, statefulsets_, daemonsets_;
   ControllerContext ctx_;
 };
 
@@ -333,6 +356,191 @@ TEST_F(ReconcilerTest, DriftRecordsAWarningOnAnUninjectedPod) {
   EXPECT_EQ(events[0]["reason"], "InjectionMissing");
   EXPECT_EQ(events[0]["type"], "Warning");
   EXPECT_EQ(events[0]["regarding"]["name"], "web-1");
+}
+
+// --- StatefulSets and DaemonSets ---------------------------------------------
+
+// A StatefulSet of 3 replicas with a volumeClaimTemplate, whose template
+// change the webhook held (DecideStatefulSetGate): the partition pinned
+// above any replica count, the user's own partition (1) remembered.
+json HeldStatefulSetObject() {
+  json set = {{"apiVersion", "apps/v1"},
+              {"kind", "StatefulSet"},
+              {"metadata", {{"name", "db"}, {"namespace", kNs}}},
+              {"spec",
+               {{"replicas", 3},
+                {"serviceName", "db"},
+                {"selector", {{"matchLabels", {{"app", "web"}}}}},
+                {"updateStrategy",
+                 {{"type", "RollingUpdate"},
+                  {"rollingUpdate", {{"partition", admission::kHeldPartition}}}}},
+                {"template",
+                 {{"metadata", {{"labels", {{"app", "web"}}}}},
+                  {"spec",
+                   {{"containers",
+                     {{{"name", "server"},
+                       {"image", "db:2"},
+                       {"volumeMounts", {{{"name", "data"}, {"mountPath", "/var/lib/db"}}}}}}}}}}},
+                {"volumeClaimTemplates",
+                 {{{"metadata", {{"name", "data"}}},
+                   {"spec",
+                    {{"accessModes", {"ReadWriteOnce"}},
+                     {"resources", {{"requests", {{"storage", "2Gi"}}}}}}}}}}}}};
+  set["metadata"]["annotations"] = {
+      {api::kHeldCandidateAnnotation, admission::TemplateHash(set["spec"]["template"])},
+      {api::kUserPartitionAnnotation, "1"}};
+  return set;
+}
+
+// A DaemonSet whose RollingUpdate strategy the webhook switched to OnDelete
+// (DecideDaemonSetGate), remembering the user's.
+json HeldDaemonSetObject() {
+  json set = {{"apiVersion", "apps/v1"},
+              {"kind", "DaemonSet"},
+              {"metadata", {{"name", "agent"}, {"namespace", kNs}}},
+              {"spec",
+               {{"selector", {{"matchLabels", {{"app", "web"}}}}},
+                {"updateStrategy", {{"type", "OnDelete"}}},
+                {"template",
+                 {{"metadata", {{"labels", {{"app", "web"}}}}},
+                  {"spec", {{"containers", {{{"name", "agent"}, {"image", "agent:2"}}}}}}}}}}};
+  set["metadata"]["annotations"] = {
+      {api::kHeldCandidateAnnotation, admission::TemplateHash(set["spec"]["template"])},
+      {api::kUserUpdateStrategyAnnotation,
+       R"({"rollingUpdate":{"maxSurge":0,"maxUnavailable":2},"type":"RollingUpdate"})"}};
+  return set;
+}
+
+TEST_F(ReconcilerTest, StatefulSetHeldIsCanariedThenReleasedToItsOwnPartitionWhenFlat) {
+  const api::AllocatorPolicy policy = PutPolicy();
+  json set = Put(kube::StatefulSets(), statefulsets_, HeldStatefulSetObject());
+  const std::string hash = admission::TemplateHash(set["spec"]["template"]);
+  RolloutReconciler reconciler(ctx_, WorkloadKind::kStatefulSet);
+  EXPECT_STREQ(reconciler.name(), "statefulset-rollout");
+
+  // Held: the canary of the held template, owned by this very StatefulSet.
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/db").ok());
+  const std::vector<json> created = server_->List(kube::ReplayCanaries(), kNs);
+  ASSERT_EQ(created.size(), 1u);
+  EXPECT_EQ(created[0]["spec"]["target"], json({{"kind", "StatefulSet"}, {"name", "db"}}));
+  EXPECT_EQ(created[0]["spec"]["templateHash"], hash);
+  EXPECT_EQ(created[0]["spec"]["template"], set["spec"]["template"]);
+  EXPECT_EQ(created[0]["metadata"]["ownerReferences"][0]["kind"], "StatefulSet");
+  EXPECT_EQ(created[0]["metadata"]["ownerReferences"][0]["uid"], set["metadata"]["uid"]);
+  EXPECT_THAT(EventReasons(), Contains("CanaryStarted"));
+  const json running = server_->Get(kube::StatefulSets(), kNs, "db").value();
+  EXPECT_EQ(running["spec"]["updateStrategy"]["rollingUpdate"]["partition"],
+            admission::kHeldPartition)
+      << "nothing released while the canary runs";
+
+  // Flat: the user's partition is back, the hold recorded as released.
+  PutCanary(WorkloadKind::kStatefulSet, set, policy, "Flat");
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/db").ok());
+  const json released = server_->Get(kube::StatefulSets(), kNs, "db").value();
+  EXPECT_EQ(released["spec"]["updateStrategy"]["rollingUpdate"]["partition"], 1);
+  EXPECT_EQ(released["spec"]["replicas"], 3);
+  const json& annotations = released["metadata"]["annotations"];
+  EXPECT_FALSE(annotations.contains(api::kHeldCandidateAnnotation)) << annotations;
+  EXPECT_FALSE(annotations.contains(api::kUserPartitionAnnotation)) << annotations;
+  EXPECT_EQ(annotations[api::kReleasedCandidateAnnotation], hash);
+  EXPECT_THAT(EventReasons(), Contains("RolloutReleased"));
+}
+
+TEST_F(ReconcilerTest, DaemonSetHeldIsReleasedToItsOwnStrategyWhenFlat) {
+  const api::AllocatorPolicy policy = PutPolicy();
+  json set = Put(kube::DaemonSets(), daemonsets_, HeldDaemonSetObject());
+  const std::string hash = admission::TemplateHash(set["spec"]["template"]);
+  PutCanary(WorkloadKind::kDaemonSet, set, policy, "Flat");
+
+  RolloutReconciler reconciler(ctx_, WorkloadKind::kDaemonSet);
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/agent").ok());
+  const json released = server_->Get(kube::DaemonSets(), kNs, "agent").value();
+  EXPECT_EQ(released["spec"]["updateStrategy"],
+            json({{"type", "RollingUpdate"},
+                  {"rollingUpdate", {{"maxSurge", 0}, {"maxUnavailable", 2}}}}));
+  const json& annotations = released["metadata"]["annotations"];
+  EXPECT_FALSE(annotations.contains(api::kHeldCandidateAnnotation)) << annotations;
+  EXPECT_FALSE(annotations.contains(api::kUserUpdateStrategyAnnotation)) << annotations;
+  EXPECT_EQ(annotations[api::kReleasedCandidateAnnotation], hash);
+  EXPECT_THAT(EventReasons(), Contains("RolloutReleased"));
+}
+
+TEST_F(ReconcilerTest, StatefulSetStaysHeldOnAllocatorRetentionNamingTheFlatAllocator) {
+  const api::AllocatorPolicy policy = PutPolicy();
+  json set = Put(kube::StatefulSets(), statefulsets_, HeldStatefulSetObject());
+  const std::string hash = admission::TemplateHash(set["spec"]["template"]);
+  PutCanary(WorkloadKind::kStatefulSet, set, policy, "AllocatorRetention", "jemalloc");
+
+  RolloutReconciler reconciler(ctx_, WorkloadKind::kStatefulSet);
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/db").ok());
+  const json held = server_->Get(kube::StatefulSets(), kNs, "db").value();
+  EXPECT_EQ(held["spec"]["updateStrategy"]["rollingUpdate"]["partition"],
+            admission::kHeldPartition);
+  EXPECT_EQ(held["metadata"]["annotations"][api::kHeldCandidateAnnotation], hash);
+  const std::vector<json> events = server_->List(kube::EventsV1(), kNs);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["reason"], "RolloutHeld");
+  EXPECT_EQ(events[0]["type"], "Warning");
+  EXPECT_EQ(events[0]["regarding"]["kind"], "StatefulSet");
+  EXPECT_THAT(events[0]["note"].get<std::string>(), HasSubstr("variant jemalloc stayed flat"));
+}
+
+// The cache shows the hold of the template the canary proved; the StatefulSet
+// was changed since (a new candidate held): nothing is released.
+TEST_F(ReconcilerTest, StatefulSetReleaseWaitsWhenTheObjectHoldsAnotherTemplateNow) {
+  const api::AllocatorPolicy policy = PutPolicy();
+  json set = Put(kube::StatefulSets(), statefulsets_, HeldStatefulSetObject());
+  PutCanary(WorkloadKind::kStatefulSet, set, policy, "Flat");
+  json changed = set;
+  changed["spec"]["template"]["spec"]["containers"][0]["image"] = "db:3";
+  changed["metadata"]["annotations"][api::kHeldCandidateAnnotation] =
+      admission::TemplateHash(changed["spec"]["template"]);
+  ASSERT_TRUE(client_.Update(kube::StatefulSets(), changed, "").ok());
+
+  RolloutReconciler reconciler(ctx_, WorkloadKind::kStatefulSet);
+  auto result = reconciler.Reconcile(std::string(kNs) + "/db");
+  ASSERT_TRUE(result.ok());
+  EXPECT_TRUE(result->requeue_after.has_value()) << "decided again after a look";
+  const json now = server_->Get(kube::StatefulSets(), kNs, "db").value();
+  EXPECT_EQ(now["spec"]["updateStrategy"]["rollingUpdate"]["partition"], admission::kHeldPartition);
+  EXPECT_THAT(EventReasons(), ::testing::Not(Contains("RolloutReleased")));
+}
+
+// A hold no Enforce policy stands behind is released, as for Deployments,
+// without recording the unproven template as released.
+TEST_F(ReconcilerTest, StatefulSetHoldIsReleasedWhenThePolicyTurnsAudit) {
+  Put(kube::AllocatorPolicies(), policies_, PolicyObject("Audit"));
+  Put(kube::StatefulSets(), statefulsets_, HeldStatefulSetObject());
+
+  RolloutReconciler reconciler(ctx_, WorkloadKind::kStatefulSet);
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/db").ok());
+  const json released = server_->Get(kube::StatefulSets(), kNs, "db").value();
+  EXPECT_EQ(released["spec"]["updateStrategy"]["rollingUpdate"]["partition"], 1);
+  const json& annotations = released["metadata"]["annotations"];
+  EXPECT_FALSE(annotations.contains(api::kHeldCandidateAnnotation)) << annotations;
+  EXPECT_FALSE(annotations.contains(api::kReleasedCandidateAnnotation)) << annotations;
+  EXPECT_THAT(EventReasons(), Contains("HoldReleased"));
+}
+
+// The canary Job of a StatefulSet's template: its claim is an emptyDir of
+// the claim's size, so the template's mount has a volume.
+TEST_F(ReconcilerTest, StatefulSetCanaryJobMountsItsClaimAsASizedEmptyDir) {
+  const api::AllocatorPolicy policy = PutPolicy();
+  json set = Put(kube::StatefulSets(), statefulsets_, HeldStatefulSetObject());
+  const std::string hash = admission::TemplateHash(set["spec"]["template"]);
+  json canary = Put(kube::ReplayCanaries(), canaries_,
+                    BuildReplayCanary(set, policy, hash, WorkloadKind::kStatefulSet));
+
+  CanaryReconciler reconciler(ctx_);
+  ASSERT_TRUE(
+      reconciler.Reconcile(std::string(kNs) + "/" + canary["metadata"]["name"].get<std::string>())
+          .ok());
+  const std::vector<json> jobs = server_->List(kube::Jobs(), kNs);
+  ASSERT_EQ(jobs.size(), 1u);
+  const json& volumes = jobs[0]["spec"]["template"]["spec"]["volumes"];
+  const std::vector<json> listed(volumes.begin(), volumes.end());
+  EXPECT_THAT(listed, Contains(json({{"name", "data"}, {"emptyDir", {{"sizeLimit", "2Gi"}}}})))
+      << volumes;
 }
 
 }  // namespace

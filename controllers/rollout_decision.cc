@@ -27,25 +27,48 @@ std::string ProofKey(const api::AllocatorSpec& allocator, api::Libc libc,
 
 }  // namespace
 
+const char* WorkloadKindName(WorkloadKind kind) {
+  switch (kind) {
+    case WorkloadKind::kDeployment:
+      return "Deployment";
+    case WorkloadKind::kStatefulSet:
+      return "StatefulSet";
+    case WorkloadKind::kDaemonSet:
+      return "DaemonSet";
+  }
+  return "Deployment";
+}
+
+std::optional<WorkloadKind> WorkloadKindFromName(const std::string& name) {
+  for (WorkloadKind kind :
+       {WorkloadKind::kDeployment, WorkloadKind::kStatefulSet, WorkloadKind::kDaemonSet}) {
+    if (name == WorkloadKindName(kind)) return kind;
+  }
+  return std::nullopt;
+}
+
 std::string CanaryPolicyKey(const api::AllocatorPolicy& policy) {
   return ProofKey(policy.spec.allocator, policy.spec.libc, policy.spec.canary, policy.spec.limits);
 }
 
 std::string CanaryDistrust(const api::ReplayCanarySummary& canary,
                            const api::DeploymentSummary& deployment,
-                           const std::string& template_hash, const api::AllocatorPolicy& policy) {
+                           const std::string& template_hash, const api::AllocatorPolicy& policy,
+                           WorkloadKind kind) {
   if (!canary.parsed.has_value()) return "it does not parse: " + canary.parse_error;
   const api::ReplayCanarySpec& spec = canary.parsed->spec;
   const std::string& name = deployment.meta.name;
   const std::string& uid = deployment.meta.uid;
-  if (spec.target_kind != "Deployment" || spec.target_name != name) {
-    return "it targets " + spec.target_kind + "/" + spec.target_name + ", not Deployment/" + name;
+  const std::string kind_name = WorkloadKindName(kind);
+  if (spec.target_kind != kind_name || spec.target_name != name) {
+    return "it targets " + spec.target_kind + "/" + spec.target_name + ", not " + kind_name + "/" +
+           name;
   }
   bool owned = false;
   for (const api::OwnerReference& o : canary.meta.owner_references) {
-    if (o.kind == "Deployment" && o.name == name && !uid.empty() && o.uid == uid) owned = true;
+    if (o.kind == kind_name && o.name == name && !uid.empty() && o.uid == uid) owned = true;
   }
-  if (!owned) return "it is not owned by this Deployment (uid " + uid + ")";
+  if (!owned) return "it is not owned by this " + kind_name + " (uid " + uid + ")";
   if (spec.template_hash != template_hash) {
     return "its spec.templateHash is " + spec.template_hash + ", not " + template_hash;
   }
@@ -71,18 +94,19 @@ std::string CanaryDistrust(const api::ReplayCanarySummary& canary,
 }
 
 std::string CanaryDistrust(const json& canary, const json& deployment,
-                           const std::string& template_hash, const api::AllocatorPolicy& policy) {
+                           const std::string& template_hash, const api::AllocatorPolicy& policy,
+                           WorkloadKind kind) {
   return CanaryDistrust(api::ParseReplayCanarySummary(canary),
-                        api::ParseDeploymentSummary(deployment), template_hash, policy);
+                        api::ParseDeploymentSummary(deployment), template_hash, policy, kind);
 }
 
 json BuildReplayCanary(const api::DeploymentSummary& deployment, const api::AllocatorPolicy& policy,
-                       const std::string& template_hash) {
+                       const std::string& template_hash, WorkloadKind kind) {
   const api::ObjectMeta& meta = deployment.meta;
   const std::string& name = meta.name;
   api::ReplayCanarySpec spec;
   spec.policy = policy.name;
-  spec.target_kind = "Deployment";
+  spec.target_kind = WorkloadKindName(kind);
   spec.target_name = name;
   spec.template_hash = template_hash;
   spec.candidate_allocator = policy.spec.allocator;
@@ -91,8 +115,9 @@ json BuildReplayCanary(const api::DeploymentSummary& deployment, const api::Allo
   spec.limits = policy.spec.limits;
   json spec_json = api::ReplayCanarySpecToJson(spec);
   spec_json["template"] = deployment.pod_template;
-  json owner = {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}, {"name", name},
-                {"uid", meta.uid},         {"controller", false},  {"blockOwnerDeletion", false}};
+  json owner = {
+      {"apiVersion", "apps/v1"}, {"kind", spec.target_kind}, {"name", name},
+      {"uid", meta.uid},         {"controller", false},      {"blockOwnerDeletion", false}};
   return {{"apiVersion", api::kApiVersion},
           {"kind", "ReplayCanary"},
           {"metadata",
@@ -107,8 +132,8 @@ json BuildReplayCanary(const api::DeploymentSummary& deployment, const api::Allo
 }
 
 json BuildReplayCanary(const json& deployment, const api::AllocatorPolicy& policy,
-                       const std::string& template_hash) {
-  return BuildReplayCanary(api::ParseDeploymentSummary(deployment), policy, template_hash);
+                       const std::string& template_hash, WorkloadKind kind) {
+  return BuildReplayCanary(api::ParseDeploymentSummary(deployment), policy, template_hash, kind);
 }
 
 namespace {
@@ -142,7 +167,16 @@ struct RolloutFacts {
   std::string released;     // kReleasedCandidateAnnotation
   std::string canary_name;  // for the current template under the policy ("" without one)
   bool holding() const { return !held.empty(); }
+  // A StatefulSet or DaemonSet: the hold pinned a field of its spec.
+  bool pinned() const { return input.kind != WorkloadKind::kDeployment; }
+  const char* kind() const { return WorkloadKindName(input.kind); }
 };
+
+// How to roll a held StatefulSet or DaemonSet out without a Flat canary.
+constexpr char kRollOutPinnedAnyway[] =
+    "To roll out anyway, set the AllocatorPolicy's rollout mode to Audit or Off (a hold no "
+    "Enforce policy stands behind is released); an override annotation does not release a "
+    "StatefulSet or DaemonSet.";
 
 using RolloutRule = std::optional<RolloutActions> (*)(const RolloutFacts&);
 
@@ -158,9 +192,20 @@ std::optional<RolloutActions> ReleaseOrphanedHold(const RolloutFacts& f) {
   const std::string why = OrphanedHoldReason(f.input);
   if (why.empty()) return std::nullopt;
   RolloutActions out;
-  out.deployment_patch =
-      json{{"metadata", {{"annotations", {{api::kHeldCandidateAnnotation, nullptr}}}}},
-           {"spec", {{"paused", false}}}};
+  if (f.pinned()) {
+    // The release records the held template as released; it was not proven,
+    // so the annotation goes back to what it was.
+    out.release_pinned_hold = true;
+    out.deployment_patch = json{{"metadata",
+                                 {{"annotations",
+                                   {{api::kHeldCandidateAnnotation, nullptr},
+                                    {api::kReleasedCandidateAnnotation,
+                                     f.released.empty() ? json(nullptr) : json(f.released)}}}}}};
+  } else {
+    out.deployment_patch =
+        json{{"metadata", {{"annotations", {{api::kHeldCandidateAnnotation, nullptr}}}}},
+             {"spec", {{"paused", false}}}};
+  }
   out.event_reason = "HoldReleased";
   out.event_note = "template " + f.held + " was held by allocguard; the hold is released " +
                    "because " + why + ". The template was not proven by a replay canary.";
@@ -170,7 +215,7 @@ std::optional<RolloutActions> ReleaseOrphanedHold(const RolloutFacts& f) {
 // Rule 2: the user rolled the held template out by override: the hold is
 // over, and the override is consumed.
 std::optional<RolloutActions> ClearOverriddenHold(const RolloutFacts& f) {
-  if (!f.holding() || !RolledOutByOverride(f.input.deployment)) return std::nullopt;
+  if (!f.holding() || f.pinned() || !RolledOutByOverride(f.input.deployment)) return std::nullopt;
   const std::string override_reason =
       f.input.deployment.meta.Annotation(api::kOverrideHoldAnnotation);
   RolloutActions out;
@@ -210,11 +255,12 @@ std::optional<RolloutActions> OptedOut(const RolloutFacts& f) {
   RolloutActions out;
   out.event_warning = true;
   out.event_reason = "RolloutHeld";
-  out.event_note = "template " + f.held + " stays held although the Deployment opted out " +
-                   "with " + api::kInjectAnnotation +
-                   "=false: an opt-out does not lift a hold. To roll out anyway, annotate " +
-                   api::kOverrideHoldAnnotation + "=<reason> (needs the override " +
-                   "permission) and unpause it.";
+  out.event_note =
+      "template " + f.held + " stays held although the " + f.kind() + " opted out " + "with " +
+      api::kInjectAnnotation + "=false: an opt-out does not lift a hold. " +
+      (f.pinned() ? std::string(kRollOutPinnedAnyway)
+                  : "To roll out anyway, annotate " + std::string(api::kOverrideHoldAnnotation) +
+                        "=<reason> (needs the override " + "permission) and unpause it.");
   return out;
 }
 
@@ -237,8 +283,9 @@ std::optional<RolloutActions> AdoptRunningTemplate(const RolloutFacts& f) {
   out.deployment_patch =
       json{{"metadata", {{"annotations", {{api::kReleasedCandidateAnnotation, hash}}}}}};
   out.event_reason = "TemplateAdopted";
-  out.event_note = "policy " + policy.name + " now governs this Deployment; its running template " +
-                   hash + " is the baseline, and the next template change is held until a " +
+  out.event_note = "policy " + policy.name + " now governs this " + f.kind() +
+                   "; its running template " + hash +
+                   " is the baseline, and the next template change is held until a " +
                    "replay canary finds it flat";
   return out;
 }
@@ -248,7 +295,7 @@ std::optional<RolloutActions> StartCanary(const RolloutFacts& f) {
   if (f.input.canary.has_value()) return std::nullopt;
   const std::string& hash = f.input.template_hash;
   RolloutActions out;
-  out.create_canary = BuildReplayCanary(f.input.deployment, *f.input.policy, hash);
+  out.create_canary = BuildReplayCanary(f.input.deployment, *f.input.policy, hash, f.input.kind);
   out.event_reason = "CanaryStarted";
   out.event_note = "replay canary " + f.canary_name + " started for template " + hash +
                    (f.holding() ? "; the rollout is held until it is flat"
@@ -271,7 +318,7 @@ std::optional<RolloutActions> DistrustedCanary(const RolloutFacts& f) {
   if (!flat && f.holding()) return std::nullopt;
   const std::string& hash = f.input.template_hash;
   const std::string why =
-      CanaryDistrust(*f.input.canary, f.input.deployment, hash, *f.input.policy);
+      CanaryDistrust(*f.input.canary, f.input.deployment, hash, *f.input.policy, f.input.kind);
   if (why.empty()) return std::nullopt;
   RolloutActions out;
   out.event_warning = true;
@@ -292,16 +339,17 @@ std::optional<RolloutActions> KeepHeld(const RolloutFacts& f) {
   RolloutActions out;
   out.event_warning = true;
   out.event_reason = "RolloutHeld";
-  out.event_note = "template " + f.input.template_hash + " is held: canary " + f.canary_name +
-                   " found " + (verdict.empty() ? std::string("no verdict") : verdict) +
-                   (slope.empty() ? "" : " (floor slope " + slope + ")") + ": " +
-                   status.explanation +
-                   (status.flat_variant.empty()
-                        ? ""
-                        : "; variant " + status.flat_variant +
-                              " stayed flat on the same load: switch the policy's allocator") +
-                   ". To roll out anyway, annotate the Deployment with " +
-                   api::kOverrideHoldAnnotation + "=<reason> and unpause it.";
+  out.event_note =
+      "template " + f.input.template_hash + " is held: canary " + f.canary_name + " found " +
+      (verdict.empty() ? std::string("no verdict") : verdict) +
+      (slope.empty() ? "" : " (floor slope " + slope + ")") + ": " + status.explanation +
+      (status.flat_variant.empty()
+           ? ""
+           : "; variant " + status.flat_variant +
+                 " stayed flat on the same load: switch the policy's allocator") +
+      (f.pinned() ? ". " + std::string(kRollOutPinnedAnyway)
+                  : ". To roll out anyway, annotate the Deployment with " +
+                        std::string(api::kOverrideHoldAnnotation) + "=<reason> and unpause it.");
   return out;
 }
 
@@ -316,7 +364,11 @@ std::optional<RolloutActions> ReleaseOrRecord(const RolloutFacts& f) {
   json patch = {{"metadata", {{"annotations", {{api::kReleasedCandidateAnnotation, hash}}}}}};
   if (f.holding()) {
     patch["metadata"]["annotations"][api::kHeldCandidateAnnotation] = nullptr;
-    patch["spec"] = {{"paused", false}};
+    if (f.pinned()) {
+      out.release_pinned_hold = true;
+    } else {
+      patch["spec"] = {{"paused", false}};
+    }
     out.event_reason = "RolloutReleased";
     out.event_note = "canary " + f.canary_name + " is Flat" +
                      (slope.empty() ? "" : " (floor slope " + slope + ")") +

@@ -1,8 +1,12 @@
 #pragma once
 
-// What the rollout reconciler does for one governed Deployment: a pure
-// function of the Deployment, the policy that governs it and the
-// ReplayCanary of its current pod template.
+// What the rollout reconciler does for one governed Deployment, StatefulSet
+// or DaemonSet: a pure function of the workload, the policy that governs it
+// and the ReplayCanary of its current pod template. The rules are the same
+// for the three kinds; what a hold pins differs (a Deployment's spec.paused;
+// a StatefulSet's partition and a DaemonSet's update strategy, put back by
+// admission::ReleaseStatefulSetHold / ReleaseDaemonSetHold, workload_hold.h),
+// and so does the override (Deployments only, see rule 2).
 //
 // Enforce: the admission webhook paused the Deployment and recorded the
 // candidate's template hash (api::kHeldCandidateAnnotation). The reconciler
@@ -37,10 +41,20 @@
 
 namespace allocguard::controllers {
 
+// The kinds whose rollouts are gated.
+enum class WorkloadKind { kDeployment, kStatefulSet, kDaemonSet };
+// "Deployment", "StatefulSet", "DaemonSet".
+const char* WorkloadKindName(WorkloadKind kind);
+// The kind of that name; nullopt for any other.
+std::optional<WorkloadKind> WorkloadKindFromName(const std::string& name);
+
 // clang-tidy 14 reports the implicit special members of a struct holding
 // nlohmann::json as throwing (bugprone-exception-escape); they throw nothing here.
 // NOLINTNEXTLINE(bugprone-exception-escape)
 struct RolloutInput {
+  WorkloadKind kind = WorkloadKind::kDeployment;
+  // The workload, of `kind`, as api::ParseDeploymentSummary reads any of the
+  // three kinds (a StatefulSet or DaemonSet is never `paused`).
   api::DeploymentSummary deployment;
   std::optional<api::AllocatorPolicy> policy;  // the governing policy, if any
   // The ReplayCanary for (deployment, current template hash), if it exists.
@@ -54,9 +68,14 @@ struct RolloutInput {
 struct RolloutActions {
   // Create this ReplayCanary (a complete object).
   std::optional<nlohmann::json> create_canary;
-  // Merge patch for the Deployment: release the hold and/or record the
+  // Merge patch for the workload: release the hold and/or record the
   // template hash that was let through.
   std::optional<nlohmann::json> deployment_patch;
+  // A StatefulSet or DaemonSet: put back what the hold pinned (its partition,
+  // its update strategy) with admission::ReleaseStatefulSetHold /
+  // ReleaseDaemonSetHold on the object read whole, then apply
+  // deployment_patch (annotations only) on top, in one conditional write.
+  bool release_pinned_hold = false;
   // An event on the Deployment.
   bool event_warning = false;
   std::string event_reason;
@@ -76,7 +95,10 @@ using api::CanaryName;
 
 // The first of these rules that applies decides:
 //   1. a hold without an Enforce policy behind it is released (HoldReleased);
-//   2. a hold the user overrode and unpaused is cleared (HoldCleared);
+//   2. a hold the user overrode and unpaused is cleared (HoldCleared;
+//      Deployments only: no validating webhook asks a StatefulSet's or a
+//      DaemonSet's editor for the override permission, so their override
+//      annotation releases nothing here);
 //   3. no policy, or mode Off: nothing;
 //   4. opted out: nothing, and a hold stays (RolloutHeld);
 //   5. the current template was released already: nothing;
@@ -118,24 +140,29 @@ RolloutActions DecideRollout(const RolloutInput& input);
 // then clears the hold (even after an opt-out, which alone never lifts it).
 bool RolledOutByOverride(const api::DeploymentSummary& deployment);
 
+// `kind` is the workload's: the canary must target and be owned by that kind.
 std::string CanaryDistrust(const api::ReplayCanarySummary& canary,
                            const api::DeploymentSummary& deployment,
-                           const std::string& template_hash, const api::AllocatorPolicy& policy);
+                           const std::string& template_hash, const api::AllocatorPolicy& policy,
+                           WorkloadKind kind = WorkloadKind::kDeployment);
 // The same for objects as the API gives them (parsed here).
 std::string CanaryDistrust(const nlohmann::json& canary, const nlohmann::json& deployment,
-                           const std::string& template_hash, const api::AllocatorPolicy& policy);
+                           const std::string& template_hash, const api::AllocatorPolicy& policy,
+                           WorkloadKind kind = WorkloadKind::kDeployment);
 
-// The ReplayCanary object for a Deployment's current template: a snapshot of
+// The ReplayCanary object for a workload's current template: a snapshot of
 // the template and of the policy's allocator, canary and limits, owned by the
-// Deployment (deleted with it) and labelled with the policy's name. The
-// Deployment must have been read whole (its pod_template).
+// workload of `kind` (deleted with it) and labelled with the policy's name.
+// The workload must have been read whole (its pod_template).
 nlohmann::json BuildReplayCanary(const api::DeploymentSummary& deployment,
                                  const api::AllocatorPolicy& policy,
-                                 const std::string& template_hash);
-// The same for a Deployment as the API gives it (parsed here).
+                                 const std::string& template_hash,
+                                 WorkloadKind kind = WorkloadKind::kDeployment);
+// The same for a workload as the API gives it (parsed here).
 nlohmann::json BuildReplayCanary(const nlohmann::json& deployment,
                                  const api::AllocatorPolicy& policy,
-                                 const std::string& template_hash);
+                                 const std::string& template_hash,
+                                 WorkloadKind kind = WorkloadKind::kDeployment);
 
 // Labels on operator-created canaries.
 inline constexpr char kPolicyLabel[] = "allocguard.io/policy";

@@ -110,9 +110,9 @@ expect(S, "rolling", statefulset(nil, rolling3, { observedGeneration = 2, readyR
                                   currentRevision = "db-1", updateRevision = "db-2" }), "Progressing", "1 pod(s) at revision db-2")
 expect(S, "pods not ready", statefulset(nil, rolling3, { observedGeneration = 2, readyReplicas = 1 }),
        "Progressing", "2 pod(s)")
--- The hold pins the partition at the replica count: Argo CD's own check would
--- call this "partitioned roll out complete" with no pod on the new template.
-local pinned = { replicas = 3, updateStrategy = { type = "RollingUpdate", rollingUpdate = { partition = 3 } } }
+-- The hold pins the partition above any replica count: Argo CD's own check
+-- would call this "partitioned roll out complete" with no pod on the new template.
+local pinned = { replicas = 3, updateStrategy = { type = "RollingUpdate", rollingUpdate = { partition = 2147483647 } } }
 expect(S, "held", statefulset({ ["allocguard.io/held-candidate"] = "8c41d2f07a" }, pinned,
                               { observedGeneration = 2, readyReplicas = 3, updatedReplicas = 0,
                                 currentRevision = "db-1", updateRevision = "db-2" }),

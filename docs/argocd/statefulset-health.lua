@@ -28,8 +28,8 @@ if count(status.observedGeneration) == 0 or count(meta.generation) > count(statu
   return hs
 end
 if held ~= "" then
-  -- A hold pins the partition at the replica count (or records the hold under
-  -- OnDelete): the controller's own figures would call it complete.
+  -- A hold pins the partition above any replica count (or records the hold
+  -- under OnDelete): the controller's own figures would call it complete.
   hs.status = "Suspended"
   hs.message = "allocguard holds template " .. held .. " until its replay canary is Flat; " ..
     ready .. " of " .. replicas .. " pods ready on the current revision; " ..

@@ -1,5 +1,7 @@
 #include "operator/admission/admission_handlers.h"
 
+#include <functional>
+
 #include <spdlog/spdlog.h>
 
 #include "controllers/canary_decision.h"
@@ -9,6 +11,7 @@
 #include "operator/admission/pod_injection.h"
 #include "operator/admission/policies.h"
 #include "operator/admission/validation.h"
+#include "operator/admission/workload_hold.h"
 #include "operator/api/canary_status.h"
 #include "operator/api/deployment.h"
 #include "operator/api/json_fields.h"
@@ -16,6 +19,7 @@
 #include "operator/api/json_reader.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
+#include "operator/api/workload_kinds.h"
 
 namespace allocguard::admission {
 
@@ -65,6 +69,10 @@ void AdmissionHandlers::RegisterOn(webhook::AdmissionServer& server) const {
                 [this](const webhook::AdmissionRequest& r) { return MutatePod(r); });
   server.Handle(kDeploymentMutationPath,
                 [this](const webhook::AdmissionRequest& r) { return MutateDeployment(r); });
+  server.Handle(kStatefulSetMutationPath,
+                [this](const webhook::AdmissionRequest& r) { return MutateStatefulSet(r); });
+  server.Handle(kDaemonSetMutationPath,
+                [this](const webhook::AdmissionRequest& r) { return MutateDaemonSet(r); });
   server.Handle(kDeploymentValidationPath,
                 [this](const webhook::AdmissionRequest& r) { return ValidateDeployment(r); });
   server.Handle(kPolicyValidationPath,
@@ -134,22 +142,14 @@ webhook::AdmissionResponse AdmissionHandlers::MutateDeployment(
   in.policy = controllers::GoverningPolicy(Policies(request.namespace_),
                                            deployment_read.pod_template.metadata.labels);
   in.operator_namespace = options_.operator_namespace;
-  const std::string ns = request.namespace_;
-  const std::string name = request.name;
-  const std::string policy_key =
-      in.policy.has_value() ? controllers::CanaryPolicyKey(*in.policy) : "";
   // A Flat verdict lets a template through only from a canary that proves
   // it (controllers::CanaryDistrust): never by the canary's name alone.
   // (Called only within DecideDeploymentGate below: the request and the
   // policy outlive it, so they are referred to, not copied.)
-  const json& deployment = request.object;
-  const std::optional<api::AllocatorPolicy>& policy = in.policy;
-  in.has_flat_verdict = [this, &ns, &name, &policy_key, &deployment,
-                         &policy](const std::string& hash) {
-    if (!policy.has_value()) return false;
-    auto canary = deps_.canaries->Get(ns + "/" + api::CanaryName(name, hash, policy_key));
-    return canary.has_value() && api::CanaryStatusOf(*canary).verdict == Verdict::kFlat &&
-           controllers::CanaryDistrust(*canary, deployment, hash, *policy).empty();
+  in.has_flat_verdict = [this, &request, &in](const std::string& hash) {
+    return in.policy.has_value() &&
+           HasTrustedFlatVerdict(request.namespace_, request.name, request.object, *in.policy,
+                                 "Deployment", hash);
   };
   GateDecision d = DecideDeploymentGate(in);
   webhook::AdmissionResponse response;
@@ -158,6 +158,87 @@ webhook::AdmissionResponse AdmissionHandlers::MutateDeployment(
     response.warnings.push_back("allocguard: " + d.reason);
   }
   return response;
+}
+
+bool AdmissionHandlers::HasTrustedFlatVerdict(const std::string& ns, const std::string& name,
+                                              const json& object,
+                                              const api::AllocatorPolicy& policy,
+                                              const std::string& kind,
+                                              const std::string& hash) const {
+  const std::optional<controllers::WorkloadKind> workload_kind =
+      controllers::WorkloadKindFromName(kind);
+  if (!workload_kind.has_value()) return false;
+  auto canary = deps_.canaries->Get(
+      ns + "/" + api::CanaryName(name, hash, controllers::CanaryPolicyKey(policy)));
+  return canary.has_value() && api::CanaryStatusOf(*canary).verdict == Verdict::kFlat &&
+         controllers::CanaryDistrust(*canary, object, hash, policy, *workload_kind).empty();
+}
+
+namespace {
+
+// Whether a template hash has a Flat canary that proves it for the policy.
+using FlatVerdictOf =
+    std::function<bool(const api::AllocatorPolicy& policy, const std::string& hash)>;
+
+// A StatefulSet's or DaemonSet's CREATE or UPDATE, governed by `policy`:
+// `decide` (DecideStatefulSetGate, DecideDaemonSetGate) and its answer.
+webhook::AdmissionResponse HoldWorkload(const webhook::AdmissionRequest& request,
+                                        std::optional<api::AllocatorPolicy> policy,
+                                        const std::string& operator_namespace,
+                                        const FlatVerdictOf& flat,
+                                        GateDecision (*decide)(const WorkloadGateInput&)) {
+  WorkloadGateInput in;
+  in.operation =
+      request.operation == "CREATE" ? AdmissionOperation::kCreate : AdmissionOperation::kUpdate;
+  in.old_object = request.old_object;
+  in.new_object = request.object;
+  in.policy = std::move(policy);
+  in.operator_namespace = operator_namespace;
+  // Called only within `decide`: `in` outlives it.
+  in.has_flat_verdict = [&in, &flat](const std::string& hash) {
+    return in.policy.has_value() && flat(*in.policy, hash);
+  };
+  const GateDecision d = decide(in);
+  webhook::AdmissionResponse response;
+  response.patch = d.patch;
+  if (d.action == GateAction::kHold) response.warnings.push_back("allocguard: " + d.reason);
+  return response;
+}
+
+bool CreateOrUpdate(const webhook::AdmissionRequest& request) {
+  return request.operation == "CREATE" || request.operation == "UPDATE";
+}
+
+}  // namespace
+
+webhook::AdmissionResponse AdmissionHandlers::MutateStatefulSet(
+    const webhook::AdmissionRequest& request) const {
+  if (!CreateOrUpdate(request)) return webhook::AdmissionResponse::Allow();
+  const api::StatefulSet set = api::ParseStatefulSet(request.object);
+  return HoldWorkload(
+      request,
+      controllers::GoverningPolicy(Policies(request.namespace_), set.pod_template.metadata.labels),
+      options_.operator_namespace,
+      [this, &request](const api::AllocatorPolicy& policy, const std::string& hash) {
+        return HasTrustedFlatVerdict(request.namespace_, request.name, request.object, policy,
+                                     "StatefulSet", hash);
+      },
+      DecideStatefulSetGate);
+}
+
+webhook::AdmissionResponse AdmissionHandlers::MutateDaemonSet(
+    const webhook::AdmissionRequest& request) const {
+  if (!CreateOrUpdate(request)) return webhook::AdmissionResponse::Allow();
+  const api::DaemonSet set = api::ParseDaemonSet(request.object);
+  return HoldWorkload(
+      request,
+      controllers::GoverningPolicy(Policies(request.namespace_), set.pod_template.metadata.labels),
+      options_.operator_namespace,
+      [this, &request](const api::AllocatorPolicy& policy, const std::string& hash) {
+        return HasTrustedFlatVerdict(request.namespace_, request.name, request.object, policy,
+                                     "DaemonSet", hash);
+      },
+      DecideDaemonSetGate);
 }
 
 Requester AdmissionHandlers::RequesterOf(const webhook::AdmissionRequest& request) const {

@@ -25,6 +25,8 @@ namespace allocguard::admission {
 inline constexpr char kPodMutationPath[] = "/mutate-v1-pod";
 inline constexpr char kDeploymentMutationPath[] = "/mutate-apps-v1-deployment";
 inline constexpr char kDeploymentValidationPath[] = "/validate-apps-v1-deployment";
+inline constexpr char kStatefulSetMutationPath[] = "/mutate-apps-v1-statefulset";
+inline constexpr char kDaemonSetMutationPath[] = "/mutate-apps-v1-daemonset";
 inline constexpr char kPolicyValidationPath[] = "/validate-allocguard-io-v1alpha1-allocatorpolicy";
 inline constexpr char kCanaryValidationPath[] = "/validate-allocguard-io-v1alpha1-replaycanary";
 
@@ -63,6 +65,12 @@ class AdmissionHandlers {
   webhook::AdmissionResponse MutatePod(const webhook::AdmissionRequest& request) const;
   // kDeploymentMutationPath, Deployment CREATE/UPDATE: the gate.
   webhook::AdmissionResponse MutateDeployment(const webhook::AdmissionRequest& request) const;
+  // kStatefulSetMutationPath, StatefulSet CREATE/UPDATE: the hold
+  // (DecideStatefulSetGate, workload_hold.h).
+  webhook::AdmissionResponse MutateStatefulSet(const webhook::AdmissionRequest& request) const;
+  // kDaemonSetMutationPath, DaemonSet CREATE/UPDATE: the hold
+  // (DecideDaemonSetGate).
+  webhook::AdmissionResponse MutateDaemonSet(const webhook::AdmissionRequest& request) const;
   // kDeploymentValidationPath, Deployment UPDATE: no manual unpause.
   webhook::AdmissionResponse ValidateDeployment(const webhook::AdmissionRequest& request) const;
   // kPolicyValidationPath: overlapping policies, hold-lifting changes.
@@ -80,6 +88,12 @@ class AdmissionHandlers {
   std::string OverrideDenial(const webhook::AdmissionRequest& request,
                              const std::string& needs_override) const;
   std::vector<std::string> HeldBy(const api::AllocatorPolicy& policy) const;
+  // Whether `hash` of the workload `object` (of `kind`, in `ns`) has a Flat
+  // canary that proves it (controllers::CanaryDistrust): never by the
+  // canary's name alone.
+  bool HasTrustedFlatVerdict(const std::string& ns, const std::string& name,
+                             const nlohmann::json& object, const api::AllocatorPolicy& policy,
+                             const std::string& kind, const std::string& hash) const;
 
   AdmissionHandlerOptions options_;
   AdmissionHandlerDeps deps_;

@@ -6,7 +6,10 @@
 #include <memory>
 
 #include "controllers/reconcilers.h"
+#include "controllers/rollout_decision.h"
+#include "operator/admission/deployment_gate.h"
 #include "operator/api/names.h"
+#include "operator/api/policy.h"
 #include "operator/kube/credentials.h"
 #include "operator/kube/transport.h"
 
@@ -163,6 +166,101 @@ TEST(AdmissionHandlersTest, MalformedObjectsNeverThrow) {
     EXPECT_NO_THROW(h.handlers->ValidateDeployment(Request("UPDATE", garbage, garbage)));
     EXPECT_NO_THROW(h.handlers->ValidatePolicy(Request("UPDATE", garbage, garbage)));
     EXPECT_NO_THROW(h.handlers->ValidateCanary(Request("CREATE", garbage, json())));
+  }
+}
+
+json StatefulSet(const std::string& image) {
+  json set = json::parse(R"({
+    "apiVersion": "apps/v1", "kind": "StatefulSet",
+    "metadata": {"name": "web", "namespace": "shop", "uid": "u-1"},
+    "spec": {"replicas": 2, "updateStrategy": {"type": "RollingUpdate"},
+             "template": {"metadata": {"labels": {"app": "web"}},
+                          "spec": {"containers": [{"name": "app"}]}}}})");
+  set["spec"]["template"]["spec"]["containers"][0]["image"] = image;
+  return set;
+}
+
+json DaemonSet(const std::string& image) {
+  json set = StatefulSet(image);
+  set["kind"] = "DaemonSet";
+  set["spec"].erase("replicas");
+  set["spec"]["updateStrategy"] = {{"type", "RollingUpdate"},
+                                   {"rollingUpdate", {{"maxUnavailable", 1}}}};
+  return set;
+}
+
+json Patched(json object, const webhook::AdmissionResponse& r) {
+  return r.patch.is_array() ? object.patch(r.patch) : object;
+}
+
+TEST(AdmissionHandlersTest, MutateStatefulSetPinsThePartitionOfANewTemplateUnderEnforce) {
+  Harness h("Enforce");
+  const json changed = StatefulSet("web:2");
+  webhook::AdmissionResponse r =
+      h.handlers->MutateStatefulSet(Request("UPDATE", changed, StatefulSet("web:1")));
+  EXPECT_TRUE(r.allowed);
+  const json held = Patched(changed, r);
+  EXPECT_GE(held["spec"]["updateStrategy"]["rollingUpdate"]["partition"].get<int64_t>(), 2)
+      << "no pod is replaced";
+  EXPECT_EQ(held["metadata"]["annotations"][api::kHeldCandidateAnnotation],
+            TemplateHash(changed["spec"]["template"]));
+  EXPECT_EQ(held["metadata"]["annotations"][api::kUserPartitionAnnotation], "");
+  EXPECT_THAT(r.warnings, Not(IsEmpty()));
+}
+
+TEST(AdmissionHandlersTest, MutateDaemonSetSwitchesToOnDeleteUnderEnforce) {
+  Harness h("Enforce");
+  const json changed = DaemonSet("web:2");
+  webhook::AdmissionResponse r =
+      h.handlers->MutateDaemonSet(Request("UPDATE", changed, DaemonSet("web:1")));
+  EXPECT_TRUE(r.allowed);
+  const json held = Patched(changed, r);
+  EXPECT_EQ(held["spec"]["updateStrategy"], json({{"type", "OnDelete"}}));
+  EXPECT_EQ(
+      json::parse(
+          held["metadata"]["annotations"][api::kUserUpdateStrategyAnnotation].get<std::string>()),
+      changed["spec"]["updateStrategy"]);
+  EXPECT_THAT(r.warnings, Not(IsEmpty()));
+}
+
+TEST(AdmissionHandlersTest, AuditLetsStatefulSetsAndDaemonSetsRollOut) {
+  Harness h("Audit");
+  webhook::AdmissionResponse sts =
+      h.handlers->MutateStatefulSet(Request("UPDATE", StatefulSet("web:2"), StatefulSet("web:1")));
+  EXPECT_EQ(Patched(StatefulSet("web:2"), sts), StatefulSet("web:2"));
+  EXPECT_THAT(sts.warnings, IsEmpty());
+  webhook::AdmissionResponse ds =
+      h.handlers->MutateDaemonSet(Request("UPDATE", DaemonSet("web:2"), DaemonSet("web:1")));
+  EXPECT_EQ(Patched(DaemonSet("web:2"), ds), DaemonSet("web:2"));
+  EXPECT_THAT(ds.warnings, IsEmpty());
+}
+
+// A Flat canary of the same name and template that targets a Deployment
+// proves nothing about the StatefulSet: its new template is held.
+TEST(AdmissionHandlersTest, AFlatCanaryOfAnotherKindDoesNotLetAStatefulSetThrough) {
+  Harness h("Enforce");
+  auto policy = api::ParseAllocatorPolicy(Policy("Enforce"));
+  ASSERT_TRUE(policy.ok());
+  const json changed = StatefulSet("web:2");
+  const std::string hash = TemplateHash(changed["spec"]["template"]);
+  json canary = controllers::BuildReplayCanary(changed, *policy, hash);  // a Deployment's
+  canary["status"] = {{"phase", "Completed"}, {"verdict", "Flat"}};
+  h.canaries.Upsert(canary);
+  webhook::AdmissionResponse r =
+      h.handlers->MutateStatefulSet(Request("UPDATE", changed, StatefulSet("web:1")));
+  EXPECT_EQ(Patched(changed, r)["metadata"]["annotations"][api::kHeldCandidateAnnotation], hash);
+}
+
+TEST(AdmissionHandlersTest, MalformedStatefulSetsAndDaemonSetsNeverThrow) {
+  Harness h("Enforce");
+  for (const json& garbage :
+       {json(), json(5), json("x"), json::array(),
+        json{{"metadata", 1},
+             {"spec", {{"template", 2}, {"replicas", "y"}, {"updateStrategy", 3}}}}}) {
+    EXPECT_NO_THROW(h.handlers->MutateStatefulSet(Request("UPDATE", garbage, garbage)));
+    EXPECT_NO_THROW(h.handlers->MutateDaemonSet(Request("UPDATE", garbage, garbage)));
+    EXPECT_NO_THROW(h.handlers->MutateStatefulSet(Request("CREATE", garbage, json())));
+    EXPECT_NO_THROW(h.handlers->MutateDaemonSet(Request("CREATE", garbage, json())));
   }
 }
 

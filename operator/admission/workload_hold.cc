@@ -1,6 +1,5 @@
 #include "operator/admission/workload_hold.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -50,9 +49,11 @@ UserPartition ReadUserPartition(const api::ObjectMeta& metadata) {
   if (text.empty()) return user;
   const bool digits =
       text.size() <= 18 && text.find_first_not_of("0123456789") == std::string::npos;
-  if (!digits) {
+  // A partition is an int32: a larger one could never be written back.
+  if (!digits || std::stoll(text) > kHeldPartition) {
     user.error = std::string(api::kUserPartitionAnnotation) +
-                 " must be a non-negative integer or empty, got " + json(text).dump();
+                 " must be a non-negative integer (at most " + std::to_string(kHeldPartition) +
+                 ") or empty, got " + json(text).dump();
     return user;
   }
   user.value = std::stoll(text);
@@ -78,21 +79,23 @@ std::string PinPartition(json& mutated, const api::StatefulSet& now,
   std::optional<int64_t> user = remembered.value;
   // A partition is the user's only when it changed against a pinned stored
   // object and is not the pin itself: on the first pin the stored object is
-  // not pinned, and when the webhook is invoked again on its own patch (or
-  // the partition already follows a scale) the partition is the pin.
-  const int64_t held_pin = std::max(now.ReplicasOrDefault(), user.value_or(0));
+  // not pinned, and when the webhook is invoked again on its own patch the
+  // partition is the pin.
   const bool user_wrote = before != nullptr &&
                           before->metadata.HasAnnotation(api::kUserPartitionAnnotation) &&
                           before->update_strategy.partition != now.update_strategy.partition &&
-                          now.update_strategy.partition != held_pin;
+                          now.update_strategy.partition != kHeldPartition;
   if (!pinned || user_wrote) user = now.update_strategy.partition;
-  const int64_t pin = std::max(now.ReplicasOrDefault(), user.value_or(0));
   if (!pinned || user_wrote) {
     SetAnnotation(mutated, api::kUserPartitionAnnotation, PartitionText(user));
   }
-  if (now.update_strategy.partition != pin) RollingUpdateOf(mutated)[kPartition] = pin;
-  return std::string(kPartitionPath) + " is " + std::to_string(pin) + " (replicas " +
-         std::to_string(now.ReplicasOrDefault()) + "); the StatefulSet's own partition (" +
+  if (now.update_strategy.partition != kHeldPartition) {
+    RollingUpdateOf(mutated)[kPartition] = kHeldPartition;
+  }
+  return std::string(kPartitionPath) + " is " + std::to_string(kHeldPartition) +
+         ", above any replica count (replicas " + std::to_string(now.ReplicasOrDefault()) +
+         "): no pod is replaced, and pods created meanwhile (a scale-up, through /scale too, "
+         "or a deleted pod) get the current revision; the StatefulSet's own partition (" +
          (user ? std::to_string(*user) : std::string("none")) + ") is restored on release";
 }
 

@@ -4,8 +4,9 @@
 // replay canary is Flat, as pure decisions: the admission-time hold (the
 // counterpart of DecideDeploymentGate) and the operator's release once the
 // held template is Flat. Each answers with an RFC 6902 JSON Patch against
-// the object it was given. Not wired into any webhook, controller or chart
-// yet (docs/workload-kinds.md says what is missing).
+// the object it was given. The StatefulSet and DaemonSet webhooks
+// (admission_handlers.h) call the gates, the rollout reconciler the releases
+// (docs/workload-kinds.md says what is wired and what is not).
 //
 // The same api::kHeldCandidateAnnotation / api::kReleasedCandidateAnnotation
 // as on Deployments; what a hold replaces is remembered beside them
@@ -33,15 +34,16 @@
 //   6. Enforce: held (kHeldCandidateAnnotation = hash), kind by kind:
 // StatefulSet:
 //   S1. RollingUpdate: spec.updateStrategy.rollingUpdate.partition is pinned
-//       to max(replicas, the user's partition) (replicas absent: 1), so no
-//       pod is replaced and pods created below the partition (a scale-up, a
-//       deleted pod) get the current revision. The user's own partition is
+//       to kHeldPartition, above any replica count a StatefulSet can reach
+//       (spec.replicas is an int32), so no pod is replaced and pods created
+//       below the partition (a scale-up, a deleted pod) get the current
+//       revision. A scale through the /scale subresource (kubectl scale, an
+//       autoscaler), which no webhook on statefulsets sees, thus cannot let
+//       new ordinals take the candidate either. The user's own partition is
 //       remembered in kUserPartitionAnnotation ("" for none) when the hold
 //       begins; a later candidate held on top keeps it.
-//   S2. Held and the template unchanged: the pin follows spec.replicas (a
-//       scale-up does not let the new ordinals take the candidate, a
-//       scale-down lowers it); a partition the user writes becomes the
-//       remembered one.
+//   S2. Held and the template unchanged: the pin stays (a scale changes
+//       nothing); a partition the user writes becomes the remembered one.
 //   S3. OnDelete: nothing in the spec changes and the hold is recorded
 //       (kHeldCandidateAnnotation only). The controller replaces no pod by
 //       itself, but a pod deleted while held (by a user, an eviction, a node
@@ -75,9 +77,11 @@
 //       user removed it): the hold is released but the pin is left as it is,
 //       and the reason says which field to set to roll out; guessing the
 //       user's value could replace pods they did not mean to replace.
-//   R5. The remembered annotation does not parse: not released (kHold, empty
-//       patch); the reason names the annotation and what is wrong with it.
+//   R5. The remembered annotation does not parse (a StatefulSet's: not an
+//       integer in [0, kHeldPartition]): not released (kHold, empty patch);
+//       the reason names the annotation and what is wrong with it.
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -88,6 +92,9 @@
 #include "operator/api/types.h"
 
 namespace allocguard::admission {
+
+// The partition a StatefulSet's hold pins (rule S1): the largest int32.
+inline constexpr int64_t kHeldPartition = 2147483647;
 
 // clang-tidy 14 reports the implicit special members of a struct holding
 // nlohmann::json as throwing (bugprone-exception-escape); they throw nothing here.

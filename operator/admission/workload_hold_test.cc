@@ -72,7 +72,7 @@ json WithReplicas(json object, int replicas) {
   return object;
 }
 
-json WithPartition(json object, std::optional<int> partition) {
+json WithPartition(json object, std::optional<int64_t> partition) {
   json& strategy = object["spec"]["updateStrategy"];
   if (partition) {
     strategy["rollingUpdate"]["partition"] = *partition;
@@ -106,7 +106,7 @@ json Annotations(const json& object) {
 
 // A StatefulSet held by the gate for its current template: pinned to
 // `pin`, its own partition `user` ("" for none) remembered.
-json HeldSet(json set, int pin, const std::string& user) {
+json HeldSet(json set, int64_t pin, const std::string& user) {
   set = WithPartition(set, pin);
   set = Annotated(set, api::kHeldCandidateAnnotation, HashOf(set));
   return Annotated(set, api::kUserPartitionAnnotation, user);
@@ -170,7 +170,7 @@ TEST_P(StatefulSetGateTest, Decides) { CheckCase(GetParam(), StatefulSet, Decide
 json NewImage() { return WithImage(StatefulSet(), "pg:17"); }
 
 // What the gate's hold of `admitted` leaves: pinned to `pin`, `user` remembered.
-std::function<json(const json&)> PinnedTo(int pin, const std::string& user) {
+std::function<json(const json&)> PinnedTo(int64_t pin, const std::string& user) {
   return [=](const json& admitted) {
     json held = WithPartition(admitted, pin);
     held = Annotated(held, api::kUserPartitionAnnotation, user);
@@ -178,7 +178,9 @@ std::function<json(const json&)> PinnedTo(int pin, const std::string& user) {
   };
 }
 
-json HeldOld() { return HeldSet(WithPartition(StatefulSet(), 3), 3, "1"); }
+constexpr int64_t kPin = kHeldPartition;
+
+json HeldOld() { return HeldSet(StatefulSet(), kPin, "1"); }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, StatefulSetGateTest,
@@ -275,7 +277,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "did not change",
                  nullptr},
         // S1: the partition arithmetic and the user's own partition.
-        HoldCase{"enforce_pins_partition_to_replicas",
+        HoldCase{"enforce_pins_partition_above_any_replica_count",
                  kUpdate,
                  StatefulSet,
                  NewImage,
@@ -283,8 +285,8 @@ INSTANTIATE_TEST_SUITE_P(
                  {},
                  GateAction::kHold,
                  true,
-                 "partition is 3 (replicas 3)",
-                 PinnedTo(3, "0")},
+                 "partition is 2147483647, above any replica count (replicas 3)",
+                 PinnedTo(kPin, "0")},
         HoldCase{"enforce_remembers_users_partition",
                  kUpdate,
                  [] { return WithPartition(StatefulSet(), 1); },
@@ -294,7 +296,7 @@ INSTANTIATE_TEST_SUITE_P(
                  GateAction::kHold,
                  true,
                  "own partition (1) is restored",
-                 PinnedTo(3, "1")},
+                 PinnedTo(kPin, "1")},
         HoldCase{"enforce_without_partition_remembers_none",
                  kUpdate,
                  [] { return WithPartition(StatefulSet(), std::nullopt); },
@@ -304,7 +306,7 @@ INSTANTIATE_TEST_SUITE_P(
                  GateAction::kHold,
                  true,
                  "own partition (none)",
-                 PinnedTo(3, "")},
+                 PinnedTo(kPin, "")},
         HoldCase{"enforce_replicas_absent_pins_one",
                  kUpdate,
                  StatefulSet,
@@ -317,8 +319,8 @@ INSTANTIATE_TEST_SUITE_P(
                  {},
                  GateAction::kHold,
                  true,
-                 "partition is 1 (replicas 1)",
-                 PinnedTo(1, "0")},
+                 "(replicas 1)",
+                 PinnedTo(kPin, "0")},
         HoldCase{"enforce_users_partition_above_replicas_kept",
                  kUpdate,
                  [] { return WithPartition(StatefulSet(), 5); },
@@ -327,8 +329,8 @@ INSTANTIATE_TEST_SUITE_P(
                  {},
                  GateAction::kHold,
                  true,
-                 "partition is 5 (replicas 3)",
-                 PinnedTo(5, "5")},
+                 "own partition (5)",
+                 PinnedTo(kPin, "5")},
         HoldCase{"enforce_zero_replicas",
                  kUpdate,
                  [] { return WithReplicas(StatefulSet(), 0); },
@@ -337,10 +339,10 @@ INSTANTIATE_TEST_SUITE_P(
                  {},
                  GateAction::kHold,
                  true,
-                 "partition is 0 (replicas 0)",
-                 PinnedTo(0, "0")},
+                 "(replicas 0)",
+                 PinnedTo(kPin, "0")},
         // S2: scale while held; the user's edits while held.
-        HoldCase{"scale_up_while_held_follows_replicas",
+        HoldCase{"scale_up_while_held_keeps_the_pin",
                  kUpdate,
                  HeldOld,
                  [] { return WithReplicas(HeldOld(), 5); },
@@ -349,8 +351,8 @@ INSTANTIATE_TEST_SUITE_P(
                  GateAction::kHold,
                  false,
                  "stays held",
-                 [](const json& s) { return WithPartition(s, 5); }},
-        HoldCase{"scale_down_while_held_follows_replicas",
+                 nullptr},
+        HoldCase{"scale_down_while_held_keeps_the_pin",
                  kUpdate,
                  HeldOld,
                  [] { return WithReplicas(HeldOld(), 2); },
@@ -358,8 +360,18 @@ INSTANTIATE_TEST_SUITE_P(
                  {},
                  GateAction::kHold,
                  false,
-                 "partition is 2 (replicas 2)",
-                 [](const json& s) { return WithPartition(s, 2); }},
+                 "(replicas 2)",
+                 nullptr},
+        HoldCase{"pin_at_replicas_from_an_earlier_version_is_raised",
+                 kUpdate,
+                 [] { return HeldSet(StatefulSet(), 3, "1"); },
+                 [] { return WithReplicas(HeldSet(StatefulSet(), 3, "1"), 5); },
+                 kEnforce,
+                 {},
+                 GateAction::kHold,
+                 false,
+                 "own partition (1)",
+                 [](const json& s) { return WithPartition(s, kPin); }},
         HoldCase{"users_partition_while_held_is_remembered",
                  kUpdate,
                  HeldOld,
@@ -370,30 +382,43 @@ INSTANTIATE_TEST_SUITE_P(
                  false,
                  "own partition (0)",
                  [](const json& s) {
-                   return Annotated(WithPartition(s, 3), api::kUserPartitionAnnotation, "0");
+                   return Annotated(WithPartition(s, kPin), api::kUserPartitionAnnotation, "0");
                  }},
         HoldCase{"scale_past_users_own_partition",
                  kUpdate,
-                 [] { return HeldSet(WithPartition(StatefulSet(), 5), 5, "5"); },
-                 [] { return WithReplicas(HeldSet(WithPartition(StatefulSet(), 5), 5, "5"), 7); },
+                 [] { return HeldSet(StatefulSet(), kPin, "5"); },
+                 [] { return WithReplicas(HeldSet(StatefulSet(), kPin, "5"), 7); },
                  kEnforce,
                  {},
                  GateAction::kHold,
                  false,
-                 "partition is 7 (replicas 7)",
-                 [](const json& s) { return WithPartition(s, 7); }},
+                 "stays held",
+                 nullptr},
         HoldCase{"users_partition_while_held_replaces_garbled_memory",
                  kUpdate,
-                 [] { return HeldSet(WithPartition(StatefulSet(), 3), 3, "x"); },
-                 [] { return HeldSet(WithPartition(StatefulSet(), 2), 2, "x"); },
+                 [] { return HeldSet(StatefulSet(), kPin, "x"); },
+                 [] { return HeldSet(StatefulSet(), 2, "x"); },
                  kEnforce,
                  {},
                  GateAction::kHold,
                  false,
                  "own partition (2)",
                  [](const json& s) {
-                   return Annotated(WithPartition(s, 3), api::kUserPartitionAnnotation, "2");
+                   return Annotated(WithPartition(s, kPin), api::kUserPartitionAnnotation, "2");
                  }},
+        HoldCase{"remembered_partition_beyond_int32_keeps_the_hold",
+                 kUpdate,
+                 HeldOld,
+                 [] {
+                   return Annotated(WithImage(HeldOld(), "pg:17"), api::kUserPartitionAnnotation,
+                                    "2147483648");
+                 },
+                 kEnforce,
+                 {"pg:17"},
+                 GateAction::kHold,
+                 false,
+                 "at most 2147483647",
+                 nullptr},
         HoldCase{"override_while_held_untouched",
                  kUpdate,
                  HeldOld,
@@ -416,7 +441,7 @@ INSTANTIATE_TEST_SUITE_P(
                  GateAction::kHold,
                  true,
                  "own partition (1)",
-                 PinnedTo(3, "1")},
+                 PinnedTo(kPin, "1")},
         // Rule 4: Flat.
         HoldCase{"flat_not_held_records_released",
                  kUpdate,

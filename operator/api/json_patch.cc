@@ -58,4 +58,21 @@ void SetPaused(json& deployment, bool paused) {
   ObjectMemberOf(deployment, kSpec)[kPaused] = paused;
 }
 
+json MergePatchBetween(const json& before, const json& after) {
+  if (!before.is_object() || !after.is_object()) return after;
+  json patch = json::object();
+  for (const auto& [key, value] : before.items()) {
+    if (!after.contains(key)) patch[key] = nullptr;
+  }
+  for (const auto& [key, value] : after.items()) {
+    auto it = before.find(key);
+    if (it == before.end()) {
+      patch[key] = value;
+    } else if (*it != value) {
+      patch[key] = MergePatchBetween(*it, value);
+    }
+  }
+  return patch;
+}
+
 }  // namespace allocguard::api

@@ -40,4 +40,10 @@ void SetLabel(nlohmann::json& object, const std::string& key, const std::string&
 // spec.paused = paused (a Deployment).
 void SetPaused(nlohmann::json& deployment, bool paused);
 
+// The RFC 7386 JSON merge patch that turns `before` into `after`: members
+// removed are null, objects are compared member by member, anything else
+// (lists included) is replaced whole. REQUIRES: `after` holds no null
+// member, which a merge patch cannot write.
+nlohmann::json MergePatchBetween(const nlohmann::json& before, const nlohmann::json& after);
+
 }  // namespace allocguard::api

@@ -2,6 +2,8 @@
 
 #include "operator/api/json_fields.h"
 #include "operator/api/json_reader.h"
+#include "operator/api/quantity.h"
+#include "operator/api/workloads.h"
 
 namespace allocguard::api {
 namespace {
@@ -105,6 +107,57 @@ const json* ReadCommon(const json& object, Kind kind, ObjectMeta* metadata,
   return spec;
 }
 
+// spec.volumeClaimTemplates: each claim's name and storage request.
+std::vector<VolumeClaimTemplate> ReadClaims(const json& spec, std::vector<std::string>* problems) {
+  std::vector<VolumeClaimTemplate> claims;
+  const json* list = json_fields::Member(spec, "volumeClaimTemplates");
+  if (list == nullptr) return claims;
+  if (!list->is_array()) {
+    if (problems != nullptr) {
+      problems->push_back("spec.volumeClaimTemplates: must be a list, got " +
+                          json_fields::Dump(*list));
+    }
+    return claims;
+  }
+  for (size_t i = 0; i < list->size(); ++i) {
+    const std::string path = "spec.volumeClaimTemplates[" + std::to_string(i) + "]";
+    const json& entry = (*list)[i];
+    VolumeClaimTemplate claim;
+    Reader r(entry, path, problems);
+    if (const json* meta = r.Object("metadata")) {
+      Reader(*meta, path + ".metadata", problems).String("name", &claim.name);
+    }
+    if (claim.name.empty()) continue;
+    std::string storage;
+    if (const json* claim_spec = r.Object("spec")) {
+      if (const json* resources =
+              Reader(*claim_spec, path + ".spec", problems).Object("resources")) {
+        if (const json* requests =
+                Reader(*resources, path + ".spec.resources", problems).Object("requests")) {
+          const json* value = json_fields::Member(*requests, "storage");
+          if (value != nullptr && value->is_string()) {
+            storage = value->get<std::string>();
+          } else if (value != nullptr && problems != nullptr) {
+            problems->push_back(path +
+                                ".spec.resources.requests.storage: must be a quantity, got " +
+                                json_fields::Dump(*value));
+          }
+        }
+      }
+    }
+    if (!storage.empty()) {
+      auto bytes = ParseQuantityBytes(storage);
+      if (bytes.ok()) {
+        claim.storage_bytes = *bytes;
+      } else if (problems != nullptr) {
+        problems->push_back(path + ".spec.resources.requests.storage: " + bytes.status().message());
+      }
+    }
+    claims.push_back(std::move(claim));
+  }
+  return claims;
+}
+
 }  // namespace
 
 json IntOrPercent::ToJson() const {
@@ -119,6 +172,7 @@ StatefulSet ParseStatefulSet(const json& object, std::vector<std::string>* probl
   const json* spec = ReadCommon(object, Kind::kStatefulSet, &s.metadata, &s.update_strategy,
                                 &s.pod_template, problems);
   if (spec == nullptr) return s;
+  s.volume_claim_templates = ReadClaims(*spec, problems);
   Reader r(*spec, "spec", problems);
   r.Int("replicas", &s.replicas);
   if (s.replicas.has_value() && *s.replicas < 0) {
@@ -133,6 +187,27 @@ DaemonSet ParseDaemonSet(const json& object, std::vector<std::string>* problems)
   d.present = !object.is_null();
   ReadCommon(object, Kind::kDaemonSet, &d.metadata, &d.update_strategy, &d.pod_template, problems);
   return d;
+}
+
+void SlimStatefulSet(json& statefulset) {
+  const std::vector<VolumeClaimTemplate> claims =
+      statefulset.is_object() && statefulset.contains("spec") && statefulset["spec"].is_object()
+          ? ReadClaims(statefulset["spec"], nullptr)
+          : std::vector<VolumeClaimTemplate>{};
+  SlimDeployment(statefulset);
+  if (claims.empty() || !statefulset.is_object()) return;
+  auto spec = statefulset.find("spec");
+  if (spec == statefulset.end() || !spec->is_object()) return;
+  json slim = json::array();
+  for (const VolumeClaimTemplate& claim : claims) {
+    json entry = {{"metadata", {{"name", claim.name}}}};
+    if (claim.storage_bytes) {
+      entry["spec"] = {
+          {"resources", {{"requests", {{"storage", FormatQuantityBytes(*claim.storage_bytes)}}}}}};
+    }
+    slim.push_back(std::move(entry));
+  }
+  (*spec)["volumeClaimTemplates"] = std::move(slim);
 }
 
 }  // namespace allocguard::api

@@ -8,9 +8,9 @@
 // e.g. "spec.updateStrategy.rollingUpdate.partition: must be an integer,
 // got \"2\"".
 //
-// Nothing in the webhooks or the controllers calls these yet (see
-// docs/workload-kinds.md); the hold decisions of
-// operator/admission/workload_hold.h do.
+// The hold decisions of operator/admission/workload_hold.h, the
+// StatefulSet and DaemonSet webhooks and the rollout reconciler's release
+// read them (docs/workload-kinds.md).
 
 #include <cstdint>
 #include <optional>
@@ -60,6 +60,16 @@ struct UpdateStrategy {
   bool operator==(const UpdateStrategy&) const = default;
 };
 
+// An entry of a StatefulSet's spec.volumeClaimTemplates as its canary reads
+// it: the claim's name (the volume its pods mount) and its storage request
+// in bytes, absent when unset or not a quantity.
+struct VolumeClaimTemplate {
+  std::string name;                      // metadata.name
+  std::optional<int64_t> storage_bytes;  // spec.resources.requests.storage
+
+  bool operator==(const VolumeClaimTemplate&) const = default;
+};
+
 // clang-tidy 14: see above.
 // NOLINTNEXTLINE(bugprone-exception-escape)
 struct StatefulSet {
@@ -69,6 +79,8 @@ struct StatefulSet {
   std::optional<int64_t> replicas;  // spec.replicas (absent means 1)
   UpdateStrategy update_strategy;   // spec.updateStrategy
   DeploymentTemplate pod_template;  // spec.template (metadata and hash)
+  // spec.volumeClaimTemplates; an entry without a name is left out.
+  std::vector<VolumeClaimTemplate> volume_claim_templates;
 
   // spec.replicas, or 1 when absent (the API server's default).
   int64_t ReplicasOrDefault() const { return replicas.value_or(1); }
@@ -94,5 +106,13 @@ StatefulSet ParseStatefulSet(const nlohmann::json& object,
                              std::vector<std::string>* problems = nullptr);
 DaemonSet ParseDaemonSet(const nlohmann::json& object,
                          std::vector<std::string>* problems = nullptr);
+
+// The transform of the operator's StatefulSet cache: SlimDeployment (the
+// metadata, the template's labels and annotations, the template's digest)
+// plus spec.volumeClaimTemplates reduced to what ParseStatefulSet reads
+// (each claim's name and storage request), which the canary Job builder
+// turns into emptyDirs. Never throws. The DaemonSet cache uses
+// SlimDeployment itself.
+void SlimStatefulSet(nlohmann::json& statefulset);
 
 }  // namespace allocguard::api

@@ -106,6 +106,42 @@ TEST(StatefulSetTest, NullIsAbsentAndNothingThrows) {
   }
 }
 
+TEST(StatefulSetTest, ReadsClaimNamesAndSizesAndTheSlimCacheKeepsThem) {
+  json s = {{"metadata", {{"name", "db"}, {"namespace", "data"}}},
+            {"spec",
+             {{"template", Template("pg:16")},
+              {"volumeClaimTemplates",
+               {{{"metadata", {{"name", "pgdata"}}},
+                 {"spec",
+                  {{"accessModes", {"ReadWriteOnce"}},
+                   {"storageClassName", "fast"},
+                   {"resources", {{"requests", {{"storage", "20Gi"}}}}}}}},
+                {{"metadata", {{"name", "wal"}}}, {"spec", json::object()}},
+                {{"metadata", {{"name", "odd"}}},
+                 {"spec", {{"resources", {{"requests", {{"storage", 5}}}}}}}},
+                {{"spec", json::object()}}}}}}};
+  std::vector<std::string> problems;
+  StatefulSet parsed = ParseStatefulSet(s, &problems);
+  EXPECT_THAT(parsed.volume_claim_templates,
+              ElementsAre(VolumeClaimTemplate{"pgdata", int64_t{20} << 30},
+                          VolumeClaimTemplate{"wal", std::nullopt},
+                          VolumeClaimTemplate{"odd", std::nullopt}));
+  EXPECT_THAT(problems,
+              ElementsAre(StartsWith("spec.volumeClaimTemplates[2].spec.resources.requests."
+                                     "storage: must be a quantity")));
+
+  json slim = s;
+  SlimStatefulSet(slim);
+  EXPECT_FALSE(slim["spec"].contains("template") && slim["spec"]["template"].contains("spec"))
+      << "the template's spec is dropped";
+  EXPECT_EQ(ParseStatefulSet(slim).volume_claim_templates, parsed.volume_claim_templates);
+  EXPECT_FALSE(slim.dump().find("storageClassName") != std::string::npos);
+  for (json garbage :
+       {json(), json(3), json{{"spec", 1}}, json{{"spec", {{"volumeClaimTemplates", "x"}}}}}) {
+    EXPECT_NO_THROW(SlimStatefulSet(garbage));
+  }
+}
+
 TEST(DaemonSetTest, ReadsRollingUpdateSettings) {
   json d = {{"metadata", {{"name", "shipper"}, {"namespace", "logs"}}},
             {"spec",

@@ -9,6 +9,7 @@
 #include "operator/api/names.h"
 #include "operator/api/object_meta.h"
 #include "operator/api/policy.h"
+#include "operator/api/quantity.h"
 #include "operator/memory/memory_sample.h"
 
 namespace allocguard::canary {
@@ -123,6 +124,26 @@ void ReplaceClaimsWithEmptyDirs(json& spec) {
     if (volume.contains("persistentVolumeClaim") || volume.contains("ephemeral")) {
       volume = {{"name", StringField(volume, "name")}, {"emptyDir", json::object()}};
     }
+  }
+}
+
+// A StatefulSet's claims (CanaryJobOptions::claim_volumes) as emptyDirs.
+void AddClaimVolumes(json& spec, const std::vector<ClaimVolume>& claims) {
+  if (claims.empty()) return;
+  json& volumes = spec["volumes"];
+  if (!volumes.is_array()) volumes = json::array();
+  for (const ClaimVolume& claim : claims) {
+    json empty_dir = json::object();
+    if (claim.size_bytes) empty_dir["sizeLimit"] = api::FormatQuantityBytes(*claim.size_bytes);
+    json volume = {{"name", claim.name}, {"emptyDir", std::move(empty_dir)}};
+    bool replaced = false;
+    for (json& v : volumes) {
+      if (StringField(v, "name") == claim.name) {
+        v = volume;
+        replaced = true;
+      }
+    }
+    if (!replaced) volumes.push_back(std::move(volume));
   }
 }
 
@@ -260,6 +281,7 @@ Result<json> BuildCanaryJob(const api::ReplayCanary& canary, const api::VariantS
 
   StripInjection(metadata, spec);
   ReplaceClaimsWithEmptyDirs(spec);
+  AddClaimVolumes(spec, options.claim_volumes);
   spec["restartPolicy"] = "Never";
   spec["shareProcessNamespace"] = true;
 

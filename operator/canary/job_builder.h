@@ -9,6 +9,9 @@
 // Pure: builds JSON, talks to nothing.
 
 #include <chrono>
+#include <cstdint>
+#include <optional>
+
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -24,6 +27,13 @@ namespace allocguard::canary {
 inline constexpr char kArenaLimitAnnotation[] = "allocguard.io/arena-limit";
 // Where the driver writes its result; the kubelet's default path.
 inline constexpr char kTerminationLogPath[] = "/dev/termination-log";
+
+// A StatefulSet's volumeClaimTemplate as its canary gets it (see
+// CanaryJobOptions::claim_volumes).
+struct ClaimVolume {
+  std::string name;                   // the claim's name, which the pods mount
+  std::optional<int64_t> size_bytes;  // the claim's storage request, if any
+};
 
 struct CanaryJobOptions {
   std::string image;  // the allocguard image: the replay driver and the allocator libraries
@@ -42,6 +52,15 @@ struct CanaryJobOptions {
   // which is named CanaryJobName(canary, variant, k) and drives the load
   // with api::RerunSeed(seed, k).
   int rerun = 0;
+  // The target StatefulSet's volumeClaimTemplates. Its pod template mounts
+  // them by name but does not declare them as volumes (the StatefulSet
+  // controller adds one claim per pod); each becomes an emptyDir volume of
+  // that name, replacing a template volume of the same name as the
+  // StatefulSet controller does, with sizeLimit = the claim's storage
+  // request (none when the claim has none). The canary thus never binds or
+  // touches a claim, and writes past the request evict the canary's pod
+  // instead of filling a node.
+  std::vector<ClaimVolume> claim_volumes;
 };
 
 // glibc allows 8 arenas per online CPU, so a canary on a small node hides a
@@ -82,6 +101,7 @@ struct CanaryJobInfo {
 //     goes over localhost; a mesh proxy would be measured as workload);
 //   - every persistentVolumeClaim (and ephemeral) volume replaced by an
 //     emptyDir of the same name, so the canary never touches production data;
+//     options.claim_volumes added as emptyDirs;
 //   - restartPolicy Never, shareProcessNamespace true;
 //   - any earlier allocguard injection removed (init container, guard,
 //     library volume and mounts, LD_PRELOAD entries under the library path,

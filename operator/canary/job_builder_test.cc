@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 
 #include "operator/api/names.h"
 #include "operator/replay/in_pod.h"
@@ -151,6 +152,30 @@ TEST(BuildCanaryJobTest, PodIsCutOffFromServicesStorageAndTheWebhook) {
   EXPECT_EQ(pod["spec"]["restartPolicy"], "Never");
   EXPECT_EQ(pod["spec"]["shareProcessNamespace"], true);
   EXPECT_EQ(job.dump().find("web-data"), std::string::npos) << "the claim is still referenced";
+}
+
+// A StatefulSet's template mounts its claims without declaring them; each
+// becomes an emptyDir of the claim's size, replacing a template volume of
+// the same name as the StatefulSet controller does.
+TEST(BuildCanaryJobTest, StatefulSetClaimsBecomeSizedEmptyDirs) {
+  api::ReplayCanary canary = Canary();
+  json tmpl = json::parse(kTemplate);
+  tmpl["spec"]["containers"][0]["volumeMounts"].push_back({{"name", "wal"}, {"mountPath", "/wal"}});
+  canary.spec.pod_template_json = tmpl.dump();
+  CanaryJobOptions options = Options();
+  options.claim_volumes = {{"wal", int64_t{10} << 30}, {"config", std::nullopt}};
+  auto job = BuildCanaryJob(canary, Variant("candidate", api::Allocator::kTcmalloc), options);
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  const json& volumes = (*job)["spec"]["template"]["spec"]["volumes"];
+  std::map<std::string, json> by_name;
+  for (const json& v : volumes) by_name[v["name"]] = v;
+  EXPECT_EQ(by_name["wal"], json({{"name", "wal"}, {"emptyDir", {{"sizeLimit", "10Gi"}}}}));
+  EXPECT_EQ(by_name["config"], json({{"name", "config"}, {"emptyDir", json::object()}}))
+      << "a claim replaces the template's volume of its name";
+  EXPECT_EQ(by_name["data"], json({{"name", "data"}, {"emptyDir", json::object()}}));
+  size_t wal = 0;
+  for (const json& v : volumes) wal += v["name"] == "wal" ? 1 : 0;
+  EXPECT_EQ(wal, 1u);
 }
 
 TEST(BuildCanaryJobTest, EarlierInjectionIsReplacedByTheVariants) {

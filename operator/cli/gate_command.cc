@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "controllers/gate_decision.h"
+#include "controllers/reconcilers.h"
 #include "operator/api/policy.h"
 #include "operator/cli/cli_util.h"
 #include "operator/cli/commands.h"
@@ -91,10 +92,12 @@ Look LookOnce(kube::Client& client, const std::string& ns, const controllers::Ga
     look.answer = controllers::AnswerCanaryGate(*canary);
     return look;
   }
-  auto deployment = client.Get(kube::Deployments(), ns, target.name);
+  const controllers::WorkloadKind kind = target.Workload();
+  const std::string kind_name = controllers::WorkloadKindName(kind);
+  auto deployment = client.Get(controllers::WorkloadResource(kind), ns, target.name);
   if (!deployment.ok()) {
-    if (deployment.error().IsNotFound()) return not_found("Deployment");
-    return fail(deployment.error(), "reading Deployment " + ns + "/" + target.name);
+    if (deployment.error().IsNotFound()) return not_found(kind_name);
+    return fail(deployment.error(), "reading " + kind_name + " " + ns + "/" + target.name);
   }
   std::vector<api::AllocatorPolicy> policies;
   auto listed = client.List(kube::AllocatorPolicies(), ns);
@@ -116,7 +119,7 @@ Look LookOnce(kube::Client& client, const std::string& ns, const controllers::Ga
     if (!canary.error().IsNotFound()) canary_error = canary.error();
     return std::nullopt;
   };
-  GateAnswer answer = controllers::AnswerDeploymentGate(*deployment, policies, lookup);
+  GateAnswer answer = controllers::AnswerDeploymentGate(*deployment, policies, lookup, kind);
   if (canary_error.has_value()) {
     return fail(*canary_error, "reading ReplayCanary " + ns + "/" + answer.canary);
   }
@@ -197,7 +200,9 @@ void RegisterGateCommand(CLI::App& app, int* exit_code) {
       "gate",
       "wait for the allocguard verdict on a Deployment's rollout or a ReplayCanary; exit 0 "
       "proceed, 2 held, 3 failed, 4 timed out, 5 not found, 1 error (docs/gitops.md)");
-  cmd->add_option("target", f->target, "deployment/NAME, NAME, or replaycanary/NAME")->required();
+  cmd->add_option("target", f->target,
+                  "deployment/NAME, NAME, statefulset/NAME, daemonset/NAME, or replaycanary/NAME")
+      ->required();
   cmd->add_option("--timeout", f->timeout, "how long to wait for a verdict (0: look once)")
       ->capture_default_str();
   cmd->add_option("--poll-interval", f->poll_interval, "time between reads")->capture_default_str();

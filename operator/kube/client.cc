@@ -58,6 +58,8 @@ std::string ResourceType::ObjectPath(const std::string& ns, const std::string& n
 ResourceType ConfigMaps() { return {"", "v1", "configmaps", "ConfigMap", true}; }
 ResourceType Namespaces() { return {"", "v1", "namespaces", "Namespace", false}; }
 ResourceType Deployments() { return {"apps", "v1", "deployments", "Deployment", true}; }
+ResourceType StatefulSets() { return {"apps", "v1", "statefulsets", "StatefulSet", true}; }
+ResourceType DaemonSets() { return {"apps", "v1", "daemonsets", "DaemonSet", true}; }
 ResourceType Leases() { return {"coordination.k8s.io", "v1", "leases", "Lease", true}; }
 ResourceType EventsV1() { return {"events.k8s.io", "v1", "events", "Event", true}; }
 ResourceType Pods() { return {"", "v1", "pods", "Pod", true}; }

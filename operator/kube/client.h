@@ -43,6 +43,8 @@ struct ResourceType {
 ResourceType ConfigMaps();
 ResourceType Namespaces();
 ResourceType Deployments();
+ResourceType StatefulSets();
+ResourceType DaemonSets();
 ResourceType Leases();
 ResourceType EventsV1();
 ResourceType CustomResourceDefinitions();

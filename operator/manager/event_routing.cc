@@ -30,16 +30,33 @@ void AddInNamespace(const char* controller, const kube::Store& store, const std:
 }  // namespace
 
 std::vector<ReconcileRequest> PolicyEventRequests(const json& policy,
-                                                  const kube::Store& deployments) {
+                                                  const kube::Store& deployments,
+                                                  const kube::Store* statefulsets,
+                                                  const kube::Store* daemonsets) {
   std::vector<ReconcileRequest> out = {{kPolicyController, kube::ObjectKey(policy)}};
   AddInNamespace(kRolloutController, deployments, Namespace(policy), out);
+  if (statefulsets != nullptr) {
+    AddInNamespace(controllers::RolloutControllerName(controllers::WorkloadKind::kStatefulSet),
+                   *statefulsets, Namespace(policy), out);
+  }
+  if (daemonsets != nullptr) {
+    AddInNamespace(controllers::RolloutControllerName(controllers::WorkloadKind::kDaemonSet),
+                   *daemonsets, Namespace(policy), out);
+  }
   return out;
 }
 
 std::vector<ReconcileRequest> CanaryEventRequests(const json& canary) {
   std::vector<ReconcileRequest> out = {{kCanaryController, kube::ObjectKey(canary)}};
-  const std::string target = Str(Field(Field(canary, "spec"), "target"), "name");
-  if (!target.empty()) out.push_back({kRolloutController, Namespace(canary) + "/" + target});
+  const json& target_ref = Field(Field(canary, "spec"), "target");
+  const std::string target = Str(target_ref, "name");
+  const std::string kind_name = Str(target_ref, "kind");
+  const std::optional<controllers::WorkloadKind> kind =
+      kind_name.empty() ? controllers::WorkloadKind::kDeployment
+                        : controllers::WorkloadKindFromName(kind_name);
+  if (!target.empty() && kind.has_value()) {
+    out.push_back({controllers::RolloutControllerName(*kind), Namespace(canary) + "/" + target});
+  }
   auto labels = Labels(canary);
   auto policy = labels.find(controllers::kPolicyLabel);
   if (policy != labels.end()) {
@@ -52,6 +69,14 @@ std::vector<ReconcileRequest> DeploymentEventRequests(const json& deployment,
                                                       const kube::Store& policies) {
   std::vector<ReconcileRequest> out = {{kRolloutController, kube::ObjectKey(deployment)}};
   AddInNamespace(kPolicyController, policies, Namespace(deployment), out);
+  return out;
+}
+
+std::vector<ReconcileRequest> WorkloadEventRequests(const char* rollout_controller,
+                                                    const json& workload,
+                                                    const kube::Store& policies) {
+  std::vector<ReconcileRequest> out = {{rollout_controller, kube::ObjectKey(workload)}};
+  AddInNamespace(kPolicyController, policies, Namespace(workload), out);
   return out;
 }
 
@@ -76,8 +101,12 @@ std::vector<ReconcileRequest> PodLeadingRequests(const json& pod) {
 
 void AddEventRouting(Manager& manager, const WatchedStores& stores) {
   const kube::Store* deployments = stores.deployments;
+  const kube::Store* statefulsets = stores.statefulsets;
+  const kube::Store* daemonsets = stores.daemonsets;
   const kube::Store* policies = stores.policies;
-  auto policy_map = [deployments](const json& p) { return PolicyEventRequests(p, *deployments); };
+  auto policy_map = [deployments, statefulsets, daemonsets](const json& p) {
+    return PolicyEventRequests(p, *deployments, statefulsets, daemonsets);
+  };
   manager.Watches(stores.policies, policy_map, policy_map);
   manager.Watches(stores.canaries, CanaryEventRequests, CanaryEventRequests);
   manager.Watches(stores.deployments,
@@ -86,6 +115,15 @@ void AddEventRouting(Manager& manager, const WatchedStores& stores) {
       stores.pods, [policies](const json& p) { return PodEventRequests(p, *policies); },
       PodLeadingRequests);
   manager.Watches(stores.jobs, CanaryJobEventRequests);
+  for (auto [store, kind] :
+       {std::pair{stores.statefulsets, controllers::WorkloadKind::kStatefulSet},
+        std::pair{stores.daemonsets, controllers::WorkloadKind::kDaemonSet}}) {
+    if (store == nullptr) continue;
+    const char* controller = controllers::RolloutControllerName(kind);
+    manager.Watches(store, [policies, controller](const json& w) {
+      return WorkloadEventRequests(controller, w, *policies);
+    });
+  }
 }
 
 }  // namespace allocguard::manager

@@ -5,11 +5,15 @@
 // Pure functions of the object and the caches they read; the keys are
 // "namespace/name".
 //
-//   AllocatorPolicy   its policy; the rollout of every Deployment in its
-//                     namespace (their gate may change)
-//   ReplayCanary      its canary; the rollout of its target Deployment; the
-//                     policy of its allocguard.io/policy label
+//   AllocatorPolicy   its policy; the rollout of every Deployment,
+//                     StatefulSet and DaemonSet in its namespace (their gate
+//                     may change)
+//   ReplayCanary      its canary; the rollout of its target (the rollout
+//                     controller of the target's kind); the policy of its
+//                     allocguard.io/policy label
 //   Deployment        its rollout; every policy in its namespace
+//   StatefulSet,      the rollout of its kind; every policy in its namespace
+//   DaemonSet
 //   Pod (canary)      the canary of its allocguard.io/canary label
 //   Pod (other)       its drift check; every policy in its namespace
 //   canary Job        the canary of its allocguard.io/canary label
@@ -31,14 +35,22 @@ inline constexpr char kPolicyController[] = "policy";
 inline constexpr char kCanaryController[] = "canary";
 inline constexpr char kRolloutController[] = "rollout";
 inline constexpr char kDriftController[] = "drift";
+// The StatefulSets' and DaemonSets' rollouts: controllers::RolloutControllerName.
 
 // deployments and policies need the namespace index
 // (controllers::AddNamespaceIndex).
+// statefulsets and daemonsets may be null (not watched).
 std::vector<ReconcileRequest> PolicyEventRequests(const nlohmann::json& policy,
-                                                  const kube::Store& deployments);
+                                                  const kube::Store& deployments,
+                                                  const kube::Store* statefulsets = nullptr,
+                                                  const kube::Store* daemonsets = nullptr);
 std::vector<ReconcileRequest> CanaryEventRequests(const nlohmann::json& canary);
 std::vector<ReconcileRequest> DeploymentEventRequests(const nlohmann::json& deployment,
                                                       const kube::Store& policies);
+// A StatefulSet's (kind "StatefulSet") or a DaemonSet's change.
+std::vector<ReconcileRequest> WorkloadEventRequests(const char* rollout_controller,
+                                                    const nlohmann::json& workload,
+                                                    const kube::Store& policies);
 std::vector<ReconcileRequest> PodEventRequests(const nlohmann::json& pod,
                                                const kube::Store& policies);
 std::vector<ReconcileRequest> CanaryJobEventRequests(const nlohmann::json& job);
@@ -49,7 +61,9 @@ struct WatchedStores {
   kube::Store* canaries = nullptr;
   kube::Store* deployments = nullptr;
   kube::Store* pods = nullptr;
-  kube::Store* jobs = nullptr;  // allocguard's canary Jobs only
+  kube::Store* jobs = nullptr;          // allocguard's canary Jobs only
+  kube::Store* statefulsets = nullptr;  // may be null: not watched
+  kube::Store* daemonsets = nullptr;    // may be null: not watched
 };
 
 // Registers the maps above on manager, for the stores given.

@@ -69,6 +69,28 @@ TEST(EventRoutingTest, PodsGoToDriftAndPoliciesCanaryPodsToTheirCanary) {
   EXPECT_THAT(PodLeadingRequests(canary_pod), IsEmpty());
 }
 
+TEST(EventRoutingTest, StatefulSetsAndDaemonSetsGoToTheRolloutOfTheirKind) {
+  auto deployments = StoreWith({Object("a", "web")});
+  auto statefulsets = StoreWith({Object("a", "db")});
+  auto daemonsets = StoreWith({Object("a", "agent"), Object("b", "other")});
+  EXPECT_THAT(
+      PolicyEventRequests(Object("a", "p"), *deployments, statefulsets.get(), daemonsets.get()),
+      ElementsAre(R("policy", "a/p"), R("rollout", "a/web"), R("statefulset-rollout", "a/db"),
+                  R("daemonset-rollout", "a/agent")));
+  json canary = Object("a", "c");
+  canary["spec"] = {{"target", {{"kind", "StatefulSet"}, {"name", "db"}}}};
+  EXPECT_THAT(CanaryEventRequests(canary),
+              ElementsAre(R("canary", "a/c"), R("statefulset-rollout", "a/db")));
+  canary["spec"]["target"]["kind"] = "CronJob";
+  EXPECT_THAT(CanaryEventRequests(canary), ElementsAre(R("canary", "a/c")));
+  auto policies = StoreWith({Object("a", "p")});
+  EXPECT_THAT(WorkloadEventRequests("daemonset-rollout", Object("a", "agent"), *policies),
+              ElementsAre(R("daemonset-rollout", "a/agent"), R("policy", "a/p")));
+  controllers::ControllerContext ctx;
+  EXPECT_STREQ(controllers::RolloutReconciler(ctx, controllers::WorkloadKind::kDaemonSet).name(),
+               "daemonset-rollout");
+}
+
 TEST(EventRoutingTest, CanaryJobsGoToTheirCanary) {
   EXPECT_THAT(CanaryJobEventRequests(Object("a", "job", {{"allocguard.io/canary", "c"}})),
               ElementsAre(R("canary", "a/c")));

@@ -8,6 +8,7 @@
 
 #include "controllers/reconcilers.h"
 #include "operator/api/names.h"
+#include "operator/api/workload_kinds.h"
 #include "operator/api/workloads.h"
 #include "operator/kube/client.h"
 #include "operator/kube/event_recorder.h"
@@ -114,17 +115,23 @@ std::function<void(json&)> TypedTransform(const kube::ResourceType& type) {
 
 struct Caches {
   std::unique_ptr<kube::Informer> policies, canaries, deployments, pods, jobs;
+  std::unique_ptr<kube::Informer> statefulsets, daemonsets;
 
   std::vector<std::pair<std::string, kube::Informer*>> All() const {
     return {{"allocatorpolicies", policies.get()},
             {"replaycanaries", canaries.get()},
             {"deployments", deployments.get()},
             {"pods", pods.get()},
-            {"jobs", jobs.get()}};
+            {"jobs", jobs.get()},
+            {"statefulsets", statefulsets.get()},
+            {"daemonsets", daemonsets.get()}};
   }
   WatchedStores Stores() const {
-    return {&policies->store(), &canaries->store(), &deployments->store(), &pods->store(),
-            &jobs->store()};
+    WatchedStores stores{&policies->store(), &canaries->store(), &deployments->store(),
+                         &pods->store(), &jobs->store()};
+    stores.statefulsets = &statefulsets->store();
+    stores.daemonsets = &daemonsets->store();
+    return stores;
   }
 };
 
@@ -144,12 +151,17 @@ Caches MakeCaches(kube::Client* client, const ManagerOptions& options) {
   c.policies = make(kube::AllocatorPolicies(), "", nullptr);
   c.canaries = make(kube::ReplayCanaries(), "", nullptr);
   c.deployments = make(kube::Deployments(), "", api::SlimDeployment);
+  c.statefulsets = make(kube::StatefulSets(), "", api::SlimStatefulSet);
+  c.daemonsets = make(kube::DaemonSets(), "", api::SlimDeployment);
   c.pods = make(kube::Pods(), "", api::SlimPod);
   c.jobs =
       make(kube::Jobs(), std::string(api::kManagedByLabel) + "=" + api::kManagedByValue, nullptr);
   for (const auto& [kind, informer] : c.All()) controllers::AddNamespaceIndex(informer->store());
   controllers::AddCanaryJobIndex(c.pods->store());
-  AddHeldIndex(c.deployments->store());
+  for (kube::Informer* workloads :
+       {c.deployments.get(), c.statefulsets.get(), c.daemonsets.get()}) {
+    AddHeldIndex(workloads->store());
+  }
   return c;
 }
 
@@ -164,6 +176,8 @@ void AddCacheMetrics(metrics::Registry& registry, const Caches& c) {
   registry.AddGaugeFunc("allocguard_cached_pods", "Pods in the cache.",
                         [pods] { return static_cast<double>(pods->size()); });
   AddHeldRolloutMetrics(registry, "Deployment", *deployments);
+  AddHeldRolloutMetrics(registry, "StatefulSet", c.statefulsets->store());
+  AddHeldRolloutMetrics(registry, "DaemonSet", c.daemonsets->store());
 }
 
 // --- reconcilers -------------------------------------------------------------
@@ -177,6 +191,8 @@ controllers::ControllerContext MakeControllerContext(const ManagerOptions& optio
   ctx.policies = &c.policies->store();
   ctx.canaries = &c.canaries->store();
   ctx.deployments = &c.deployments->store();
+  ctx.statefulsets = &c.statefulsets->store();
+  ctx.daemonsets = &c.daemonsets->store();
   ctx.pods = &c.pods->store();
   ctx.jobs = &c.jobs->store();
   ctx.events = events;
@@ -189,7 +205,8 @@ controllers::ControllerContext MakeControllerContext(const ManagerOptions& optio
   return ctx;
 }
 
-// Adds the four reconcilers as leader-only controllers; returns their runners.
+// Adds the reconcilers (a rollout reconciler per workload kind) as
+// leader-only controllers; returns their runners.
 std::vector<ControllerRunner*> AddControllers(Manager& manager,
                                               const controllers::ControllerContext& ctx,
                                               int workers, Clock* clock,
@@ -197,7 +214,11 @@ std::vector<ControllerRunner*> AddControllers(Manager& manager,
   std::vector<std::unique_ptr<controllers::Reconciler>> reconcilers;
   reconcilers.push_back(std::make_unique<controllers::PolicyReconciler>(ctx));
   reconcilers.push_back(std::make_unique<controllers::CanaryReconciler>(ctx));
-  reconcilers.push_back(std::make_unique<controllers::RolloutReconciler>(ctx));
+  for (controllers::WorkloadKind kind :
+       {controllers::WorkloadKind::kDeployment, controllers::WorkloadKind::kStatefulSet,
+        controllers::WorkloadKind::kDaemonSet}) {
+    reconcilers.push_back(std::make_unique<controllers::RolloutReconciler>(ctx, kind));
+  }
   reconcilers.push_back(std::make_unique<controllers::DriftReconciler>(ctx));
   std::vector<ControllerRunner*> runners;
   for (auto& reconciler : reconcilers) {

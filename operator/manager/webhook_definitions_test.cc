@@ -14,7 +14,8 @@ namespace {
 
 TEST(WebhookDefinitionsTest, EveryDefinedWebhookIsServedAndEveryServedPathDefined) {
   const std::set<std::string> served = {
-      admission::kPodMutationPath, admission::kDeploymentMutationPath,
+      admission::kPodMutationPath,          admission::kDeploymentMutationPath,
+      admission::kStatefulSetMutationPath,  admission::kDaemonSetMutationPath,
       admission::kDeploymentValidationPath, admission::kPolicyValidationPath,
       admission::kCanaryValidationPath};
   std::set<std::string> defined;

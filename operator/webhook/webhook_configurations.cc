@@ -28,6 +28,22 @@ std::vector<WebhookDefinition> MakeDefinitions() {
                   .rules = {{create_update, "apps", "v1", "deployments"}},
                   .user_object_selector = true});
   defs.push_back(
+      {.kind = WebhookKind::kMutating,
+       .name = "statefulsets.allocguard.io",
+       .path = "/mutate-apps-v1-statefulset",
+       .rules = {{create_update, "apps", "v1", "statefulsets"}},
+       .user_object_selector = true,
+       .comment = {"Holds a governed StatefulSet's new template under Enforce by pinning",
+                   "its partition, and keeps the pin while held."}});
+  defs.push_back(
+      {.kind = WebhookKind::kMutating,
+       .name = "daemonsets.allocguard.io",
+       .path = "/mutate-apps-v1-daemonset",
+       .rules = {{create_update, "apps", "v1", "daemonsets"}},
+       .user_object_selector = true,
+       .comment = {"Holds a governed DaemonSet's new template under Enforce by switching",
+                   "its update strategy to OnDelete, and keeps it while held."}});
+  defs.push_back(
       {.kind = WebhookKind::kValidating,
        .name = "deployments.validate.allocguard.io",
        .path = "/validate-apps-v1-deployment",

@@ -38,7 +38,7 @@ struct WebhookDefinition {
   // reinvocationPolicy IfNeeded (mutating only): runs again after other
   // mutating webhooks changed the object.
   bool reinvoke_if_needed = false;
-  // The chart's webhook.objectSelector applies (Pods and Deployments only).
+  // The chart's webhook.objectSelector applies (Pods and workloads only).
   bool user_object_selector = false;
   // Why the webhook exists, as the chart's template says it (one line each).
   std::vector<std::string> comment;

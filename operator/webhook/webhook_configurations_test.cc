@@ -55,9 +55,16 @@ TEST(WebhookConfigurationsTest, UrlModeMatchesTheHandWrittenConfigurations) {
       {"kind", "MutatingWebhookConfiguration"},
       {"metadata", {{"name", "ag-m"}}},
       {"webhooks",
-       {pods, ExpectedWebhook("deployments.allocguard.io", base + "/mutate-apps-v1-deployment",
-                              json::array({ExpectedRule({"CREATE", "UPDATE"}, "apps", "v1",
-                                                        "deployments")}))}}};
+       {pods,
+        ExpectedWebhook(
+            "deployments.allocguard.io", base + "/mutate-apps-v1-deployment",
+            json::array({ExpectedRule({"CREATE", "UPDATE"}, "apps", "v1", "deployments")})),
+        ExpectedWebhook(
+            "statefulsets.allocguard.io", base + "/mutate-apps-v1-statefulset",
+            json::array({ExpectedRule({"CREATE", "UPDATE"}, "apps", "v1", "statefulsets")})),
+        ExpectedWebhook(
+            "daemonsets.allocguard.io", base + "/mutate-apps-v1-daemonset",
+            json::array({ExpectedRule({"CREATE", "UPDATE"}, "apps", "v1", "daemonsets")}))}}};
   json validating = {
       {"apiVersion", "admissionregistration.k8s.io/v1"},
       {"kind", "ValidatingWebhookConfiguration"},
@@ -101,7 +108,7 @@ TEST(WebhookConfigurationsTest, NamesAndPathsAreUniqueAndMutatingComeFirst) {
     EXPECT_FALSE(seen_validating && def.kind == WebhookKind::kMutating) << def.name;
     EXPECT_FALSE(def.kind == WebhookKind::kValidating && def.reinvoke_if_needed) << def.name;
   }
-  EXPECT_EQ(names.size(), 5u);
+  EXPECT_EQ(names.size(), 7u);
 }
 
 TEST(WebhookConfigurationsTest, ChartTemplateNamesEveryWebhookAndPathOnce) {
