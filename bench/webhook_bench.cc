@@ -7,13 +7,24 @@
 //
 // Usage: webhook_bench [--rates 200,500,1000] [--seconds N] [--connections N]
 //                      [--server-cpu N] [--client-cpu N] [--handler injection|empty]
+//        webhook_bench --listen PORT --ca-out FILE [--server-cpu N] [--handler ...]
+//        webhook_bench --url https://HOST:PORT --ca FILE [--rates ...] [--seconds N]
+//        webhook_bench --dump-review FILE
 //
 // The handler is the real pod injection (admission::DecidePodInjection with
 // three policies in the namespace, one selecting the pod) when the build has
 // operator/admission; otherwise it parses the review and returns no patch,
 // and the output says so.
+//
+// The other forms split the benchmark in two so the same client can drive
+// another server (bench/peers/webhook_side_by_side.sh): --listen serves the
+// handler alone (port 0 picks one; "listening on URL" goes to stdout, the CA
+// to --ca-out) until SIGTERM or SIGINT; --url drives a server at URL,
+// verified with the CA in --ca, and sends to /mutate-pods; --dump-review
+// writes the first review the client sends.
 
 #include <sched.h>
+#include <signal.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -22,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <sstream>
@@ -138,6 +150,56 @@ double ThreadCpuSeconds(const rusage& u) {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
+bool WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  return static_cast<bool>(out.flush());
+}
+
+bool ReadFile(const std::string& path, std::string* text) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  *text = buffer.str();
+  return static_cast<bool>(in);
+}
+
+// Blocks until SIGTERM or SIGINT; call before any thread starts so that
+// every thread inherits the blocked mask.
+int WaitForTermination(const sigset_t& signals) {
+  int signal = 0;
+  sigwait(&signals, &signal);
+  return signal;
+}
+
+// The latency table for the rates, driving `url`; the last column is this
+// process's CPU as a share of one core.
+void PrintRates(const std::string& url, const std::string& ca_pem,
+                const std::vector<std::string>& bodies, const std::vector<double>& rates,
+                double seconds, int connections) {
+  std::printf("%8s %10s %8s %8s %9s %9s %9s %9s %8s\n", "rate/s", "achieved/s", "ok", "errors",
+              "p50 ms", "p90 ms", "p99 ms", "max ms", "cpu");
+  for (double rate : rates) {
+    rusage before{};
+    rusage after{};
+    getrusage(RUSAGE_SELF, &before);
+    auto cpu_start = Steady::now();
+    RunResult r = Drive(url, ca_pem, bodies, rate, seconds, connections);
+    getrusage(RUSAGE_SELF, &after);
+    double wall = std::chrono::duration<double>(Steady::now() - cpu_start).count();
+    double cpu = (ThreadCpuSeconds(after) - ThreadCpuSeconds(before)) / wall;
+    double p50 = Quantile(r.latency_ms, 0.50);
+    double p90 = Quantile(r.latency_ms, 0.90);
+    double p99 = Quantile(r.latency_ms, 0.99);
+    double max =
+        r.latency_ms.empty() ? 0 : *std::max_element(r.latency_ms.begin(), r.latency_ms.end());
+    std::printf("%8.0f %10.1f %8zu %8zu %9.2f %9.2f %9.2f %9.2f %7.0f%%\n", rate,
+                static_cast<double>(r.ok) / r.seconds, r.ok, r.errors, p50, p90, p99, max,
+                cpu * 100);
+    std::fflush(stdout);
+  }
+}
+
 int Main(int argc, char** argv) {
   std::vector<double> rates = {200, 500, 1000, 2000};
   double seconds = 10;
@@ -145,6 +207,11 @@ int Main(int argc, char** argv) {
   int server_cpu = 0;
   int client_cpu = 1;
   std::string handler = "injection";  // or "empty"
+  std::string listen;                 // --listen PORT: serve only
+  std::string ca_out;
+  std::string target_url;  // --url: drive that server instead of one of our own
+  std::string ca_file;
+  std::string dump_review;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--rates") {
@@ -159,11 +226,53 @@ int Main(int argc, char** argv) {
       client_cpu = std::atoi(argv[i + 1]);
     } else if (flag == "--handler") {
       handler = argv[i + 1];
+    } else if (flag == "--listen") {
+      listen = argv[i + 1];
+    } else if (flag == "--ca-out") {
+      ca_out = argv[i + 1];
+    } else if (flag == "--url") {
+      target_url = argv[i + 1];
+    } else if (flag == "--ca") {
+      ca_file = argv[i + 1];
+    } else if (flag == "--dump-review") {
+      dump_review = argv[i + 1];
     } else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
     }
   }
+
+  std::vector<std::string> bodies;
+  bodies.reserve(512);
+  for (int i = 0; i < 512; ++i) bodies.push_back(PodCreateReview(i));
+  if (!dump_review.empty()) return WriteFile(dump_review, bodies[0]) ? 0 : 1;
+
+  if (!target_url.empty()) {
+    std::string ca_pem;
+    if (!ReadFile(ca_file, &ca_pem)) {
+      std::fprintf(stderr, "--ca %s: cannot read it\n", ca_file.c_str());
+      return 2;
+    }
+    if (!PinToCpu(client_cpu)) std::fprintf(stderr, "warning: cannot pin to CPU %d\n", client_cpu);
+    std::printf("webhook_bench: client pinned to CPU %d driving %s/mutate-pods\n", client_cpu,
+                target_url.c_str());
+    std::printf("review: Pod CREATE, %zu bytes\n", bodies[0].size());
+    std::printf(
+        "TLS keep-alive, %d connections, open loop, %.0f s per rate; latency from "
+        "the scheduled send time\n\n",
+        connections, seconds);
+    PrintRates(target_url, ca_pem, bodies, rates, seconds, connections);
+    std::printf("(cpu = this client's CPU as a share of one core)\n");
+    return 0;
+  }
+
+  // --listen waits for these; blocked before any thread exists, so that
+  // every thread inherits the mask and sigwait alone receives them.
+  sigset_t termination;
+  sigemptyset(&termination);
+  sigaddset(&termination, SIGTERM);
+  sigaddset(&termination, SIGINT);
+  if (!listen.empty()) pthread_sigmask(SIG_BLOCK, &termination, nullptr);
 
   const auto now = std::chrono::system_clock::now();
   auto ca =
@@ -185,20 +294,30 @@ int Main(int argc, char** argv) {
   // The server, its worker threads included, runs on server_cpu only: its
   // threads are created by the serving thread and inherit its affinity.
   if (!PinToCpu(server_cpu)) std::fprintf(stderr, "warning: cannot pin to CPU %d\n", server_cpu);
-  auto server =
-      net::NewHttpsServer({.worker_threads = connections + 2, .key_pair = [pair] { return pair; }});
+  net::HttpsServerOptions server_options{.worker_threads = connections + 2,
+                                         .key_pair = [pair] { return pair; }};
+  if (!listen.empty()) server_options.port = std::atoi(listen.c_str());
+  auto server = net::NewHttpsServer(server_options);
   if (!server.ok()) return 1;
   webhook::AdmissionServer admission(server->get());
   const bool real = handler == "injection" && kHaveInjection;
   admission.Handle("/mutate-pods", real ? MakeInjectionHandler() : MakeEmptyHandler());
   if (!(*server)->Bind().ok()) return 1;
   std::thread serving_thread([&] { (*server)->Serve(); });
-  if (!PinToCpu(client_cpu)) std::fprintf(stderr, "warning: cannot pin to CPU %d\n", client_cpu);
   const std::string url = "https://127.0.0.1:" + std::to_string((*server)->port());
 
-  std::vector<std::string> bodies;
-  bodies.reserve(512);
-  for (int i = 0; i < 512; ++i) bodies.push_back(PodCreateReview(i));
+  if (!listen.empty()) {
+    if (!ca_out.empty() && !WriteFile(ca_out, ca->cert_pem)) return 1;
+    std::printf("listening on %s/mutate-pods (%s), pinned to CPU %d\n", url.c_str(),
+                real ? "real pod injection" : "STAND-IN handler", server_cpu);
+    std::fflush(stdout);
+    WaitForTermination(termination);
+    (*server)->Stop();
+    serving_thread.join();
+    return 0;
+  }
+
+  if (!PinToCpu(client_cpu)) std::fprintf(stderr, "warning: cannot pin to CPU %d\n", client_cpu);
   // What one review costs the handler alone, for reference.
   auto probe = admission.Review("/mutate-pods", bodies[0]);
   const bool patches = probe.body.find("\"patchType\"") != std::string::npos;
@@ -232,28 +351,7 @@ int Main(int argc, char** argv) {
       "TLS 1.3 keep-alive, %d connections, open loop, %.0f s per rate; latency from "
       "the scheduled send time\n\n",
       connections, seconds);
-  std::printf("%8s %10s %8s %8s %9s %9s %9s %9s %8s\n", "rate/s", "achieved/s", "ok", "errors",
-              "p50 ms", "p90 ms", "p99 ms", "max ms", "cpu");
-  for (double rate : rates) {
-    rusage before{};
-    rusage after{};
-    getrusage(RUSAGE_SELF, &before);
-    auto cpu_start = Steady::now();
-    RunResult r = Drive(url, ca->cert_pem, bodies, rate, seconds, connections);
-    getrusage(RUSAGE_SELF, &after);
-    double wall = std::chrono::duration<double>(Steady::now() - cpu_start).count();
-    // Process CPU (server and client together) as a share of one core.
-    double cpu = (ThreadCpuSeconds(after) - ThreadCpuSeconds(before)) / wall;
-    double p50 = Quantile(r.latency_ms, 0.50);
-    double p90 = Quantile(r.latency_ms, 0.90);
-    double p99 = Quantile(r.latency_ms, 0.99);
-    double max =
-        r.latency_ms.empty() ? 0 : *std::max_element(r.latency_ms.begin(), r.latency_ms.end());
-    std::printf("%8.0f %10.1f %8zu %8zu %9.2f %9.2f %9.2f %9.2f %7.0f%%\n", rate,
-                static_cast<double>(r.ok) / r.seconds, r.ok, r.errors, p50, p90, p99, max,
-                cpu * 100);
-    std::fflush(stdout);
-  }
+  PrintRates(url, ca->cert_pem, bodies, rates, seconds, connections);
   auto m = admission.Metrics().paths["/mutate-pods"];
   std::printf(
       "\nserver-side handler time (parse + decide + encode): mean %.1f us over %llu "
