@@ -4,6 +4,7 @@
 #   bench/operator_memory_bench.sh [--deployments N] [--batch 500] [--parallel 2]
 #                                  [--mode Audit|Enforce|Off] [--allocguard PATH]
 #                                  [--no-operator] [--no-webhooks] [--pods N]
+#                                  [--peer full|strip|metadata|metadata-strip]
 #
 # Starts a control plane of its own (e2e/cluster/up.sh; no kubelet, no
 # controller-manager, so no ReplicaSets or Pods appear), applies crds/, an
@@ -24,6 +25,11 @@
 # which holds every Pod of the cluster, and the Pod webhook that injects
 # each of them.
 #
+# --peer runs the controller-runtime peer's Deployment informer
+# (bench/peers, `peers informer --mode M`, built by bench/peers/build.sh)
+# instead of the operator, everything else the same; it registers no
+# webhooks, and "operator" in the report means the peer.
+#
 # The operator binary defaults to build/release/operator/cli/allocguard,
 # built (Release, -j2) when missing. Everything it starts is stopped on exit.
 set -euo pipefail
@@ -38,6 +44,7 @@ with_webhooks=1
 mode=Audit
 allocguard=$repo/build/release/operator/cli/allocguard
 governed_metric=${ALLOCGUARD_GOVERNED_METRIC:-allocguard_cached_deployments}
+peer=
 while (($#)); do
   case $1 in
     --deployments) deployments=$2; shift 2 ;;
@@ -48,6 +55,7 @@ while (($#)); do
     --no-webhooks) with_webhooks=0; shift ;;
     --mode) mode=$2; shift 2 ;;
     --pods) kind=Pod; deployments=$2; governed_metric=allocguard_cached_pods; shift 2 ;;
+    --peer) peer=$2; with_webhooks=0; governed_metric=peer_cached_deployments; shift 2 ;;
     *) echo "operator_memory_bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -82,7 +90,9 @@ free_port() {
 }
 
 # --- operator binary ----------------------------------------------------------
-if ((with_operator)); then
+if ((with_operator)) && [[ -n $peer ]]; then
+  peers=$("$repo/bench/peers/build.sh")
+elif ((with_operator)); then
   if [[ ! -x $allocguard ]]; then
     log "building $allocguard"
     cmake -S "$repo" -B "$repo/build/release" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -140,7 +150,13 @@ YAML
 probe_port=$(free_port)
 metrics_port=$(free_port)
 webhook_port=$(free_port)
-if ((with_operator)); then
+if ((with_operator)) && [[ -n $peer ]]; then
+  log "starting the controller-runtime peer: $peers informer --mode $peer"
+  "$peers" informer --mode "$peer" --kubeconfig "$KUBECONFIG" \
+    --health-probe-bind-address "127.0.0.1:$probe_port" \
+    --metrics-bind-address "127.0.0.1:$metrics_port" >"$work/operator.log" 2>&1 &
+  operator_pid=$!
+elif ((with_operator)); then
   log "starting $allocguard operator"
   webhook_flags=()
   if ((with_webhooks)); then
@@ -154,6 +170,8 @@ if ((with_operator)); then
     --webhook-bind-address "127.0.0.1:$webhook_port" \
     "${webhook_flags[@]}" >"$work/operator.log" 2>&1 &
   operator_pid=$!
+fi
+if ((with_operator)); then
   for ((i = 0; ; i++)); do
     if curl -fs "http://127.0.0.1:$probe_port/readyz" >/dev/null 2>&1; then break; fi
     if ! kill -0 "$operator_pid" 2>/dev/null || ((i >= 480)); then
@@ -287,6 +305,7 @@ jobs=$(kubectl get jobs -A --no-headers 2>/dev/null | wc -l)
 webhooks_note=", webhooks registered"
 ((with_webhooks)) || webhooks_note=", webhooks not registered"
 ((with_operator)) || webhooks_note=", no operator"
+[[ -n $peer ]] && webhooks_note=", the controller-runtime peer's informer (--mode $peer) instead of the operator"
 echo "operator memory benchmark: $created ${kind}s labelled app=bench, AllocatorPolicy in $mode mode$webhooks_note"
 echo "  creation: $created ${kind}s in ${create_seconds} s ($parallel kubectl create of $batch each)," \
   "$object_bytes bytes of JSON each"
