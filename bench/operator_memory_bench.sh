@@ -4,7 +4,7 @@
 #   bench/operator_memory_bench.sh [--deployments N] [--batch 500] [--parallel 2]
 #                                  [--mode Audit|Enforce|Off] [--allocguard PATH]
 #                                  [--no-operator] [--no-webhooks] [--pods N]
-#                                  [--peer full|strip|metadata|metadata-strip]
+#                                  [--peer full|strip|metadata|metadata-strip [--peer-restart]]
 #
 # Starts a control plane of its own (e2e/cluster/up.sh; no kubelet, no
 # controller-manager, so no ReplicaSets or Pods appear), applies crds/, an
@@ -28,7 +28,9 @@
 # --peer runs the controller-runtime peer's Deployment informer
 # (bench/peers, `peers informer --mode M`, built by bench/peers/build.sh)
 # instead of the operator, everything else the same; it registers no
-# webhooks, and "operator" in the report means the peer.
+# webhooks, and "operator" in the report means the peer. --peer-restart then
+# stops the peer and starts it again with the Deployments present, and
+# samples it once more when it holds them all and its RSS has settled.
 #
 # The operator binary defaults to build/release/operator/cli/allocguard,
 # built (Release, -j2) when missing. Everything it starts is stopped on exit.
@@ -45,6 +47,7 @@ mode=Audit
 allocguard=$repo/build/release/operator/cli/allocguard
 governed_metric=${ALLOCGUARD_GOVERNED_METRIC:-allocguard_cached_deployments}
 peer=
+peer_restart=0
 while (($#)); do
   case $1 in
     --deployments) deployments=$2; shift 2 ;;
@@ -56,6 +59,7 @@ while (($#)); do
     --mode) mode=$2; shift 2 ;;
     --pods) kind=Pod; deployments=$2; governed_metric=allocguard_cached_pods; shift 2 ;;
     --peer) peer=$2; with_webhooks=0; governed_metric=peer_cached_deployments; shift 2 ;;
+    --peer-restart) peer_restart=1; shift ;;
     *) echo "operator_memory_bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -150,12 +154,15 @@ YAML
 probe_port=$(free_port)
 metrics_port=$(free_port)
 webhook_port=$(free_port)
-if ((with_operator)) && [[ -n $peer ]]; then
+start_peer() {
   log "starting the controller-runtime peer: $peers informer --mode $peer"
   "$peers" informer --mode "$peer" --kubeconfig "$KUBECONFIG" \
     --health-probe-bind-address "127.0.0.1:$probe_port" \
-    --metrics-bind-address "127.0.0.1:$metrics_port" >"$work/operator.log" 2>&1 &
+    --metrics-bind-address "127.0.0.1:$metrics_port" >>"$work/operator.log" 2>&1 &
   operator_pid=$!
+}
+if ((with_operator)) && [[ -n $peer ]]; then
+  start_peer
 elif ((with_operator)); then
   log "starting $allocguard operator"
   webhook_flags=()
@@ -290,6 +297,30 @@ if ((with_operator)); then
   read -r full_rss full_anon < <(mem_kib "$operator_pid")
   peak_rss=$(awk '/^VmHWM:/ {print $2}' "/proc/$operator_pid/status")
 fi
+
+# --- the peer again, started with the Deployments present ----------------------
+if [[ -n $peer ]] && ((peer_restart)); then
+  kill -TERM "$operator_pid"
+  wait "$operator_pid" 2>/dev/null || true
+  start_peer
+  t3=$(now)
+  samples=()
+  restart_seen_by=
+  for ((i = 0; i < 150; i++)); do
+    sleep 2
+    governed=$(curl -fs "http://127.0.0.1:$metrics_port/metrics" 2>/dev/null |
+      awk -v m="$governed_metric" '$1 == m {s += $2} END {print s + 0}')
+    ((governed >= deployments)) || continue
+    [[ -n $restart_seen_by ]] || restart_seen_by=$(awk -v a="$t3" -v b="$(now)" 'BEGIN {printf "%.0f", b - a}')
+    read -r rss _ < <(mem_kib "$operator_pid")
+    samples+=("$rss")
+    ((${#samples[@]} >= 11)) && printf '%s\n' "${samples[@]: -11}" | awk '
+        NR == 1 {lo = hi = $1} {if ($1 < lo) lo = $1; if ($1 > hi) hi = $1}
+        END {exit !((hi - lo) <= 1024 || (hi - lo) <= hi / 100)}' && break
+  done
+  read -r present_rss present_anon < <(mem_kib "$operator_pid")
+  present_peak=$(awk '/^VmHWM:/ {print $2}' "/proc/$operator_pid/status")
+fi
 read -r api_rss_after _ < <(mem_kib "$apiserver_pid")
 read -r etcd_rss_after _ < <(mem_kib "$etcd_pid")
 # What the operator wrote, for reading the figures.
@@ -330,6 +361,11 @@ if ((with_operator)); then
   echo "  the policy: $policy_bytes bytes of JSON, status.governedCount $count," \
     "$listed entries in status.governed"
   echo "  in the cluster: $events events in $bench_ns, $canaries ReplayCanaries, $jobs Jobs"
+fi
+if [[ -n ${present_rss:-} ]]; then
+  echo "  peer started with the Deployments present: VmRSS $(mib "$present_rss")," \
+    "RssAnon $(mib "$present_anon"), peak $(mib "$present_peak");" \
+    "all $deployments cached ${restart_seen_by:-?} s after its start"
 fi
 echo "  kube-apiserver VmRSS: $(mib "$api_rss_before") before, $(mib "$api_rss_after") after"
 echo "  etcd VmRSS:           $(mib "$etcd_rss_before") before, $(mib "$etcd_rss_after") after"
