@@ -67,7 +67,8 @@ type injector struct {
 // Inject mutates pod as allocguard's DecidePodInjection does for a Pod a
 // single policy selects (operator/admission/pod_injection.h, rules 1-6 and
 // 8; no circuit-breaker suspensions, no stats agent, no native sidecars, libc
-// auto). It reports whether it changed anything.
+// auto, and the guard does not take the workload's runAsUser: the benchmark's
+// Pod sets none). It reports whether it changed anything.
 func (in *injector) Inject(ns string, pod *corev1.Pod) bool {
 	if ns == "kube-system" || ns == in.OperatorNamespace {
 		return false
