@@ -12,7 +12,8 @@
 # images (e2e/images/base.sh).
 
 # Allocator stages: the libraries the injection copies into pods, compiled
-# from Debian's source packages by allocators/build-in-image.sh, which runs
+# from Debian's source packages by allocators/build-in-image.sh (and the stats
+# agent, allocators/stats_agent/build-agent.sh, in a layer after them), which runs
 # the same allocators/build-in-chroot.sh as allocators/build.sh does on a host
 # and writes the same manifests. They copy only the allocators/ files the
 # build reads, so their layers stay cached until those files change (a C++
@@ -30,6 +31,17 @@ COPY allocators/versions.sh allocators/build-in-chroot.sh allocators/build-in-im
      allocators/write-manifest.sh allocators/elf_manifest.py allocators/glibc_compat.h \
      /usr/local/share/allocguard/allocators/
 RUN /usr/local/share/allocguard/allocators/build-in-image.sh glibc /out
+# The stats agent (allocators/stats_agent/build-agent.sh), in a layer of its
+# own: a change to the agent rebuilds only this step.
+COPY allocators/stats_agent/build-agent.sh allocators/stats_agent/stats_agent.c \
+     allocators/stats_agent/allocator_books.h \
+     /usr/local/share/allocguard/allocators/stats_agent/
+RUN /usr/local/share/allocguard/allocators/stats_agent/build-agent.sh build glibc /tmp/agent \
+ && cp /tmp/agent/liballocguard_stats.so /out/ \
+ && /usr/local/share/allocguard/allocators/stats_agent/build-agent.sh manifest \
+      /out/liballocguard_stats.so glibc "$(. /etc/os-release && echo "$VERSION_CODENAME")" \
+      "$(paste -sd ';' /tmp/agent/liballocguard_stats.toolchain)" \
+ && rm -rf /tmp/agent
 
 # musl builds: Debian 12's musl toolchain (musl-gcc); jemalloc and mimalloc.
 FROM debian:bookworm-slim AS allocators-musl
@@ -41,6 +53,15 @@ COPY allocators/versions.sh allocators/build-in-chroot.sh allocators/build-in-im
      allocators/write-manifest.sh allocators/elf_manifest.py allocators/glibc_compat.h \
      /usr/local/share/allocguard/allocators/
 RUN /usr/local/share/allocguard/allocators/build-in-image.sh musl /out
+COPY allocators/stats_agent/build-agent.sh allocators/stats_agent/stats_agent.c \
+     allocators/stats_agent/allocator_books.h \
+     /usr/local/share/allocguard/allocators/stats_agent/
+RUN /usr/local/share/allocguard/allocators/stats_agent/build-agent.sh build musl /tmp/agent \
+ && cp /tmp/agent/liballocguard_stats.so /out/ \
+ && /usr/local/share/allocguard/allocators/stats_agent/build-agent.sh manifest \
+      /out/liballocguard_stats.so musl "$(. /etc/os-release && echo "$VERSION_CODENAME")" \
+      "$(paste -sd ';' /tmp/agent/liballocguard_stats.toolchain)" \
+ && rm -rf /tmp/agent
 
 # Build stage: Debian 12 with the packages scripts/install-deps.sh lists. The
 # compiler cache lives in a cache mount, so a rebuild after a small change
@@ -96,9 +117,11 @@ ENTRYPOINT ["/usr/local/bin/ratchet_service", "--host", "0.0.0.0", "--port", "80
 
 # The operator image (the default target): allocguard runs as the operator,
 # the canary driver, the injection init container and the guard sidecar.
-# The allocator libraries sit at a fixed layout the operator relies on:
-#   /opt/allocguard/lib/glibc/{libjemalloc.so.2,libmimalloc.so.2,libtcmalloc_minimal.so.4}
-#   /opt/allocguard/lib/musl/{libjemalloc.so.2,libmimalloc.so.2}
+# The allocator libraries and the stats agent sit at a fixed layout the
+# operator relies on:
+#   /opt/allocguard/lib/glibc/{libjemalloc.so.2,libmimalloc.so.2,libtcmalloc_minimal.so.4,
+#                              liballocguard_stats.so}
+#   /opt/allocguard/lib/musl/{libjemalloc.so.2,libmimalloc.so.2,liballocguard_stats.so}
 # each with its <library>.json manifest beside it, nothing else.
 FROM runtime-base
 # The release, from the repository's VERSION file (e2e/images/allocguard.sh

@@ -10,6 +10,10 @@
 #          (musl-gcc from musl-tools, in a $MUSL_BUILD_SUITE chroot). No
 #          tcmalloc: it is C++, and Debian ships no C++ standard library for
 #          musl (musl-tools wraps gcc only; there is no musl g++).
+# and, in the same chroots, the stats agent liballocguard_stats.so for both
+# (allocators/stats_agent/build-agent.sh, as the image's allocator stages
+# build it). The agent is rebuilt whenever its sources change (their digest
+# is kept in <dir>/.stats-agent), without rebuilding the allocators.
 #
 #   allocators/build.sh          # build what is missing; prints the output dir
 #
@@ -40,7 +44,11 @@ done
 
 log() { echo "allocators/build.sh: $*" >&2; }
 out=$(allocators_dir)
-if [[ -e $out/.complete ]]; then
+# The stats agent's sources, by content.
+agent_digest=$(cat "$here/stats_agent/stats_agent.c" "$here/stats_agent/allocator_books.h" \
+  "$here/stats_agent/build-agent.sh" | sha256sum | cut -c1-16)
+agent_current() { [[ $(cat "$1/.stats-agent" 2>/dev/null) == "$agent_digest" ]]; }
+if [[ -e $out/.complete ]] && agent_current "$out"; then
   echo "$out"
   exit 0
 fi
@@ -56,7 +64,7 @@ mkdir -p "$ALLOCATORS_CACHE/rootfs"
 # One build at a time; a second run waits, then finds the output made.
 exec 9>"$ALLOCATORS_CACHE/.build.lock"
 flock 9
-if [[ -e $out/.complete ]]; then
+if [[ -e $out/.complete ]] && agent_current "$out"; then
   echo "$out"
   exit 0
 fi
@@ -146,6 +154,36 @@ build_libc() {
   rm -rf "${root:?}$work"
 }
 
+# build_agent LIBC SUITE DIR: the stats agent for LIBC, built in SUITE's
+# chroot, with its manifest, into DIR/LIBC; then DIR/.stats-agent.
+build_agent() {
+  local libc=$1 suite=$2 dir=$3 root work
+  root=$(allocators_rootfs "$suite")
+  work=/build/stats-agent-$libc
+  rm -rf "${root:?}$work" "$root/usr/local/share/allocguard/stats_agent"
+  install -d "$root/usr/local/share/allocguard/stats_agent"
+  install -m 0644 "$here/stats_agent/stats_agent.c" "$here/stats_agent/allocator_books.h" \
+    "$root/usr/local/share/allocguard/stats_agent/"
+  install -m 0755 "$here/stats_agent/build-agent.sh" "$root/usr/local/share/allocguard/stats_agent/"
+  in_chroot "$root" nice -n 19 /usr/local/share/allocguard/stats_agent/build-agent.sh build "$libc" "$work"
+  mkdir -p "$dir/$libc"
+  cp "$root$work/liballocguard_stats.so" "$dir/$libc/"
+  "$here/stats_agent/build-agent.sh" manifest "$dir/$libc/liballocguard_stats.so" "$libc" "$suite" \
+    "$(paste -sd ';' "$root$work/liballocguard_stats.toolchain")"
+  rm -rf "${root:?}$work"
+}
+
+# The allocators are there, the agent is not (or is older than its sources).
+if [[ -e $out/.complete ]]; then
+  t0=$SECONDS
+  build_agent glibc "$GLIBC_BUILD_SUITE" "$out"
+  build_agent musl "$MUSL_BUILD_SUITE" "$out"
+  echo "$agent_digest" >"$out/.stats-agent"
+  log "stats agent built in $((SECONDS - t0)) s"
+  echo "$out"
+  exit 0
+fi
+
 # write_manifest LIBRARY LIBC SUITE TOOLCHAIN: LIBRARY.json beside it
 # (write-manifest.sh, which the image's allocator stages use too).
 write_manifest() { "$here/write-manifest.sh" "$@"; }
@@ -178,6 +216,9 @@ timed "rootfs $MUSL_BUILD_SUITE (debootstrap, first run only)" \
   ensure_rootfs "$MUSL_BUILD_SUITE" cmake,musl-tools
 timed "glibc builds in $GLIBC_BUILD_SUITE" build_libc glibc "$GLIBC_BUILD_SUITE"
 timed "musl builds in $MUSL_BUILD_SUITE" build_libc musl "$MUSL_BUILD_SUITE"
+timed "stats agent (glibc) in $GLIBC_BUILD_SUITE" build_agent glibc "$GLIBC_BUILD_SUITE" "$tmp_out"
+timed "stats agent (musl) in $MUSL_BUILD_SUITE" build_agent musl "$MUSL_BUILD_SUITE" "$tmp_out"
+echo "$agent_digest" >"$tmp_out/.stats-agent"
 timed "Debian $SOURCE_SUITE binary packages" fetch_debian_binaries
 touch "$tmp_out/.complete"
 rm -rf "$out"

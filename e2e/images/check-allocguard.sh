@@ -6,12 +6,21 @@
 #
 #   IMAGE (default localhost/allocguard:e2e, from e2e/images/allocguard.sh):
 #   - /opt/allocguard/lib holds exactly glibc/{libjemalloc.so.2,
-#     libmimalloc.so.2,libtcmalloc_minimal.so.4} and musl/{libjemalloc.so.2,
-#     libmimalloc.so.2}, each with its <library>.json manifest, nothing else,
-#     and the image sets ALLOCGUARD_ALLOCATOR_DIR=/opt/allocguard/lib;
+#     libmimalloc.so.2,libtcmalloc_minimal.so.4,liballocguard_stats.so} and
+#     musl/{libjemalloc.so.2,libmimalloc.so.2,liballocguard_stats.so}, each
+#     with its <library>.json manifest, nothing else, and the image sets
+#     ALLOCGUARD_ALLOCATOR_DIR=/opt/allocguard/lib;
 #   - read from the files with readelf: no glibc build requires a symbol
 #     version above GLIBC_2.17 or NEEDs libstdc++.so.6 or libgcc_s.so.1; the
-#     musl builds require no GLIBC_ version and NEED only libc.so;
+#     stats agent's glibc build requires no GLIBC_ version above the highest
+#     of the allocators' builds; the musl builds require no GLIBC_ version
+#     and NEED only libc.so;
+#   - the stats agent loads and publishes books (a books-<pid> file in
+#     ALLOCGUARD_STATS_DIR while the process runs, none after it exits) when
+#     preloaded into: a shell of the image itself (Debian 12, glibc 2.36,
+#     mallinfo2), a shell of debian:bullseye-slim (Debian 11, glibc 2.31,
+#     mallinfo), and a small musl program built here with musl-gcc and run by
+#     the host's musl loader;
 #   - every manifest parses and describes its file (name, libc, SHA-256,
 #     highest GLIBC_ version);
 #   - the compatibility table of docs/allocators.md has exactly the rows these
@@ -20,7 +29,8 @@
 #     it carries Debian 12's own /usr/lib/x86_64-linux-gnu/libjemalloc.so.2.
 #   --manifests DIR keeps the copy of the image's manifests there.
 #
-# Needs root (buildah mount), binutils and python3. Exit status 1 on any
+# Needs root (buildah mount, chroot), binutils, python3, musl-tools and the
+# debian:bullseye-slim image (e2e/images/base.sh). Exit status 1 on any
 # failed check; every check prints a line.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -48,6 +58,8 @@ rootfs=$(mount_image "$image")
 lib=$rootfs/opt/allocguard/lib
 
 want='glibc
+glibc/liballocguard_stats.so
+glibc/liballocguard_stats.so.json
 glibc/libjemalloc.so.2
 glibc/libjemalloc.so.2.json
 glibc/libmimalloc.so.2
@@ -55,13 +67,15 @@ glibc/libmimalloc.so.2.json
 glibc/libtcmalloc_minimal.so.4
 glibc/libtcmalloc_minimal.so.4.json
 musl
+musl/liballocguard_stats.so
+musl/liballocguard_stats.so.json
 musl/libjemalloc.so.2
 musl/libjemalloc.so.2.json
 musl/libmimalloc.so.2
 musl/libmimalloc.so.2.json'
 have=$(cd "$lib" 2>/dev/null && find . -mindepth 1 | sed 's|^\./||' | LC_ALL=C sort)
 if [[ $have == "$want" ]]; then
-  pass "$image: /opt/allocguard/lib holds exactly the 5 libraries and their manifests"
+  pass "$image: /opt/allocguard/lib holds exactly the 5 allocator libraries, the 2 stats agents and their manifests"
 else
   fail "$image: /opt/allocguard/lib differs from the layout:"
   diff <(echo "$want") <(echo "$have") | sed 's/^/      /'
@@ -77,7 +91,7 @@ max_glibc() {  # library: highest GLIBC_x.y it requires, or nothing
 }
 needed() { readelf -d --wide "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | paste -sd ' '; }
 
-for f in "$lib"/glibc/*.so.*[0-9] "$lib"/musl/*.so.*[0-9]; do
+for f in "$lib"/glibc/*.so "$lib"/glibc/*.so.*[0-9] "$lib"/musl/*.so "$lib"/musl/*.so.*[0-9]; do
   [[ -e $f ]] || continue
   name=${f#"$lib"/}
   v=$(max_glibc "$f") n=$(needed "$f")
@@ -94,6 +108,80 @@ for f in "$lib"/glibc/*.so.*[0-9] "$lib"/musl/*.so.*[0-9]; do
       fail "$name: GLIBC version '$v', NEEDED '$n' (want none and libc.so)"
   fi
 done
+
+# The stats agent needs no glibc the allocators do not: a pod that loads the
+# allocator loads the agent too.
+agent=$lib/glibc/liballocguard_stats.so
+if [[ -e $agent ]]; then
+  agent_v=$(max_glibc "$agent") allocators_v=
+  for f in "$lib"/glibc/lib*.so.*[0-9]; do allocators_v+="$(max_glibc "$f")"$'\n'; done
+  allocators_v=$(echo -n "$allocators_v" | sort -V | tail -n1)
+  if [[ -n $agent_v && -n $allocators_v &&
+    $(printf '%s\n' "$agent_v" "$allocators_v" | sort -V | tail -n1) == "$allocators_v" ]]; then
+    pass "glibc/liballocguard_stats.so requires $agent_v, the allocators at most $allocators_v"
+  else
+    fail "glibc/liballocguard_stats.so requires '${agent_v:-nothing}', the allocators at most '${allocators_v:-nothing}'"
+  fi
+fi
+
+# agent_publishes LABEL ROOTFS BOOKS_DIR COMMAND...: COMMAND (run in a chroot
+# of ROOTFS when ROOTFS is not empty) with the agent preloaded must leave a
+# books-<pid> file in BOOKS_DIR while it runs (it lists the directory after
+# a few intervals) and none after it exits. BOOKS_DIR and the agent's path
+# are as COMMAND sees them.
+agent_publishes() {
+  local label=$1 rootfs=$2 dir=$3 preload=$4 out
+  shift 4
+  local runner=(env -i PATH=/usr/bin:/bin LD_PRELOAD="$preload" ALLOCGUARD_STATS_DIR="$dir"
+    ALLOCGUARD_STATS_INTERVAL_MS=50 "$@")
+  [[ -n $rootfs ]] && runner=(chroot "$rootfs" "${runner[@]}")
+  if ! out=$(timeout 20 "${runner[@]}" 2>&1); then
+    fail "$label: the process with the agent preloaded failed: $out"
+  elif [[ $out != *books-* ]]; then
+    fail "$label: the agent published no books while the process ran (the process printed: ${out:-nothing})"
+  elif [[ -n $(ls -A "$rootfs$dir") ]]; then
+    fail "$label: books left after a clean exit: $(ls -A "$rootfs$dir")"
+  else
+    pass "$label: the agent loaded and published $(echo "$out" | grep -o 'books-[0-9]*' | head -n1), removed at exit"
+  fi
+}
+if [[ -e $agent ]]; then
+  mkdir -p "$rootfs/tmp/allocguard-books"
+  agent_publishes "$image (Debian 12, glibc $(chroot "$rootfs" ldd --version | head -n1 | awk '{print $NF}'))" \
+    "$rootfs" /tmp/allocguard-books /opt/allocguard/lib/glibc/liballocguard_stats.so \
+    /bin/sh -c 'sleep 0.5; ls /tmp/allocguard-books'
+  bullseye=$(mount_image docker.io/library/debian:bullseye-slim)
+  mkdir -p "$bullseye/tmp/allocguard-books"
+  cp "$agent" "$bullseye/tmp/liballocguard_stats.so"
+  agent_publishes "debian:bullseye-slim (Debian 11, glibc $(chroot "$bullseye" ldd --version | head -n1 | awk '{print $NF}'))" \
+    "$bullseye" /tmp/allocguard-books /tmp/liballocguard_stats.so \
+    /bin/sh -c 'sleep 0.5; ls /tmp/allocguard-books'
+fi
+if [[ -e $lib/musl/liballocguard_stats.so ]]; then
+  # A musl process: mallocs, sleeps a few intervals, lists the books.
+  cat >"$tmp/musl-probe.c" <<'C'
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+int main(int argc, char** argv) {
+  void* volatile p = malloc(1 << 20);
+  struct timespec t = {0, 500 * 1000 * 1000};
+  nanosleep(&t, NULL);
+  DIR* d = opendir(argc > 1 ? argv[1] : ".");
+  for (struct dirent* e; d != NULL && (e = readdir(d)) != NULL;) puts(e->d_name);
+  free(p);
+  return d == NULL;
+}
+C
+  if musl-gcc -O2 -o "$tmp/musl-probe" "$tmp/musl-probe.c" 2>"$tmp/musl-gcc.log"; then
+    mkdir -p "$tmp/musl-books"
+    agent_publishes "musl ($(/lib/ld-musl-x86_64.so.1 2>&1 | sed -n 's/^Version //p' | head -n1 | sed 's/^/musl /'))" \
+      "" "$tmp/musl-books" "$lib/musl/liballocguard_stats.so" "$tmp/musl-probe" "$tmp/musl-books"
+  else
+    fail "musl-gcc could not build the musl probe (musl-tools): $(head -n3 "$tmp/musl-gcc.log")"
+  fi
+fi
 
 # The manifests: parse, describe their file, agree with readelf.
 python3 - "$lib" <<'PY' || failed=1
