@@ -32,6 +32,8 @@
  *   removes the process's file. A process killed by a signal leaves its
  *   file; the next process that loads the agent in the same directory
  *   removes the files of PIDs that no longer exist.
+ * - exec: no destructor runs, and the PID stays. The new program's agent
+ *   removes the file of its own PID at start (the old program's books).
  * - When it cannot start (no directory, not writable, no thread) it does
  *   nothing and prints nothing: the process runs as without it.
  *
@@ -562,7 +564,11 @@ static long PidOfBooksName(const char* name) {
  * container that restarts again and again would fill the directory with
  * them. Only a PID that no longer exists in this PID namespace (ESRCH) is
  * removed; the directory must be this namespace's alone (one per
- * container). Runs in the constructor, where allocating is allowed. */
+ * container). The file of this process's own PID goes too: it is the last
+ * sample of the program this process was before an exec (a shell that
+ * execs its last command, an entrypoint's `exec app`), which ran no
+ * destructor; this program's books replace it one interval later.
+ * Runs in the constructor, where allocating is allowed. */
 static void RemoveDeadFiles(void) {
   DIR* d = opendir(g.dir);
   if (d == NULL) return;
@@ -570,8 +576,10 @@ static void RemoveDeadFiles(void) {
   struct dirent* e;
   while ((e = readdir(d)) != NULL) {
     long pid = PidOfBooksName(e->d_name);
-    if (pid <= 0 || pid == self || pid > 0x7fffffffL) continue;
-    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) unlinkat(dirfd(d), e->d_name, 0);
+    if (pid <= 0 || pid > 0x7fffffffL) continue;
+    if (pid == self || (kill((pid_t)pid, 0) != 0 && errno == ESRCH)) {
+      unlinkat(dirfd(d), e->d_name, 0);
+    }
   }
   closedir(d);
 }

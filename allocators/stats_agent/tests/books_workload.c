@@ -15,6 +15,9 @@
  *                     exits normally -> "child PID"
  *   threads           -> "threads N" (entries of /proc/self/task)
  *   busy MS           run malloc/free churn for MS ms of wall time -> "done"
+ *   exec MS           execs this program again (same PID, no destructor)
+ *                     with ALLOCGUARD_STATS_INTERVAL_MS=MS -> "pid PID" of
+ *                     the new program
  *   exit              exit(0) (destructors run)
  * "pid PID" is printed first. */
 #define _GNU_SOURCE
@@ -119,6 +122,13 @@ int main(void) {
       }
       for (int i = 0; i < 256; ++i) free(slots[i]);
       printf("done\n");
+    } else if (sscanf(line, "exec %lu", &a) == 1) {
+      char ms[24];
+      snprintf(ms, sizeof ms, "%lu", a);
+      setenv("ALLOCGUARD_STATS_INTERVAL_MS", ms, 1);
+      fflush(stdout);
+      execl("/proc/self/exe", "books_workload", (char*)NULL);
+      printf("error exec failed\n");
     } else if (strncmp(line, "exit", 4) == 0) {
       exit(0);
     } else {

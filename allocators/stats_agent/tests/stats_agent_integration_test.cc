@@ -452,6 +452,33 @@ TEST(StatsAgentCleanupTest, TheNextProcessRemovesTheFilesOfDeadOnes) {
   fs::remove_all(dir);
 }
 
+// exec keeps the PID and runs no destructor: the new program's agent removes
+// the old program's file (its own PID's) at start, so a shell that execs a
+// short command, or an entrypoint's `exec app`, leaves no books behind.
+TEST(StatsAgentExecTest, TheProgramAfterExecRemovesTheBooksOfTheOneBefore) {
+  fs::path dir = fs::temp_directory_path() / ("stats_agent_exec_test-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  Workload w({{"LD_PRELOAD", ALLOCGUARD_STATS_AGENT},
+              {"ALLOCGUARD_STATS_DIR", dir.string()},
+              {"ALLOCGUARD_STATS_INTERVAL_MS", "50"}});
+  ASSERT_GT(w.pid(), 0);
+  const fs::path mine = dir / ("books-" + std::to_string(w.pid()));
+  auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (!fs::exists(mine) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_TRUE(fs::exists(mine));
+  // The new program's first sample comes 10 s later, after the check below.
+  EXPECT_EQ(w.Command("exec 10000"), "pid " + std::to_string(w.pid()));
+  EXPECT_EQ(w.Command("threads"), "threads 2");  // its agent has started
+  EXPECT_FALSE(fs::exists(mine)) << "the books of the program before exec are still there";
+  int status = w.ExitStatus();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(fs::is_empty(dir));
+  fs::remove_all(dir);
+}
+
 // The CPU budget: glibc's mallinfo2 walks every free chunk, so a heap of
 // 32768 free chunks that cannot coalesce costs about a millisecond a sample;
 // at a 10 ms interval that is far above a quarter of one percent of a core,
