@@ -36,12 +36,7 @@ RUN /usr/local/share/allocguard/allocators/build-in-image.sh glibc /out
 COPY allocators/stats_agent/build-agent.sh allocators/stats_agent/stats_agent.c \
      allocators/stats_agent/allocator_books.h \
      /usr/local/share/allocguard/allocators/stats_agent/
-RUN /usr/local/share/allocguard/allocators/stats_agent/build-agent.sh build glibc /tmp/agent \
- && cp /tmp/agent/liballocguard_stats.so /out/ \
- && /usr/local/share/allocguard/allocators/stats_agent/build-agent.sh manifest \
-      /out/liballocguard_stats.so glibc "$(. /etc/os-release && echo "$VERSION_CODENAME")" \
-      "$(paste -sd ';' /tmp/agent/liballocguard_stats.toolchain)" \
- && rm -rf /tmp/agent
+RUN /usr/local/share/allocguard/allocators/stats_agent/build-agent.sh install glibc /out
 
 # musl builds: Debian 12's musl toolchain (musl-gcc); jemalloc and mimalloc.
 FROM debian:bookworm-slim AS allocators-musl
@@ -56,12 +51,7 @@ RUN /usr/local/share/allocguard/allocators/build-in-image.sh musl /out
 COPY allocators/stats_agent/build-agent.sh allocators/stats_agent/stats_agent.c \
      allocators/stats_agent/allocator_books.h \
      /usr/local/share/allocguard/allocators/stats_agent/
-RUN /usr/local/share/allocguard/allocators/stats_agent/build-agent.sh build musl /tmp/agent \
- && cp /tmp/agent/liballocguard_stats.so /out/ \
- && /usr/local/share/allocguard/allocators/stats_agent/build-agent.sh manifest \
-      /out/liballocguard_stats.so musl "$(. /etc/os-release && echo "$VERSION_CODENAME")" \
-      "$(paste -sd ';' /tmp/agent/liballocguard_stats.toolchain)" \
- && rm -rf /tmp/agent
+RUN /usr/local/share/allocguard/allocators/stats_agent/build-agent.sh install musl /out
 
 # Build stage: Debian 12 with the packages scripts/install-deps.sh lists. The
 # compiler cache lives in a cache mount, so a rebuild after a small change

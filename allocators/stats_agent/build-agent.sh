@@ -10,6 +10,9 @@
 #       (the compiler and libc, a line each, as build-in-chroot.sh writes them)
 #   build-agent.sh manifest LIBRARY LIBC SUITE TOOLCHAIN
 #       LIBRARY.json beside it (elf_manifest.py, found beside this directory)
+#   build-agent.sh install glibc|musl OUT
+#       both, for the Dockerfile's allocator stages: OUT/liballocguard_stats.so
+#       and its manifest, the suite read from /etc/os-release
 #
 # glibc: gcc against the build suite's glibc (Debian 11's 2.31), so the
 # agent loads on that glibc and every newer one; it looks up mallinfo2 at
@@ -67,8 +70,20 @@ manifest() {  # library libc suite toolchain
   mv "$1.json.tmp" "$1.json"
 }
 
+install() {  # libc out
+  local work suite
+  work=$(mktemp -d /tmp/stats-agent.XXXXXX)
+  build "$1" "$work"
+  suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+  mkdir -p "$2"
+  cp "$work/liballocguard_stats.so" "$2/"
+  manifest "$2/liballocguard_stats.so" "$1" "$suite" "$(paste -sd ';' "$work/liballocguard_stats.toolchain")"
+  rm -rf "$work"
+}
+
 case ${1:-} in
   build) (($# == 3)) || { log "usage: build-agent.sh build glibc|musl OUT"; exit 2; }; build "$2" "$3" ;;
   manifest) (($# == 5)) || { log "usage: build-agent.sh manifest LIBRARY LIBC SUITE TOOLCHAIN"; exit 2; }; manifest "$2" "$3" "$4" "$5" ;;
-  *) log "usage: build-agent.sh build glibc|musl OUT | manifest LIBRARY LIBC SUITE TOOLCHAIN"; exit 2 ;;
+  install) (($# == 3)) || { log "usage: build-agent.sh install glibc|musl OUT"; exit 2; }; install "$2" "$3" ;;
+  *) log "usage: build-agent.sh build glibc|musl OUT | manifest LIBRARY LIBC SUITE TOOLCHAIN | install glibc|musl OUT"; exit 2 ;;
 esac
