@@ -60,12 +60,13 @@ json SmallResources() {
           {"limits", {{"cpu", "100m"}, {"memory", "64Mi"}}}};
 }
 
-json InitContainer(const std::string& library, const InjectionOptions& options) {
+// Installs `libraries` (the allocator's, the stats agent's, or both) into
+// the library volume.
+json InitContainer(const std::vector<std::string>& libraries, const InjectionOptions& options) {
   std::string dir = options.allocator_dir;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  json command = {"allocguard", "install-allocator",    "--from", dir,
-                  "--to",       api::kLibraryMountPath, library};
-  if (options.stats_agent) command.push_back(api::kStatsAgentLibrary);
+  json command = {"allocguard", "install-allocator", "--from", dir, "--to", api::kLibraryMountPath};
+  for (const std::string& library : libraries) command.push_back(library);
   return {{"name", api::kInitContainerName},
           {"image", options.image},
           {"imagePullPolicy", "IfNotPresent"},
@@ -148,7 +149,7 @@ bool MountLibrary(json& container, const api::Container& typed,
     if (mount.mount_path == api::kLibraryMountPath && mount.name != api::kLibraryVolumeName) {
       AddConflict(conflicts, "container \"" + typed.name + "\" already mounts volume \"" +
                                  mount.name + "\" at " + api::kLibraryMountPath +
-                                 "; allocguard did not preload the allocator there");
+                                 "; allocguard preloaded nothing there");
       return false;
     }
   }
@@ -158,9 +159,9 @@ bool MountLibrary(json& container, const api::Container& typed,
   return true;
 }
 
-// Mounts the container's own directory of the books volume; false (with a
-// conflict) when another volume already occupies the mount path.
-bool MountBooks(json& container, const api::Container& typed, std::vector<std::string>* conflicts) {
+// Whether the books mount path is free for allocguard's books volume in the
+// container; false (with a conflict) when another volume occupies it.
+bool BooksPathFree(const api::Container& typed, std::vector<std::string>* conflicts) {
   for (const api::VolumeMount& mount : typed.volume_mounts) {
     if (mount.mount_path == api::kBooksMountPath && mount.name != api::kBooksVolumeName) {
       AddConflict(conflicts, "container \"" + typed.name + "\" already mounts volume \"" +
@@ -169,11 +170,16 @@ bool MountBooks(json& container, const api::Container& typed, std::vector<std::s
       return false;
     }
   }
+  return true;
+}
+
+// Mounts the container's own directory of the books volume.
+// REQUIRES: BooksPathFree(typed).
+void MountBooks(json& container, const api::Container& typed) {
   const json ours = {{"name", api::kBooksVolumeName},
                      {"mountPath", api::kBooksMountPath},
                      {"subPath", typed.name}};
   UpsertNamed(ListMemberOf(container, "volumeMounts"), api::kBooksVolumeName, ours, kAtEnd);
-  return true;
 }
 
 }  // namespace
@@ -316,11 +322,21 @@ Status InjectAllocator(json& pod_spec, const api::AllocatorSpec& allocator,
       library_to_preload.empty()
           ? ""
           : PreloadPath(api::kLibraryMountPath, options.libc, library_to_preload);
-  // The stats agent rides with the allocator: same volume, same libc build.
-  const bool stats = options.stats_agent && !library_to_preload.empty();
+  // The stats agent rides with the allocator (same volume, same libc build),
+  // or alone where glibc's own malloc serves the process. Not where the
+  // allocator has no build for the libc: the process would run on another
+  // malloc than the policy's.
+  // glibc needs no image of its own; without one the agent cannot be
+  // installed either, and glibc keeps its tunables alone.
+  const bool stats =
+      options.stats_agent && (!library_to_preload.empty() ||
+                              (allocator.name == api::Allocator::kGlibc && !options.image.empty()));
   const std::string stats_preload =
       stats ? PreloadPath(api::kLibraryMountPath, options.libc, api::kStatsAgentLibrary) : "";
-  if (!library_to_preload.empty()) {
+  std::vector<std::string> to_install;
+  if (!library_to_preload.empty()) to_install.push_back(library);
+  if (stats) to_install.push_back(api::kStatsAgentLibrary);
+  if (!to_install.empty()) {
     UpsertNamed(ListMemberOf(pod_spec, "volumes"), api::kLibraryVolumeName,
                 {{"name", api::kLibraryVolumeName}, {"emptyDir", json::object()}}, kAtEnd);
     if (stats) {
@@ -329,7 +345,7 @@ Status InjectAllocator(json& pod_spec, const api::AllocatorSpec& allocator,
                   {{"name", api::kBooksVolumeName}, {"emptyDir", {{"sizeLimit", "16Mi"}}}}, kAtEnd);
     }
     UpsertNamed(ListMemberOf(pod_spec, "initContainers"), api::kInitContainerName,
-                InitContainer(library, options), 0);
+                InitContainer(to_install, options), 0);
   }
 
   // The lists as they are now (the init container may have been added),
@@ -343,12 +359,13 @@ Status InjectAllocator(json& pod_spec, const api::AllocatorSpec& allocator,
       const api::Container& container = (*list)[i];
       json& document = documents[i];
       if (!Contains(selected, container.name)) continue;
-      if (!library_to_preload.empty() && MountLibrary(document, container, conflicts)) {
-        const bool books = stats && MountBooks(document, container, conflicts);
-        MergePreload(document, container,
-                     books ? std::string(preload).append(":").append(stats_preload) : preload,
-                     conflicts);
+      const bool books = stats && BooksPathFree(container, conflicts);
+      std::string entries = preload;
+      if (books) entries.append(entries.empty() ? "" : ":").append(stats_preload);
+      if (!entries.empty() && MountLibrary(document, container, conflicts)) {
+        MergePreload(document, container, entries, conflicts);
         if (books) {
+          MountBooks(document, container);
           SetTunable(document, container, "ALLOCGUARD_STATS_DIR", api::kBooksMountPath, conflicts);
         }
         // A loader that refuses the library writes to stderr and exits before

@@ -16,7 +16,10 @@
 //     is unset or File, the API server's default (so a loader's error, written
 //     to stderr before the program runs, becomes the termination message),
 //     and the allocator's tunables as env vars.
-// For glibc only the tunables are set (no volume, no init container).
+// For glibc only the tunables are set (no volume, no init container), unless
+// options.stats_agent: then the stats agent alone is installed and preloaded
+// as above (glibc's own malloc keeps serving the process; the agent reads it
+// through mallinfo2, or mallinfo before glibc 2.33).
 //
 // Containers allocguard adds itself (kInitContainerName, kGuardContainerName,
 // kDriverContainerName) are never selected. An empty `containers` selects every
@@ -54,14 +57,15 @@ struct InjectionOptions {
   // Appended to the guard sidecar's arguments: the operator's --log-level
   // and --log-format when they are not the defaults.
   std::vector<std::string> guard_log_flags;
-  // Preload the stats agent (api::kStatsAgentLibrary) beside the allocator:
-  // the init container installs it too, LD_PRELOAD gets both, and each
-  // selected container mounts the books volume (api::kBooksVolumeName, an
-  // emptyDir) at api::kBooksMountPath with subPath <container name> and gets
-  // ALLOCGUARD_STATS_DIR pointing there. Only where the allocator itself is
-  // preloaded (not for glibc, nor a libc without the allocator's build).
-  // Requires the image to ship the agent beside the allocators
-  // (StatsAgentShipped).
+  // Preload the stats agent (api::kStatsAgentLibrary) after the allocator,
+  // or alone for glibc: the init container installs it too, LD_PRELOAD gets
+  // its build for options.libc (the same resolution as the allocator's), and
+  // each selected container mounts the books volume (api::kBooksVolumeName,
+  // an emptyDir) at api::kBooksMountPath with subPath <container name> and
+  // gets ALLOCGUARD_STATS_DIR pointing there. Not where the allocator has no
+  // build for the libc (tcmalloc on musl), nor in a container whose books
+  // path holds another volume (a conflict says so). Requires the image to
+  // ship the agent beside the allocators (StatsAgentShipped).
   bool stats_agent = false;
 };
 

@@ -518,6 +518,145 @@ TEST(InjectAllocatorTest, GlibcNeedsNoImage) {
   EXPECT_EQ((*Env(spec["containers"][0], "MALLOC_ARENA_MAX"))["value"], "4");
 }
 
+// ---- the stats agent (InjectionOptions::stats_agent) ----
+
+api::AllocatorSpec Glibc() {
+  api::AllocatorSpec spec;
+  spec.name = api::Allocator::kGlibc;
+  return spec;
+}
+
+InjectionOptions WithAgent(api::Libc libc = api::Libc::kAuto) {
+  InjectionOptions options = Options();
+  options.stats_agent = true;
+  options.libc = libc;
+  return options;
+}
+
+std::string PreloadOf(const json& container) {
+  const json* var = Env(container, "LD_PRELOAD");
+  return var == nullptr ? "" : (*var)["value"].get<std::string>();
+}
+
+struct AgentPreloadCase {
+  const char* label;
+  api::Allocator allocator;
+  api::Libc libc;
+  const char* user_preload;  // the container's own LD_PRELOAD; nullptr: none
+  const char* want;          // LD_PRELOAD after the injection
+  const char* want_install;  // the init container's libraries, space-separated
+};
+
+void PrintTo(const AgentPreloadCase& c, std::ostream* os) { *os << c.label; }
+
+class AgentPreloadTest : public ::testing::TestWithParam<AgentPreloadCase> {};
+
+// What the container's loader is told to load: the agent after the
+// allocator, alone for glibc, after a user's own entries, from the build the
+// pod's libc resolution chose (the allocator's).
+TEST_P(AgentPreloadTest, LdPreloadCarriesTheAgent) {
+  const AgentPreloadCase& c = GetParam();
+  json spec = AppPod();
+  if (c.user_preload != nullptr) {
+    spec["containers"][0]["env"].push_back({{"name", "LD_PRELOAD"}, {"value", c.user_preload}});
+  }
+  api::AllocatorSpec allocator;
+  allocator.name = c.allocator;
+  std::vector<std::string> conflicts;
+  ASSERT_TRUE(InjectAllocator(spec, allocator, {}, WithAgent(c.libc), &conflicts).ok());
+  EXPECT_THAT(conflicts, IsEmpty());
+  const json& app = spec["containers"][0];
+  EXPECT_EQ(PreloadOf(app), c.want);
+  ASSERT_NE(Env(app, "ALLOCGUARD_STATS_DIR"), nullptr);
+  EXPECT_EQ((*Env(app, "ALLOCGUARD_STATS_DIR"))["value"], "/var/run/allocguard/books");
+  ASSERT_NE(FindByName(app["volumeMounts"], "allocguard-lib"), nullptr) << app.dump(2);
+  ASSERT_NE(FindByName(app["volumeMounts"], "allocguard-books"), nullptr) << app.dump(2);
+  ASSERT_NE(FindByName(spec["volumes"], "allocguard-books"), nullptr);
+  json install = {"allocguard", "install-allocator",     "--from", "/opt/allocguard/lib",
+                  "--to",       "/opt/allocguard/inject"};
+  std::string libs = c.want_install;
+  for (size_t at = 0; at < libs.size();) {
+    size_t end = libs.find(' ', at);
+    if (end == std::string::npos) end = libs.size();
+    install.push_back(libs.substr(at, end - at));
+    at = end + 1;
+  }
+  EXPECT_EQ(FindByName(spec["initContainers"], api::kInitContainerName)->at("command"), install);
+
+  // Idempotent: a second injection changes nothing.
+  json again = spec;
+  ASSERT_TRUE(InjectAllocator(again, allocator, {}, WithAgent(c.libc), nullptr).ok());
+  EXPECT_EQ(again, spec);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, AgentPreloadTest,
+    ::testing::Values(
+        AgentPreloadCase{"glibc_alone", api::Allocator::kGlibc, api::Libc::kAuto, nullptr,
+                         "/opt/allocguard/inject/$LIB/liballocguard_stats.so",
+                         "liballocguard_stats.so"},
+        AgentPreloadCase{"glibc_alone_glibc_build", api::Allocator::kGlibc, api::Libc::kGlibc,
+                         nullptr, "/opt/allocguard/inject/glibc/liballocguard_stats.so",
+                         "liballocguard_stats.so"},
+        AgentPreloadCase{"glibc_alone_musl_build", api::Allocator::kGlibc, api::Libc::kMusl,
+                         nullptr, "/opt/allocguard/inject/musl/liballocguard_stats.so",
+                         "liballocguard_stats.so"},
+        AgentPreloadCase{"beside_jemalloc", api::Allocator::kJemalloc, api::Libc::kAuto, nullptr,
+                         "/opt/allocguard/inject/$LIB/libjemalloc.so.2:"
+                         "/opt/allocguard/inject/$LIB/liballocguard_stats.so",
+                         "libjemalloc.so.2 liballocguard_stats.so"},
+        AgentPreloadCase{"beside_jemalloc_musl_build", api::Allocator::kJemalloc, api::Libc::kMusl,
+                         nullptr,
+                         "/opt/allocguard/inject/musl/libjemalloc.so.2:"
+                         "/opt/allocguard/inject/musl/liballocguard_stats.so",
+                         "libjemalloc.so.2 liballocguard_stats.so"},
+        AgentPreloadCase{"glibc_merged_with_the_users", api::Allocator::kGlibc, api::Libc::kAuto,
+                         "/usr/lib/libtrace.so",
+                         "/usr/lib/libtrace.so:/opt/allocguard/inject/$LIB/liballocguard_stats.so",
+                         "liballocguard_stats.so"},
+        AgentPreloadCase{"jemalloc_merged_with_the_users", api::Allocator::kJemalloc,
+                         api::Libc::kGlibc, "/usr/lib/libtrace.so",
+                         "/usr/lib/libtrace.so:/opt/allocguard/inject/glibc/libjemalloc.so.2:"
+                         "/opt/allocguard/inject/glibc/liballocguard_stats.so",
+                         "libjemalloc.so.2 liballocguard_stats.so"}),
+    [](const auto& info) { return std::string(info.param.label); });
+
+// Without the agent, glibc stays what it was: tunables only.
+TEST(InjectAllocatorTest, GlibcWithoutTheAgentGetsNoVolume) {
+  json spec = AppPod();
+  ASSERT_TRUE(InjectAllocator(spec, Glibc(), {}, Options(), nullptr).ok());
+  EXPECT_EQ(PreloadOf(spec["containers"][0]), "");
+  EXPECT_FALSE(spec.contains("volumes"));
+  EXPECT_FALSE(spec.contains("initContainers"));
+}
+
+// A container whose books path holds another volume gets nothing under
+// glibc: the agent would be the only thing preloaded, and it has nowhere to
+// write.
+TEST(InjectAllocatorTest, GlibcWithTheBooksPathTakenPreloadsNothingThere) {
+  json spec = AppPod();
+  spec["containers"][0]["volumeMounts"] = {
+      {{"name", "theirs"}, {"mountPath", "/var/run/allocguard/books"}}};
+  std::vector<std::string> conflicts;
+  ASSERT_TRUE(InjectAllocator(spec, Glibc(), {}, WithAgent(), &conflicts).ok());
+  const json& app = spec["containers"][0];
+  EXPECT_EQ(PreloadOf(app), "");
+  EXPECT_EQ(Env(app, "ALLOCGUARD_STATS_DIR"), nullptr);
+  EXPECT_EQ(FindByName(app["volumeMounts"], "allocguard-lib"), nullptr);
+  ASSERT_THAT(conflicts, SizeIs(1));
+  EXPECT_THAT(conflicts[0], HasSubstr("already mounts volume \"theirs\""));
+}
+
+// tcmalloc on musl has no build: the process runs on musl's malloc, not the
+// policy's, and gets no agent either.
+TEST(InjectAllocatorTest, NoAgentWhereTheAllocatorHasNoBuildForTheLibc) {
+  json spec = AppPod();
+  api::AllocatorSpec tcmalloc{.name = api::Allocator::kTcmalloc};
+  ASSERT_TRUE(InjectAllocator(spec, tcmalloc, {}, WithAgent(api::Libc::kMusl), nullptr).ok());
+  EXPECT_EQ(PreloadOf(spec["containers"][0]), "");
+  EXPECT_FALSE(spec.contains("volumes"));
+}
+
 TEST(InjectAllocatorTest, RestrictedSecurityContextHasEveryRequiredField) {
   const json sc = RestrictedSecurityContext();
   EXPECT_EQ(sc["runAsNonRoot"], true);

@@ -726,7 +726,9 @@ INSTANTIATE_TEST_SUITE_P(
         StatsCase{"guard_off_stats_absent", true, false, std::nullopt, api::Allocator::kJemalloc,
                   false},
         StatsCase{"guard_off_stats_on", true, false, true, api::Allocator::kMimalloc, true},
-        StatsCase{"glibc_has_no_library_volume", true, true, true, api::Allocator::kGlibc, false}),
+        StatsCase{"glibc_gets_the_agent_alone", true, true, std::nullopt, api::Allocator::kGlibc,
+                  true},
+        StatsCase{"glibc_stats_off", true, true, false, api::Allocator::kGlibc, false}),
     StatsCaseName);
 
 TEST(PodInjectionStatsTest, AnotherVolumeAtTheBooksPathKeepsTheAgentOut) {
