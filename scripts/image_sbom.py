@@ -12,7 +12,9 @@ ROOT is the image's root filesystem (scripts/release.sh mounts it with
   them (ROOT/opt/allocguard/lib/<libc>/<library>.json, written by
   allocators/write-manifest.sh): the Debian source package it was built
   from, its version, the libc and Debian suite it was built for, and the
-  library file's SHA-256;
+  library file's SHA-256; the stats agent (liballocguard_stats.so, manifest
+  by allocators/stats_agent/build-agent.sh) as built from allocguard's own
+  source at VERSION;
 - the allocguard binary itself.
 
 Only the standard library: it runs on the release machine, not in the image.
@@ -138,13 +140,20 @@ def main():
     for path in manifests:
         m = json.loads(path.read_text(encoding="utf-8"))
         library = path.parent / m["library"]
+        # The stats agent is built from this repository's own source
+        # (allocators/stats_agent/build-agent.sh), not from a Debian package.
+        own = m["source_package"] == "allocguard"
+        version = args.version if own else m["source_version"]
+        source = (f"built from allocguard {args.version} (allocators/stats_agent, {m['source_version']})"
+                  if own else f"built from Debian source package {m['source_package']} {m['source_version']}")
+        purl = (f"pkg:github/allocguard/allocguard@{args.version}" if own
+                else f"pkg:deb/debian/{m['source_package']}@{m['source_version']}?arch=source")
         packages.append(
             {
                 "SPDXID": spdx_id(f"allocator-{m['libc']}-{m['library']}"),
                 "name": f"{m['allocator']} ({m['libc']}, {m['library']})",
-                "versionInfo": m["source_version"],
-                "sourceInfo": f"built from Debian source package {m['source_package']} {m['source_version']} "
-                f"in {m['built_in']} ({m['toolchain']})",
+                "versionInfo": version,
+                "sourceInfo": f"{source} in {m['built_in']} ({m['toolchain']})",
                 "primaryPackagePurpose": "LIBRARY",
                 "downloadLocation": "NOASSERTION",
                 "licenseConcluded": "NOASSERTION",
@@ -155,7 +164,7 @@ def main():
                     {
                         "referenceCategory": "PACKAGE-MANAGER",
                         "referenceType": "purl",
-                        "referenceLocator": f"pkg:deb/debian/{m['source_package']}@{m['source_version']}?arch=source",
+                        "referenceLocator": purl,
                     }
                 ],
                 "comment": f"installed at /{library.relative_to(args.root)}",
