@@ -56,6 +56,14 @@ api::VariantStatus RecordedVariant(const std::string& name, const std::string& a
     v.requests = r.requests;
     v.errors = r.errors;
     v.late = r.late;
+    if (r.books_reading.has_value()) {
+      v.books =
+          api::BooksStatus{.reading = r.books_reading,
+                           .in_use_floors_mib = r.in_use_floors_mib,
+                           .retained_floors_mib = r.retained_floors_mib,
+                           .in_use_slope_gib_per_hour = finite(r.in_use_slope_gib_per_hour),
+                           .retained_slope_gib_per_hour = finite(r.retained_slope_gib_per_hour)};
+    }
   }
   Verdict verdict = Verdict::kFailed;
   std::string message;
@@ -468,6 +476,33 @@ VariantStep StartJob(const VariantFacts& f, api::ReplayCanaryStatus& status, Can
   return VariantStep::kRunning;
 }
 
+// What a variant's books showed, for the overall explanation: which figure
+// showed retention (in-use flat, retained climbing) or a leak (in-use
+// climbing). Empty without books, or when they were too short or unclear.
+std::string BooksSentence(const api::VariantStatus& v) {
+  if (!v.books.has_value() || !v.books->reading.has_value()) return "";
+  const api::BooksStatus& b = *v.books;
+  auto slope = [](const std::optional<double>& s) {
+    return s.has_value() ? " (" + memory::FormatSlope(*s) + ")" : std::string();
+  };
+  const std::string in_use = slope(b.in_use_slope_gib_per_hour);
+  const std::string retained = slope(b.retained_slope_gib_per_hour);
+  const std::string who = "variant " + v.name + " (" + v.allocator + ")'s allocator books ";
+  switch (*b.reading) {
+    case BooksReading::kRetention:
+      return who + "show retention: in-use flat" + in_use + ", retained climbing" + retained;
+    case BooksReading::kLeak:
+      return who + "show a leak or a growing working set: in-use climbing" + in_use + ", retained" +
+             retained;
+    case BooksReading::kFlat:
+      return who + "are flat: in-use" + in_use + ", retained" + retained;
+    case BooksReading::kUnclear:
+    case BooksReading::kTooFewMinutes:
+      break;
+  }
+  return "";
+}
+
 // Rule 8: every variant has a result: classify them together.
 void ClassifyVariants(const CanaryInput& input, const std::vector<std::string>& order,
                       api::ReplayCanaryStatus& status, CanaryActions& out) {
@@ -496,6 +531,18 @@ void ClassifyVariants(const CanaryInput& input, const std::vector<std::string>& 
     if (!v.start_failure.empty()) {
       overall.explanation +=
           "; variant " + name + " (" + v.allocator + ") did not start: " + v.start_failure;
+    }
+  }
+  // The books explain; the verdict above is the judge's and the
+  // classification's alone. The candidate's always, another variant's when
+  // they show retention or a leak.
+  for (const std::string& name : order) {
+    const api::VariantStatus& v = *status.FindVariant(name);
+    const bool telling = v.books.has_value() && (v.books->reading == BooksReading::kRetention ||
+                                                 v.books->reading == BooksReading::kLeak);
+    if (name != kCandidate && !telling) continue;
+    if (std::string sentence = BooksSentence(v); !sentence.empty()) {
+      overall.explanation += "; " + sentence;
     }
   }
   const api::VariantStatus& candidate = *status.FindVariant(kCandidate);

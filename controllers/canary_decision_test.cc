@@ -138,6 +138,69 @@ TEST(DecideCanaryTest, RatchetingCandidateWithFlatJemallocIsAllocatorRetention) 
   EXPECT_TRUE(b.events.back().warning);
 }
 
+replay::CanaryResult WithBooks(replay::CanaryResult r, BooksReading reading, double in_use,
+                               double retained) {
+  r.books_reading = reading;
+  r.in_use_floors_mib = {250, 250, 251};
+  r.retained_floors_mib = {50, 90, 130};
+  r.in_use_slope_gib_per_hour = in_use;
+  r.retained_slope_gib_per_hour = retained;
+  return r;
+}
+
+// The books go into the status beside the floors, and the overall
+// explanation says which figure showed retention; the verdict is the same
+// as without them.
+TEST(DecideCanaryTest, TheBooksAreRecordedAndNamedInTheExplanation) {
+  VariantObservation candidate = Finished("candidate", "Ratchet", 2.4);
+  candidate.result = WithBooks(*candidate.result, BooksReading::kRetention, 0.01, 2.34);
+  VariantObservation jemalloc = Finished("jemalloc", "Flat", 0.05);
+  jemalloc.result = WithBooks(*jemalloc.result, BooksReading::kFlat, 0.0, 0.02);
+  CanaryActions a = DecideCanary({TwoVariantCanary(), {}, {candidate}, "t"});
+  CanaryActions b = DecideCanary({TwoVariantCanary(), a.status, {jemalloc}, "t"});
+  ASSERT_TRUE(b.finished);
+  EXPECT_EQ(S(b.status)["verdict"], "AllocatorRetention");
+  const json books = Variant(b.status, "candidate")->at("books");
+  EXPECT_EQ(books["reading"], "Retention");
+  EXPECT_EQ(books["retainedFloorsMiB"], json({50, 90, 130}));
+  EXPECT_EQ(books["retainedSlopeGiBPerHour"], 2.34);
+  EXPECT_EQ(Variant(b.status, "jemalloc")->at("books")["reading"], "Flat");
+  const std::string why = S(b.status)["explanation"];
+  EXPECT_NE(why.find("variant candidate (glibc)'s allocator books show retention: in-use flat "
+                     "(+0.01 GiB/h), retained climbing (+2.34 GiB/h)"),
+            std::string::npos)
+      << why;
+  // A comparison variant whose books are flat is not repeated there.
+  EXPECT_EQ(why.find("jemalloc (jemalloc)'s allocator books"), std::string::npos) << why;
+
+  // The same runs without books: the same verdict, no books in the status.
+  CanaryActions c =
+      DecideCanary({TwoVariantCanary(), {}, {Finished("candidate", "Ratchet", 2.4)}, "t"});
+  CanaryActions d =
+      DecideCanary({TwoVariantCanary(), c.status, {Finished("jemalloc", "Flat", 0.05)}, "t"});
+  EXPECT_EQ(S(d.status)["verdict"], S(b.status)["verdict"]);
+  EXPECT_FALSE(Variant(d.status, "candidate")->contains("books"));
+  EXPECT_EQ(std::string(S(d.status)["explanation"]).find("books"), std::string::npos);
+}
+
+TEST(DecideCanaryTest, BooksThatShowALeakAreNamedForAnyVariant) {
+  VariantObservation candidate = Finished("candidate", "Ratchet", 2.4);
+  candidate.result = WithBooks(*candidate.result, BooksReading::kLeak, 2.3, 0.1);
+  VariantObservation jemalloc = Finished("jemalloc", "Ratchet", 2.2);
+  jemalloc.result = WithBooks(*jemalloc.result, BooksReading::kLeak, 2.2, 0.0);
+  CanaryActions a = DecideCanary({TwoVariantCanary(), {}, {candidate}, "t"});
+  CanaryActions b = DecideCanary({TwoVariantCanary(), a.status, {jemalloc}, "t"});
+  ASSERT_TRUE(b.finished);
+  EXPECT_EQ(S(b.status)["verdict"], "Leak");
+  const std::string why = S(b.status)["explanation"];
+  EXPECT_NE(why.find("candidate (glibc)'s allocator books show a leak or a growing working set: "
+                     "in-use climbing (+2.30 GiB/h)"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("jemalloc (jemalloc)'s allocator books show a leak"), std::string::npos)
+      << why;
+}
+
 TEST(DecideCanaryTest, FlatEverywhereIsFlat) {
   CanaryInput first{TwoVariantCanary(), {}, {Finished("candidate", "Flat", 0.1)}, "t"};
   CanaryActions a = DecideCanary(first);

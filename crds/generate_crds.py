@@ -415,6 +415,28 @@ def policy_status():
     })
 
 
+BOOKS_READINGS = ["TooFewMinutes", "Unclear", "Flat", "Retention", "Leak"]
+
+
+def books_status():
+    mib_list = lambda desc: {"type": "array", "items": {"type": "number"}, "description": desc,
+                             "x-kubernetes-list-type": "atomic"}
+    return obj("The allocator's books over the run (the stats agent's in-use and retained "
+               "bytes, docs/allocator-books.md); absent when it recorded none. They explain the "
+               "verdict and never change it.", {
+                   "reading": string("What they showed: Retention (in-use flat, retained "
+                                     "climbing), Leak (in-use climbing), Flat, Unclear, or "
+                                     "TooFewMinutes.", enum=BOOKS_READINGS),
+                   "inUseFloorsMiB": mib_list("Per-minute floors of the bytes the program has "
+                                              "in use, in MiB."),
+                   "retainedFloorsMiB": mib_list("Per-minute floors of the bytes the allocator "
+                                                 "holds free, in MiB."),
+                   "inUseSlopeGiBPerHour": number("Least-squares slope of the in-use floors."),
+                   "retainedSlopeGiBPerHour": number("Least-squares slope of the retained "
+                                                     "floors."),
+               })
+
+
 def canary_status():
     earlier_run = obj("One earlier run of a variant.", {
         "job": string("The Job that ran it."),
@@ -429,6 +451,7 @@ def canary_status():
         "requests": integer("Requests sent.", format="int64"),
         "late": integer("Requests started late.", format="int64"),
         "message": string("The judge's explanation."),
+        "books": books_status(),
     })
     variant = obj("Result of one variant.", {
         "name": string("Variant name (\"candidate\" for the template as injected)."),
@@ -459,6 +482,7 @@ def canary_status():
                              "set when the variant was not run again."),
         "seed": integer("The load seed of this run (the policy's seed, plus the rerun's "
                         "number for a rerun).", format="int64"),
+        "books": books_status(),
         "earlierRuns": {
             "type": "array",
             "description": "The runs of this variant before the one above, oldest first: "

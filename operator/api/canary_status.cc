@@ -52,6 +52,30 @@ void PutOptional(json& out, const char* key, const std::optional<T>& value) {
   out[key] = *value;
 }
 
+// status...books: an object; an unknown reading is reported and kept.
+void ReadBooks(Reader& r, std::optional<BooksStatus>* out) {
+  const json* books = r.Object("books");
+  if (books == nullptr) return;
+  BooksStatus b;
+  std::vector<std::string> problems;
+  Reader reader(*books, r.PathOf("books"), &problems);
+  std::string name;
+  reader.String("reading", &name);
+  if (!name.empty()) {
+    b.reading = BooksReadingFromName(name);
+    if (!b.reading.has_value()) {
+      b.unknown_reading = name;
+      reader.Problem("reading", "\"" + name + "\" is not a reading allocguard writes");
+    }
+  }
+  reader.Numbers("inUseFloorsMiB", &b.in_use_floors_mib);
+  reader.Numbers("retainedFloorsMiB", &b.retained_floors_mib);
+  reader.Number("inUseSlopeGiBPerHour", &b.in_use_slope_gib_per_hour);
+  reader.Number("retainedSlopeGiBPerHour", &b.retained_slope_gib_per_hour);
+  for (const std::string& p : problems) r.Report(p);
+  *out = std::move(b);
+}
+
 // The members a variant and each of its earlier runs share (PutRun writes
 // them).
 void ReadRun(Reader& r, VariantRun* out) {
@@ -65,6 +89,7 @@ void ReadRun(Reader& r, VariantRun* out) {
   r.Int("late", &out->late);
   r.String("message", &out->message);
   r.Int("seed", &out->seed);
+  ReadBooks(r, &out->books);
 }
 
 VariantStatus ParseVariant(const json& v, const std::string& path,
@@ -225,18 +250,22 @@ std::optional<CanaryPhase> CanaryPhaseOf(const json& canary) {
 
 namespace {
 
+// A list of the finite numbers, when there are any.
+void PutNumbers(json& out, const char* key, const std::vector<double>& values) {
+  if (values.empty()) return;
+  json list = json::array();
+  for (double v : values) {
+    if (std::isfinite(v)) list.push_back(v);
+  }
+  out[key] = std::move(list);
+}
+
 // The members a variant and each of its earlier runs share (ReadRun reads
 // them).
 void PutRun(json& out, const VariantRun& v) {
   PutString(out, "job", v.job);
   PutString(out, "verdict", RecordedVerdictName(v.verdict, v.unknown_verdict));
-  if (!v.floors_mib.empty()) {
-    json floors = json::array();
-    for (double f : v.floors_mib) {
-      if (std::isfinite(f)) floors.push_back(f);
-    }
-    out["floorsMiB"] = floors;
-  }
+  PutNumbers(out, "floorsMiB", v.floors_mib);
   PutOptional(out, "floorSlopeGiBPerHour", v.floor_slope_gib_per_hour);
   PutOptional(out, "slopeLowGiBPerHour", v.slope_low_gib_per_hour);
   PutOptional(out, "slopeHighGiBPerHour", v.slope_high_gib_per_hour);
@@ -244,6 +273,18 @@ void PutRun(json& out, const VariantRun& v) {
   PutOptional(out, "late", v.late);
   PutString(out, "message", v.message);
   PutOptional(out, "seed", v.seed);
+  if (v.books.has_value()) {
+    json books = json::object();
+    const BooksStatus& b = *v.books;
+    PutString(
+        books, "reading",
+        b.reading.has_value() ? std::string(BooksReadingName(*b.reading)) : b.unknown_reading);
+    PutNumbers(books, "inUseFloorsMiB", b.in_use_floors_mib);
+    PutNumbers(books, "retainedFloorsMiB", b.retained_floors_mib);
+    PutOptional(books, "inUseSlopeGiBPerHour", b.in_use_slope_gib_per_hour);
+    PutOptional(books, "retainedSlopeGiBPerHour", b.retained_slope_gib_per_hour);
+    out["books"] = std::move(books);
+  }
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "operator/api/types.h"
+#include "operator/common/books_reading.h"
 #include "operator/common/verdict.h"
 
 namespace allocguard::api {
@@ -70,6 +71,22 @@ struct ArenaLimitStatus {
   bool operator==(const ArenaLimitStatus&) const = default;
 };
 
+// The allocator's books over one run (docs/allocator-books.md): what the
+// stats agent's in-use and retained bytes showed beside the floors. The
+// reading explains the verdict; it never changes it.
+struct BooksStatus {
+  // An unknown name is reported and reads as absent, kept in unknown_reading
+  // (and written back as it was).
+  std::optional<BooksReading> reading;
+  std::string unknown_reading;
+  std::vector<double> in_use_floors_mib;              // inUseFloorsMiB
+  std::vector<double> retained_floors_mib;            // retainedFloorsMiB
+  std::optional<double> in_use_slope_gib_per_hour;    // inUseSlopeGiBPerHour
+  std::optional<double> retained_slope_gib_per_hour;  // retainedSlopeGiBPerHour
+
+  bool operator==(const BooksStatus&) const = default;
+};
+
 // What one run of a variant measured: the members a status.variants entry
 // shares with each of its earlierRuns (an Inconclusive candidate is run
 // again with the next load seed; see CanarySpec::inconclusive_reruns).
@@ -87,6 +104,7 @@ struct VariantRun {
   std::optional<int64_t> requests;
   std::optional<int64_t> late;
   std::string message;
+  std::optional<BooksStatus> books;  // absent: the run recorded no books
 
   bool operator==(const VariantRun&) const = default;
 };

@@ -31,6 +31,9 @@ json FullStatus() {
        "floorSlopeGiBPerHour": 2.4, "slopeLowGiBPerHour": 2.3, "slopeHighGiBPerHour": 2.5,
        "peakMiB": 1000, "recommendedLimitMiB": 1250, "requests": 1234, "errors": 0, "late": 2,
        "message": "Ratchet", "measurementKey": "k1", "seed": 2,
+       "books": {"reading": "Retention", "inUseFloorsMiB": [250, 250.5, 250],
+                 "retainedFloorsMiB": [50, 90, 130], "inUseSlopeGiBPerHour": 0.01,
+                 "retainedSlopeGiBPerHour": 2.34},
        "earlierRuns": [{"job": "web-abc-candidate", "seed": 1, "verdict": "Inconclusive",
                         "floorsMiB": [300, 301], "floorSlopeGiBPerHour": 0.3,
                         "slopeLowGiBPerHour": -0.2, "slopeHighGiBPerHour": 0.8,
@@ -61,12 +64,42 @@ TEST(ReplayCanaryStatusTest, ReadsEveryFieldAndWritesItBackUnchanged) {
   ASSERT_EQ(s.variants[0].earlier_runs.size(), 1u);
   EXPECT_EQ(s.variants[0].earlier_runs[0].verdict, Verdict::kInconclusive);
   EXPECT_EQ(s.variants[0].earlier_runs[0].slope_high_gib_per_hour, 0.8);
+  ASSERT_TRUE(s.variants[0].books.has_value());
+  EXPECT_EQ(s.variants[0].books->reading, BooksReading::kRetention);
+  EXPECT_EQ(s.variants[0].books->retained_floors_mib, (std::vector<double>{50, 90, 130}));
+  EXPECT_EQ(s.variants[0].books->retained_slope_gib_per_hour, 2.34);
+  EXPECT_FALSE(s.variants[1].books.has_value());
   EXPECT_EQ(s.variants[1].verdict, Verdict::kFlat);
   EXPECT_TRUE(s.variants[1].oom_killed);
   EXPECT_EQ(s.FindVariant("jemalloc")->reused_from, "web-def");
   EXPECT_EQ(s.FindVariant("tcmalloc"), nullptr);
   EXPECT_EQ(ReplayCanaryStatusToJson(s), FullStatus());
   EXPECT_EQ(ParseReplayCanaryStatus(ReplayCanaryStatusToJson(s)), s);
+}
+
+// A reading allocguard does not write (an edited status) is reported, read
+// as no reading, and written back as it was; a books member of the wrong
+// type is reported and read as absent.
+TEST(ReplayCanaryStatusTest, BooksAllocguardDoesNotWriteAreNamed) {
+  json status = FullStatus();
+  status["variants"][0]["books"]["reading"] = "Retaining";
+  status["variants"][0]["books"]["inUseSlopeGiBPerHour"] = "up";
+  status["variants"][1]["books"] = 7;
+  std::vector<std::string> problems;
+  const ReplayCanaryStatus s = ParseReplayCanaryStatus(status, &problems);
+  ASSERT_TRUE(s.variants[0].books.has_value());
+  EXPECT_FALSE(s.variants[0].books->reading.has_value());
+  EXPECT_EQ(s.variants[0].books->unknown_reading, "Retaining");
+  EXPECT_FALSE(s.variants[0].books->in_use_slope_gib_per_hour.has_value());
+  EXPECT_FALSE(s.variants[1].books.has_value());
+  std::string all;
+  for (const std::string& p : problems) all += p + "\n";
+  EXPECT_NE(all.find("status.variants[0].books.reading: \"Retaining\" is not a reading"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("status.variants[0].books.inUseSlopeGiBPerHour"), std::string::npos) << all;
+  EXPECT_NE(all.find("status.variants[1].books"), std::string::npos) << all;
+  EXPECT_EQ(ReplayCanaryStatusToJson(s)["variants"][0]["books"]["reading"], "Retaining");
 }
 
 TEST(ReplayCanaryStatusTest, NullAndEmptyAreANewCanary) {

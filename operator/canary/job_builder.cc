@@ -6,6 +6,7 @@
 #include <set>
 
 #include "operator/admission/allocator_injection.h"
+#include "operator/api/json_patch.h"
 #include "operator/api/names.h"
 #include "operator/api/object_meta.h"
 #include "operator/api/policy.h"
@@ -89,11 +90,12 @@ void StripInjection(json& metadata, json& spec) {
     for (json& container : *it) {
       if (!container.is_object()) continue;
       EraseFromList(container, "volumeMounts", [](const json& m) {
-        return StringField(m, "name") == api::kLibraryVolumeName;
+        const std::string name = StringField(m, "name");
+        return name == api::kLibraryVolumeName || name == api::kBooksVolumeName;
       });
       EraseFromList(container, "env", [&](json& var) {
         const std::string name = StringField(var, "name");
-        if (was_injected && IsTunableEnv(name)) return true;
+        if (was_injected && (IsTunableEnv(name) || name == "ALLOCGUARD_STATS_DIR")) return true;
         if (name != "LD_PRELOAD" || !var.contains("value") || !var["value"].is_string()) {
           return false;
         }
@@ -104,8 +106,10 @@ void StripInjection(json& metadata, json& spec) {
       });
     }
   }
-  EraseFromList(spec, "volumes",
-                [](const json& v) { return StringField(v, "name") == api::kLibraryVolumeName; });
+  EraseFromList(spec, "volumes", [](const json& v) {
+    const std::string name = StringField(v, "name");
+    return name == api::kLibraryVolumeName || name == api::kBooksVolumeName;
+  });
   if (annotations) {
     for (const char* a :
          {api::kInjectedAnnotation, api::kPolicyAnnotation, api::kPolicyGenerationAnnotation}) {
@@ -174,7 +178,7 @@ std::optional<std::string> ArenaMaxInPod(const json& spec, const std::vector<std
 }
 
 json DriverContainer(const api::ReplayCanary& canary, const api::VariantSpec& variant,
-                     const std::string& allocator, const CanaryJobOptions& options) {
+                     const std::string& allocator, const CanaryJobOptions& options, bool books) {
   const api::CanarySpec& c = canary.spec.canary;
   api::LoadSpec load = c.load;
   load.seed = api::RerunSeed(load.seed, options.rerun);
@@ -205,6 +209,13 @@ json DriverContainer(const api::ReplayCanary& canary, const api::VariantSpec& va
     args.push_back("--target-comm");
     args.push_back(options.target_comm);
   }
+  json mounts = {{{"name", kDriverTmpVolume}, {"mountPath", "/tmp"}}};
+  if (books) {
+    args.push_back("--books-dir");
+    args.push_back(api::kBooksMountPath);
+    mounts.push_back(
+        {{"name", api::kBooksVolumeName}, {"mountPath", api::kBooksMountPath}, {"readOnly", true}});
+  }
   return {{"name", api::kDriverContainerName},
           {"image", options.image},
           {"imagePullPolicy", "IfNotPresent"},
@@ -215,7 +226,7 @@ json DriverContainer(const api::ReplayCanary& canary, const api::VariantSpec& va
            {{"requests", {{"cpu", "100m"}, {"memory", "64Mi"}}},
             {"limits", {{"cpu", "1"}, {"memory", "256Mi"}}}}},
           {"securityContext", admission::RestrictedSecurityContext()},
-          {"volumeMounts", {{{"name", kDriverTmpVolume}, {"mountPath", "/tmp"}}}}};
+          {"volumeMounts", std::move(mounts)}};
 }
 
 }  // namespace
@@ -303,7 +314,8 @@ Result<json> BuildCanaryJob(const api::ReplayCanary& canary, const api::VariantS
       .allocator_dir = options.allocator_dir,
       .libc = admission::ResolveLibc(canary.spec.libc,
                                      api::ParseObjectMeta(json{{"metadata", metadata}}).annotations,
-                                     &conflicts)};
+                                     &conflicts),
+      .stats_agent = options.stats_agent};
   AG_RETURN_IF_ERROR(
       admission::InjectAllocator(spec, allocator, options.containers, injection, &conflicts)
           .WithContext("injecting " + admission::AllocatorLabel(allocator.name)));
@@ -327,8 +339,9 @@ Result<json> BuildCanaryJob(const api::ReplayCanary& canary, const api::VariantS
   if (!spec.contains("containers") || !spec["containers"].is_array()) {
     spec["containers"] = json::array();
   }
-  spec["containers"].push_back(DriverContainer(canary, variant, allocator_name, options));
   if (!spec.contains("volumes") || !spec["volumes"].is_array()) spec["volumes"] = json::array();
+  const bool books = api::IndexOfNamed(spec["volumes"], api::kBooksVolumeName).has_value();
+  spec["containers"].push_back(DriverContainer(canary, variant, allocator_name, options, books));
   spec["volumes"].push_back({{"name", kDriverTmpVolume}, {"emptyDir", json::object()}});
 
   const std::string name = CanaryJobName(canary.name, variant.name, options.rerun);

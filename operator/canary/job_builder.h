@@ -47,6 +47,10 @@ struct CanaryJobOptions {
   // image pulls, init containers.
   std::chrono::seconds deadline_slack{300};
   std::chrono::seconds ttl_after_finished{3600};
+  // The image ships the stats agent (admission::StatsAgentShipped): every
+  // variant preloads it (whatever the policy's spec.stats says: a canary
+  // always records the books) and the driver reads its books.
+  bool stats_agent = false;
   // Which run of the variant this Job is: 0 for the first, k for the k-th
   // rerun of an Inconclusive run (api::CanarySpec::inconclusive_reruns),
   // which is named CanaryJobName(canary, variant, k) and drives the load
@@ -104,10 +108,11 @@ struct CanaryJobInfo {
 //     options.claim_volumes added as emptyDirs;
 //   - restartPolicy Never, shareProcessNamespace true;
 //   - any earlier allocguard injection removed (init container, guard,
-//     library volume and mounts, LD_PRELOAD entries under the library path,
-//     and, when the template carries api::kInjectedAnnotation, the allocator
-//     tunables), then the variant's allocator injected with
-//     admission::InjectAllocator;
+//     library and books volumes and mounts, LD_PRELOAD entries under the
+//     library path, and, when the template carries api::kInjectedAnnotation,
+//     the allocator tunables and ALLOCGUARD_STATS_DIR), then the variant's
+//     allocator injected with admission::InjectAllocator, with the stats
+//     agent when options.stats_agent;
 //   - the arena limit (see ArenaLimitSource): with canary.node_selector set,
 //     it is merged into the Pod's nodeSelector; otherwise, with
 //     production_cpus set, a glibc variant that sets no arenaMax of its own
@@ -115,7 +120,9 @@ struct CanaryJobInfo {
 //   - the driver container api::kDriverContainerName running `replay --in-pod`
 //     with the rendered load, duration, interval, max slope, variant and
 //     allocator names; terminationMessagePolicy File; restricted security
-//     context; small resources; /tmp on an emptyDir.
+//     context; small resources; /tmp on an emptyDir; where the agent was
+//     injected, the books volume read-only at api::kBooksMountPath and
+//     --books-dir pointing there.
 // InvalidArgument when the template is not a pod template object, a
 // container list is malformed, or options.image is empty.
 Result<nlohmann::json> BuildCanaryJob(const api::ReplayCanary& canary,

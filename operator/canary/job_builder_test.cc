@@ -4,6 +4,8 @@
 
 #include <functional>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "operator/api/names.h"
 #include "operator/replay/in_pod.h"
@@ -422,6 +424,68 @@ TEST(BuildCanaryJobTest, DriverRunsTheInPodReplayWithTheCanarysSettings) {
   ASSERT_TRUE(with_comm.ok());
   EXPECT_EQ(ArgAfter(Container(*with_comm, api::kDriverContainerName), "--target-comm"),
             "web-server");
+}
+
+// With the agent in the image, every variant preloads it (glibc too, alone),
+// whatever the policy's spec.stats says, and the driver reads its books from
+// the books volume, read-only.
+TEST(BuildCanaryJobTest, EveryVariantRecordsTheBooksWhenTheImageShipsTheAgent) {
+  CanaryJobOptions o = Options();
+  o.stats_agent = true;
+  for (const auto& [variant, preload] : std::vector<std::pair<api::VariantSpec, std::string>>{
+           {Variant("glibc", api::Allocator::kGlibc),
+            "/usr/lib/libtrace.so:/opt/allocguard/inject/$LIB/liballocguard_stats.so"},
+           {Variant("jemalloc", api::Allocator::kJemalloc),
+            "/usr/lib/libtrace.so:/opt/allocguard/inject/$LIB/libjemalloc.so.2:"
+            "/opt/allocguard/inject/$LIB/liballocguard_stats.so"}}) {
+    auto job = BuildCanaryJob(Canary(), variant, o);
+    ASSERT_TRUE(job.ok()) << job.status().ToString();
+    const json& web = Container(*job, "web");
+    EXPECT_EQ(Env(web, "LD_PRELOAD"), preload) << variant.name;
+    EXPECT_EQ(Env(web, "ALLOCGUARD_STATS_DIR"), "/var/run/allocguard/books") << variant.name;
+    const json& driver = Container(*job, api::kDriverContainerName);
+    EXPECT_EQ(ArgAfter(driver, "--books-dir"), "/var/run/allocguard/books") << variant.name;
+    EXPECT_EQ(Env(driver, "LD_PRELOAD"), std::nullopt);
+    bool mounted = false;
+    for (const json& m : driver["volumeMounts"]) {
+      if (m["name"] == api::kBooksVolumeName) {
+        mounted = true;
+        EXPECT_EQ(m["mountPath"], "/var/run/allocguard/books");
+        EXPECT_EQ(m["readOnly"], true);
+        EXPECT_FALSE(m.contains("subPath")) << "the driver reads every container's directory";
+      }
+    }
+    EXPECT_TRUE(mounted) << variant.name << ": " << driver["volumeMounts"].dump();
+  }
+}
+
+TEST(BuildCanaryJobTest, WithoutTheAgentNoVariantPreloadsItAndTheDriverReadsNoBooks) {
+  json job = Build(Canary(), Variant("glibc", api::Allocator::kGlibc));
+  const json& web = Container(job, "web");
+  EXPECT_EQ(Env(web, "LD_PRELOAD"), "/usr/lib/libtrace.so");
+  EXPECT_EQ(Env(web, "ALLOCGUARD_STATS_DIR"), std::nullopt);
+  EXPECT_EQ(ArgAfter(Container(job, api::kDriverContainerName), "--books-dir"), "<absent>");
+}
+
+// A template an earlier injection gave the agent: its books volume, mount and
+// ALLOCGUARD_STATS_DIR go with the rest of that injection.
+TEST(BuildCanaryJobTest, AnEarlierInjectionsBooksAreRemoved) {
+  api::ReplayCanary canary = Canary();
+  json tmpl = json::parse(kTemplate);
+  json& web = tmpl["spec"]["containers"][0];
+  web["env"].push_back({{"name", "ALLOCGUARD_STATS_DIR"}, {"value", "/var/run/allocguard/books"}});
+  web["volumeMounts"].push_back({{"name", "allocguard-books"},
+                                 {"mountPath", "/var/run/allocguard/books"},
+                                 {"subPath", "web"}});
+  tmpl["spec"]["volumes"].push_back({{"name", "allocguard-books"}, {"emptyDir", json::object()}});
+  canary.spec.pod_template_json = tmpl.dump();
+  json job = Build(canary, Variant("tcmalloc", api::Allocator::kTcmalloc));
+  const json& pod = job["spec"]["template"]["spec"];
+  EXPECT_EQ(Env(Container(job, "web"), "ALLOCGUARD_STATS_DIR"), std::nullopt);
+  for (const json& v : pod["volumes"]) EXPECT_NE(v["name"], "allocguard-books");
+  for (const json& m : Container(job, "web")["volumeMounts"]) {
+    EXPECT_NE(m["name"], "allocguard-books");
+  }
 }
 
 TEST(BuildCanaryJobTest, SameInputSameJob) {

@@ -47,6 +47,7 @@ struct ReplayFlags {
   std::string allocator = "unknown";
   std::string termination_log = "/dev/termination-log";
   std::string target_comm;
+  std::string books_dir;
   std::string output = "text";
 };
 
@@ -123,6 +124,7 @@ int RunInPodCommand(const ReplayFlags& f) {
   options.allocator = f.allocator;
   options.termination_log = f.termination_log;
   options.target_comm = f.target_comm;
+  options.books_dir = f.books_dir;
   if (!f.out_dir.empty()) options.out_dir = f.out_dir;
   options.progress = PrintProgress;
   auto result = replay::RunInPod(options, RealClock::Get());
@@ -167,6 +169,7 @@ int RunReplayCommand(const ReplayFlags& f) {
     options.memory_limit_bytes = *limit;
   }
   options.use_cgroup = !f.no_cgroup;
+  options.books_dir = f.books_dir;
   options.out_dir = f.out_dir.empty() ? "." : f.out_dir;
   options.command = f.command;
   if (f.pid > 0) {
@@ -309,6 +312,12 @@ void RegisterReplayCommand(CLI::App& app, int* exit_code) {
                   "with --in-pod: measure only processes with this command name (and their "
                   "children), e.g. to leave another sidecar out")
       ->group(internal);
+  cmd->add_option("--books-dir", flags->books_dir,
+                  "read the stats agent's books (liballocguard_stats.so preloaded into the "
+                  "workload with ALLOCGUARD_STATS_DIR) from this directory and its "
+                  "subdirectories at every sample: recorded beside the memory figures, and "
+                  "the verdict's explanation says whether in-use or retained memory climbed "
+                  "(docs/allocator-books.md)");
   cmd->callback([flags, exit_code] { *exit_code = RunReplayCommand(*flags); });
 }
 

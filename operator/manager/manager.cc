@@ -1,4 +1,5 @@
 #include "operator/manager/manager.h"
+#include "operator/admission/allocator_injection.h"
 
 #include <cstdio>
 #include <fstream>
@@ -200,6 +201,8 @@ controllers::ControllerContext MakeControllerContext(const ManagerOptions& optio
   ctx.metrics = registry;
   ctx.operator_namespace = options.operator_namespace;
   ctx.job_options.image = options.image;
+  // The operator runs in the image the canary Jobs install from.
+  ctx.job_options.stats_agent = admission::StatsAgentShipped(ctx.job_options.allocator_dir);
   ctx.max_concurrent_canaries = options.max_concurrent_canaries;
   ctx.max_concurrent_canaries_per_namespace = options.max_concurrent_canaries_per_namespace;
   return ctx;

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "allocators/stats_agent/allocator_books.h"
 
@@ -247,6 +248,38 @@ Result<std::vector<BooksFile>> ReadAllocatorBooksDirectory(const std::string& di
 bool BooksAreStale(const AllocatorBooks& books, std::chrono::system_clock::time_point now) {
   auto interval = std::max(books.interval, std::chrono::milliseconds(10));
   return now - books.sample_time > 3 * interval;
+}
+
+BooksTotals SumFreshBooks(const std::vector<BooksFile>& files,
+                          std::chrono::system_clock::time_point now) {
+  BooksTotals totals;
+  for (const BooksFile& f : files) {
+    if (!f.books.ok() || BooksAreStale(*f.books, now)) continue;
+    ++totals.processes;
+    if (!f.books->in_use_bytes || !f.books->retained_bytes) continue;
+    ++totals.split_processes;
+    totals.in_use_bytes += *f.books->in_use_bytes;
+    totals.retained_bytes += *f.books->retained_bytes;
+  }
+  return totals;
+}
+
+Result<std::vector<BooksFile>> ReadAllocatorBooksTree(const std::string& dir) {
+  AG_ASSIGN_OR_RETURN(std::vector<BooksFile> files, ReadAllocatorBooksDirectory(dir));
+  // Never throws: the error_code overloads only, increment included.
+  std::error_code ec;
+  std::vector<std::string> subdirs;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code type_ec;
+    if (it->is_directory(type_ec)) subdirs.push_back(it->path().string());
+  }
+  std::sort(subdirs.begin(), subdirs.end());
+  for (const std::string& sub : subdirs) {
+    auto more = ReadAllocatorBooksDirectory(sub);
+    if (!more.ok()) continue;
+    for (BooksFile& f : *more) files.push_back(std::move(f));
+  }
+  return files;
 }
 
 }  // namespace allocguard::replay

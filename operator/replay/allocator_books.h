@@ -87,4 +87,21 @@ Result<std::vector<BooksFile>> ReadAllocatorBooksDirectory(const std::string& di
 // process was killed, or its publisher stopped.
 bool BooksAreStale(const AllocatorBooks& books, std::chrono::system_clock::time_point now);
 
+// A workload's books at one moment: sums over the files that parsed and are
+// fresh (not BooksAreStale at `now`). Unreadable and stale files are left out.
+struct BooksTotals {
+  int processes = 0;        // fresh files
+  int split_processes = 0;  // of which report in-use and retained
+  // Sums over split_processes.
+  uint64_t in_use_bytes = 0;
+  uint64_t retained_bytes = 0;
+};
+BooksTotals SumFreshBooks(const std::vector<BooksFile>& files,
+                          std::chrono::system_clock::time_point now);
+
+// The books of `dir` and of each of its subdirectories (the injected books
+// volume holds one per container), in that order. kNotFound when `dir` does
+// not exist; an unreadable subdirectory is left out.
+Result<std::vector<BooksFile>> ReadAllocatorBooksTree(const std::string& dir);
+
 }  // namespace allocguard::replay

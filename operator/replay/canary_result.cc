@@ -33,10 +33,25 @@ std::string Shortened(const std::string& s, size_t max) {
   return CutUtf8(s, max - 3) + "...";
 }
 
-std::string Dump(const CanaryResult& r, const std::vector<double>& floors, int stride,
-                 const std::string& message) {
-  json f = json::array();
-  for (double v : floors) f.push_back(Number(v, 10));
+json MiBList(const std::vector<double>& values) {
+  json list = json::array();
+  for (double v : values) list.push_back(Number(v, 10));
+  return list;
+}
+
+// Every stride-th floor from the first, and always the last.
+std::vector<double> Thinned(const std::vector<double>& floors, int stride) {
+  std::vector<double> out;
+  for (size_t i = 0; i < floors.size(); i += static_cast<size_t>(stride)) out.push_back(floors[i]);
+  if (!floors.empty() && (floors.size() - 1) % static_cast<size_t>(stride) != 0) {
+    out.push_back(floors.back());
+  }
+  return out;
+}
+
+// `k`: how many more times the floors are thinned than r.floor_stride says.
+std::string Dump(const CanaryResult& r, int k, const std::string& message) {
+  json f = MiBList(Thinned(r.floors_mib, k));
   json j = {
       {"v", r.version},
       {"variant", r.variant},
@@ -55,19 +70,17 @@ std::string Dump(const CanaryResult& r, const std::vector<double>& floors, int s
       {"minutes", r.minutes},
       {"message", message},
   };
+  const int stride = std::max(1, r.floor_stride) * k;
   if (stride != 1) j["stride"] = stride;
   if (r.workload_exited) j["exit_minute"] = r.exit_minute;
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-// Every stride-th floor from the first, and always the last.
-std::vector<double> Thinned(const std::vector<double>& floors, int stride) {
-  std::vector<double> out;
-  for (size_t i = 0; i < floors.size(); i += static_cast<size_t>(stride)) out.push_back(floors[i]);
-  if (!floors.empty() && (floors.size() - 1) % static_cast<size_t>(stride) != 0) {
-    out.push_back(floors.back());
+  if (r.books_reading) {
+    j["books"] = {{"reading", BooksReadingName(*r.books_reading)},
+                  {"in_use", MiBList(Thinned(r.in_use_floors_mib, k))},
+                  {"retained", MiBList(Thinned(r.retained_floors_mib, k))},
+                  {"in_use_slope", Number(r.in_use_slope_gib_per_hour, 1000)},
+                  {"retained_slope", Number(r.retained_slope_gib_per_hour, 1000)}};
   }
-  return out;
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 template <typename T>
@@ -95,6 +108,38 @@ Status Read(const json& j, const char* key, T* out) {
   return Status::Ok();
 }
 
+Status ReadNumbers(const json& j, const char* key, std::vector<double>* out) {
+  auto it = j.find(key);
+  if (it == j.end()) return Status::Ok();
+  if (!it->is_array()) return InvalidArgument(std::string(key) + " must be a list of numbers");
+  for (const json& v : *it) {
+    if (!v.is_number()) return InvalidArgument(std::string(key) + " must be a list of numbers");
+    out->push_back(v.get<double>());
+  }
+  return Status::Ok();
+}
+
+// The "books" member, when present.
+Status ReadBooks(const json& j, CanaryResult* r) {
+  auto it = j.find("books");
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_object()) return InvalidArgument("books must be an object");
+  const json& b = *it;
+  std::string reading;
+  AG_RETURN_IF_ERROR(Read(b, "reading", &reading).WithContext("books"));
+  r->books_reading = BooksReadingFromName(reading);
+  if (!r->books_reading) {
+    return InvalidArgument("books.reading is \"" + Shortened(reading, 63) +
+                           "\", which is not one allocguard writes");
+  }
+  AG_RETURN_IF_ERROR(ReadNumbers(b, "in_use", &r->in_use_floors_mib).WithContext("books"));
+  AG_RETURN_IF_ERROR(ReadNumbers(b, "retained", &r->retained_floors_mib).WithContext("books"));
+  AG_RETURN_IF_ERROR(Read(b, "in_use_slope", &r->in_use_slope_gib_per_hour).WithContext("books"));
+  AG_RETURN_IF_ERROR(
+      Read(b, "retained_slope", &r->retained_slope_gib_per_hour).WithContext("books"));
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string EncodeCanaryResult(const CanaryResult& result) {
@@ -102,23 +147,23 @@ std::string EncodeCanaryResult(const CanaryResult& result) {
   r.variant = Shortened(r.variant, 253);
   r.allocator = Shortened(r.allocator, 63);
   std::string message = Shortened(r.message, kMessageBudget);
-  int stride = std::max(1, r.floor_stride);
-  std::string out = Dump(r, r.floors_mib, stride, message);
+  std::string out = Dump(r, 1, message);
   if (out.size() <= kMaxTerminationMessageBytes) return out;
-  // Too long: thin the floors (a stride more each time) until they fit
-  // beside a message of at most 256 bytes.
+  // Too long: thin the floors, the books' with them (a stride more each
+  // time), until they fit beside a message of at most 256 bytes.
   message = Shortened(message, 256);
+  const std::vector<double> longest(
+      std::max({r.floors_mib.size(), r.in_use_floors_mib.size(), r.retained_floors_mib.size()}));
   for (int k = 1;; ++k) {
-    std::vector<double> floors = Thinned(r.floors_mib, k);
-    out = Dump(r, floors, stride * k, message);
-    if (out.size() <= kMaxTerminationMessageBytes || floors.size() <= 2) break;
+    out = Dump(r, k, message);
+    if (out.size() <= kMaxTerminationMessageBytes || Thinned(longest, k).size() <= 2) break;
   }
   if (out.size() <= kMaxTerminationMessageBytes) return out;
   // Only huge names could get here; keep the verdict and say what was lost.
   CanaryResult minimal;
   minimal.version = r.version;
   minimal.verdict = r.verdict;
-  return Dump(minimal, {}, 1, "result too large for a termination message");
+  return Dump(minimal, 1, "result too large for a termination message");
 }
 
 Result<CanaryResult> DecodeCanaryResult(const std::string& text) {
@@ -168,6 +213,7 @@ Result<CanaryResult> DecodeCanaryResult(const std::string& text) {
   AG_RETURN_IF_ERROR(Read(j, "anon_only", &r.anon_only));
   AG_RETURN_IF_ERROR(Read(j, "minutes", &r.minutes));
   AG_RETURN_IF_ERROR(Read(j, "message", &r.message));
+  AG_RETURN_IF_ERROR(ReadBooks(j, &r));
   return r;
 }
 

@@ -9,9 +9,11 @@
 // records k), always the same way for the same input.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "operator/common/books_reading.h"
 #include "operator/common/status.h"
 #include "operator/common/verdict.h"
 
@@ -49,6 +51,16 @@ struct CanaryResult {
   bool anon_only = false;
   int minutes = 0;      // length of the run in whole minutes
   std::string message;  // one line for a person: the verdict's explanation or the failure
+  // The allocator's books (books_floors.h), when the stats agent published
+  // them: their reading (absent: no books; written as its name), per-minute
+  // floors of in-use and retained bytes in MiB (thinned like floors_mib,
+  // with the same floor_stride), and their slopes in GiB/h (NaN with too
+  // few floors).
+  std::optional<BooksReading> books_reading;
+  std::vector<double> in_use_floors_mib;
+  std::vector<double> retained_floors_mib;
+  double in_use_slope_gib_per_hour = 0;
+  double retained_slope_gib_per_hour = 0;
 };
 
 // Compact JSON of at most kMaxTerminationMessageBytes bytes. Non-finite

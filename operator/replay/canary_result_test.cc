@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace allocguard::replay {
 namespace {
@@ -96,6 +98,67 @@ TEST(CanaryResultTest, TooManyFloorsAreThinnedDeterministicallyKeepingTheLast) {
   EXPECT_EQ(back->message.substr(back->message.size() - 3), "...");
   EXPECT_EQ(back->verdict, Verdict::kRatchet);
   EXPECT_EQ(back->requests, 123456789);
+}
+
+CanaryResult WithBooks(CanaryResult r, int minutes) {
+  r.books_reading = BooksReading::kRetention;
+  for (int m = 0; m < minutes; ++m) {
+    r.in_use_floors_mib.push_back(250.25);
+    r.retained_floors_mib.push_back(20 + m * 40.5);
+  }
+  r.in_use_slope_gib_per_hour = 0.004;
+  r.retained_slope_gib_per_hour = 2.373;
+  return r;
+}
+
+TEST(CanaryResultTest, TheBooksRoundTrip) {
+  CanaryResult r = WithBooks(Sample(14), 14);
+  auto back = DecodeCanaryResult(EncodeCanaryResult(r));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->books_reading, BooksReading::kRetention);
+  EXPECT_EQ(back->in_use_floors_mib, r.in_use_floors_mib);
+  EXPECT_EQ(back->retained_floors_mib.size(), 14u);
+  EXPECT_DOUBLE_EQ(back->retained_floors_mib.back(), 20 + 13 * 40.5);
+  EXPECT_DOUBLE_EQ(back->in_use_slope_gib_per_hour, 0.004);
+  EXPECT_DOUBLE_EQ(back->retained_slope_gib_per_hour, 2.373);
+
+  // Without books there is no "books" member, and none comes back.
+  const std::string plain = EncodeCanaryResult(Sample(14));
+  EXPECT_EQ(plain.find("books"), std::string::npos);
+  EXPECT_FALSE(DecodeCanaryResult(plain)->books_reading.has_value());
+}
+
+// The books' floors are thinned with the judged ones, by the same stride,
+// keeping each list's last floor.
+TEST(CanaryResultTest, TheBooksAreThinnedWithTheFloors) {
+  CanaryResult r = WithBooks(Sample(400), 400);
+  std::string text = EncodeCanaryResult(r);
+  EXPECT_LE(text.size(), kMaxTerminationMessageBytes);
+  auto back = DecodeCanaryResult(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_GT(back->floor_stride, 1);
+  EXPECT_EQ(back->retained_floors_mib.size(), back->floors_mib.size());
+  EXPECT_EQ(back->in_use_floors_mib.size(), back->floors_mib.size());
+  EXPECT_NEAR(back->retained_floors_mib[1], 20 + back->floor_stride * 40.5, 0.05);
+  EXPECT_DOUBLE_EQ(back->retained_floors_mib.back(), 20 + 399 * 40.5);
+  EXPECT_EQ(back->books_reading, BooksReading::kRetention);
+}
+
+TEST(CanaryResultTest, BooksOfTheWrongShapeAreErrorsThatSaySo) {
+  const std::string head = R"({"v":1,"verdict":"Flat","books":)";
+  for (const auto& [books, says] : std::vector<std::pair<std::string, std::string>>{
+           {R"("x")", "books must be an object"},
+           {R"({"reading":"Retaining"})", "books.reading is \"Retaining\""},
+           {R"({"reading":7})", "reading must be a string"},
+           {R"({"reading":"Leak","in_use":[1,"x"]})", "in_use must be a list of numbers"},
+           {R"({"reading":"Leak","retained_slope":"up"})", "retained_slope must be a number"}}) {
+    auto r = DecodeCanaryResult(head + books + "}");
+    ASSERT_FALSE(r.ok()) << books;
+    EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status().message();
+  }
+  auto null_books = DecodeCanaryResult(head + "null}");
+  ASSERT_TRUE(null_books.ok());
+  EXPECT_FALSE(null_books->books_reading.has_value());
 }
 
 TEST(CanaryResultTest, LongMessageIsCutAtACharacterBoundary) {

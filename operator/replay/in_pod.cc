@@ -76,6 +76,17 @@ CanaryResult ToCanaryResult(const VariantResult& v, bool anon_only) {
   r.anon_only = anon_only;
   r.minutes = static_cast<int>(std::floor(v.duration_seconds / 60));
   r.message = v.verdict.explanation;
+  if (v.books) {
+    r.books_reading = v.books->reading;
+    for (const auto& f : v.books->in_use.floors) {
+      r.in_use_floors_mib.push_back(f.floor_bytes / memory::kBytesPerMiB);
+    }
+    for (const auto& f : v.books->retained.floors) {
+      r.retained_floors_mib.push_back(f.floor_bytes / memory::kBytesPerMiB);
+    }
+    r.in_use_slope_gib_per_hour = v.books->in_use.slope_gib_per_h;
+    r.retained_slope_gib_per_hour = v.books->retained.slope_gib_per_h;
+  }
   return r;
 }
 
@@ -94,6 +105,7 @@ Result<CanaryResult> RunInPod(const InPodOptions& options, Clock* clock) {
   replay.duration = options.duration;
   replay.judge = options.judge;
   replay.use_cgroup = false;
+  replay.books_dir = options.books_dir;
   replay.out_dir = options.out_dir;
   replay.attach_name = options.variant;
   replay.attach_allocator = options.allocator;

@@ -35,6 +35,9 @@ struct InPodOptions {
   std::string allocator = "unknown";
   std::string termination_log = "/dev/termination-log";
   std::string target_comm;  // only processes with this comm (and their descendants)
+  // The stats agent's books of the measured containers (the injection's
+  // books volume, one subdirectory per container); empty: not read.
+  std::string books_dir;
   // The run's CSV, errors and JSON; created when missing.
   std::string out_dir = "/tmp/allocguard-replay";
   // See PodProcessFilter::pod_pids_for_test.

@@ -67,6 +67,9 @@ class PosixReplayEnv final : public ReplayEnv {
     if (ec) return NotFound(path + ": " + ec.message());
     return canonical.string();
   }
+  Result<std::vector<BooksFile>> ReadBooks(const std::string& dir) override {
+    return ReadAllocatorBooksTree(dir);
+  }
 
   Result<std::unique_ptr<RunCgroup>> CreateCgroup(const std::string& name,
                                                   std::optional<int64_t> limit_bytes) override {

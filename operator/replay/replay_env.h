@@ -24,6 +24,7 @@
 #include "operator/common/clock.h"
 #include "operator/common/status.h"
 #include "operator/net/http.h"
+#include "operator/replay/allocator_books.h"
 #include "operator/replay/load_driver.h"
 #include "operator/replay/load_spec.h"
 #include "operator/replay/memory_cgroup.h"
@@ -81,6 +82,8 @@ class ReplayEnv {
   virtual Result<std::vector<std::string>> MappedLibraries(pid_t pid) = 0;
   // The path with every symbolic link resolved; fails when it does not exist.
   virtual Result<std::string> CanonicalPath(const std::string& path) = 0;
+  // The stats agent's books under `dir` (ReadAllocatorBooksTree).
+  virtual Result<std::vector<BooksFile>> ReadBooks(const std::string& dir) = 0;
 
   // Memory cgroups. As MemoryCgroup::Create and MemoryCgroup::OfProcess: a
   // failure says why there is no cgroup, for the run's header.

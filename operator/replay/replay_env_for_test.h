@@ -50,6 +50,12 @@ class FakeReplayEnv final : public ReplayEnv {
   int not_ready_answers = 0;
   // The libraries the workload maps; nullopt: the one in its LD_PRELOAD.
   std::optional<std::vector<std::string>> mapped_libraries;
+  // The stats agent's books at t (ReadBooks answers with them, their sample
+  // time the wall clock's now); nullopt: the books directory does not exist.
+  std::function<std::optional<std::vector<AllocatorBooks>>(double t)> books = [](double) {
+    return std::optional<std::vector<AllocatorBooks>>();
+  };
+  std::vector<std::string> books_dirs_read;
   // Processes ListProcesses() returns (the in-pod driver's view).
   std::vector<ProcessInfo> processes;
   // The pids that ReadUsage answers for; empty: any.
@@ -95,6 +101,18 @@ class FakeReplayEnv final : public ReplayEnv {
     return libs;
   }
   Result<std::string> CanonicalPath(const std::string& path) override { return path; }
+  Result<std::vector<BooksFile>> ReadBooks(const std::string& dir) override {
+    books_dirs_read.push_back(dir);
+    std::optional<std::vector<AllocatorBooks>> now = books(Elapsed());
+    if (!now) return NotFound(dir + ": No such file or directory");
+    std::vector<BooksFile> files;
+    for (AllocatorBooks& b : *now) {
+      b.sample_time = std::chrono::system_clock::now();
+      if (b.interval.count() == 0) b.interval = std::chrono::milliseconds(2000);
+      files.push_back({dir + "/books-" + std::to_string(b.pid), b.pid, b});
+    }
+    return files;
+  }
 
   Result<std::unique_ptr<RunCgroup>> CreateCgroup(const std::string& name,
                                                   std::optional<int64_t>) override {

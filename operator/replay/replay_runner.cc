@@ -117,6 +117,7 @@ class VariantRun {
   void DriveAndSample();
   void SampleUntilDone();
   bool TakeSample(Clock::TimePoint t0);
+  void RecordBooks(SampleRow* row) const;
   void RecordEnd(int minute);
   bool OomKilled(const std::optional<CgroupMemoryStat>& stat) const;
   std::optional<CgroupMemoryStat> ReadCgroup() const;
@@ -175,6 +176,7 @@ CsvHeader VariantRun::Header(const std::string& cgroup) const {
   header.push_back({"seed", std::to_string(load_.seed)});
   header.push_back({"duration_s", std::to_string(options_.duration.count())});
   header.push_back({"cgroup", cgroup});
+  if (!options_.books_dir.empty()) header.push_back({"books_dir", options_.books_dir});
   for (const auto& kv : options_.judge.ToHeader()) header.push_back(kv);
   AddRunMetadata(&header);
   return header;
@@ -274,12 +276,26 @@ bool VariantRun::TakeSample(Clock::TimePoint t0) {
   }
   stats_ = driver_->Snapshot();
   run_.rows.push_back(MakeRow(t, *usage, cgroup, stats_));
+  RecordBooks(&run_.rows.back());
   Status appended = csv_->Append(run_.rows.back());
   if (!appended.ok()) {
     Event(RunEvent::Failed(appended.message()));
     return false;
   }
   return true;
+}
+
+// The books of the workload's processes that publish them, when the run
+// reads books. A missing or unreadable directory records nothing.
+void VariantRun::RecordBooks(SampleRow* row) const {
+  if (options_.books_dir.empty()) return;
+  auto files = env_->ReadBooks(options_.books_dir);
+  if (!files.ok()) return;
+  const BooksTotals totals = SumFreshBooks(*files, std::chrono::system_clock::now());
+  row->books_processes = totals.processes;
+  if (totals.split_processes == 0) return;
+  row->books_in_use_bytes = static_cast<int64_t>(totals.in_use_bytes);
+  row->books_retained_bytes = static_cast<int64_t>(totals.retained_bytes);
 }
 
 // The workload is gone during the run, in `minute`.

@@ -50,6 +50,10 @@ struct ReplayOptions {
   JudgeSettings judge;
   std::optional<int64_t> memory_limit_bytes;
   bool use_cgroup = true;
+  // The stats agent's books (docs/allocator-books.md): read at every sample
+  // (options.env->ReadBooks) and recorded beside the memory figures; their
+  // floors and trends explain the verdict (books_floors.h). Empty: not read.
+  std::string books_dir;
   std::string out_dir = ".";
   // Receives one human-readable line per event and per minute.
   std::function<void(const std::string&)> progress = [](const std::string&) {};

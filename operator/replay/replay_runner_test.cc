@@ -300,6 +300,122 @@ TEST_F(ReplayRunnerTest, TheInPodDriverMeasuresThePodsProcessesAnonOnly) {
   EXPECT_EQ(csv->rows[0].processes, 1);
 }
 
+InPodOptions InPodWithBooks(const fs::path& out, ReplayEnv* env) {
+  InPodOptions o;
+  o.load_text = "rate: 5\nready:\n  path: /healthz\nrequests:\n  - path: /a\n";
+  o.port = 8080;
+  o.duration = std::chrono::minutes(15);
+  o.variant = "candidate";
+  o.allocator = "glibc";
+  o.out_dir = (out / "in-pod").string();
+  o.termination_log = (out / "termination-log").string();
+  o.books_dir = "/var/run/allocguard/books";
+  o.env = env;
+  return o;
+}
+
+// The demo's glibc ratchet as the stats agent sees it: the floor climbs
+// 3 GiB/h, the program's own bytes stay level and the arenas keep the rest.
+// The judge decides alone (Ratchet); the books say which figure climbed, in
+// the result, its termination message and the CSV.
+TEST_F(ReplayRunnerTest, TheInPodDriverRecordsTheBooksAndTheirReadingExplainsTheVerdict) {
+  env_.processes = {{.pid = 7, .ppid = 0, .comm = "server", .state = 'S'}};
+  env_.live_pids = {7};
+  env_.anon_bytes = Memory(3);
+  env_.books = [](double t) {
+    AllocatorBooks b;
+    b.pid = 7;
+    b.allocator = BooksAllocator::kGlibc;
+    b.in_use_bytes = static_cast<uint64_t>(250 * kBytesPerMiB);
+    b.retained_bytes = static_cast<uint64_t>(20 * kBytesPerMiB + 3 * kGiB * t / 3600);
+    return std::optional<std::vector<AllocatorBooks>>({b});
+  };
+  auto result = RunInPod(InPodWithBooks(out_, &env_), &clock_);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->verdict, Verdict::kRatchet) << result->message;
+  EXPECT_EQ(result->books_reading, BooksReading::kRetention) << result->message;
+  EXPECT_NE(result->message.find("in-use flat ("), std::string::npos) << result->message;
+  EXPECT_NE(result->message.find("retained climbing (+3.00 GiB/h)"), std::string::npos)
+      << result->message;
+  EXPECT_EQ(result->in_use_floors_mib.size(), result->retained_floors_mib.size());
+  ASSERT_GE(result->in_use_floors_mib.size(), 3u);
+  EXPECT_DOUBLE_EQ(result->in_use_floors_mib.front(), 250);
+  EXPECT_GT(result->retained_floors_mib.back(), result->retained_floors_mib.front());
+  EXPECT_FALSE(env_.books_dirs_read.empty());
+  EXPECT_EQ(env_.books_dirs_read.front(), "/var/run/allocguard/books");
+
+  auto written = DecodeCanaryResult(Slurp("termination-log"));
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_EQ(written->books_reading, BooksReading::kRetention);
+  EXPECT_EQ(written->retained_floors_mib.size(), result->retained_floors_mib.size());
+
+  auto csv = ReadSampleCsv((out_ / "in-pod" / "candidate.csv").string());
+  ASSERT_TRUE(csv.ok()) << csv.status().ToString();
+  EXPECT_EQ(csv->Header("books_dir"), "/var/run/allocguard/books");
+  ASSERT_FALSE(csv->rows.empty());
+  EXPECT_EQ(csv->rows[0].books_in_use_bytes, static_cast<int64_t>(250 * kBytesPerMiB));
+  EXPECT_EQ(csv->rows[0].books_processes, 1);
+}
+
+// A leak: the program's own bytes climb with the floor.
+TEST_F(ReplayRunnerTest, BooksWithInUseClimbingReadAsALeak) {
+  env_.processes = {{.pid = 7, .ppid = 0, .comm = "server", .state = 'S'}};
+  env_.live_pids = {7};
+  env_.anon_bytes = Memory(3);
+  env_.books = [](double t) {
+    AllocatorBooks b;
+    b.pid = 7;
+    b.allocator = BooksAllocator::kJemalloc;
+    b.in_use_bytes = static_cast<uint64_t>(250 * kBytesPerMiB + 3 * kGiB * t / 3600);
+    b.retained_bytes = static_cast<uint64_t>(20 * kBytesPerMiB);
+    return std::optional<std::vector<AllocatorBooks>>({b});
+  };
+  auto result = RunInPod(InPodWithBooks(out_, &env_), &clock_);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->verdict, Verdict::kRatchet) << result->message;
+  EXPECT_EQ(result->books_reading, BooksReading::kLeak) << result->message;
+  EXPECT_NE(result->message.find("in-use climbing (+3.00 GiB/h)"), std::string::npos)
+      << result->message;
+}
+
+// Without books (no agent, an allocator without a split, a stale file) the
+// result carries none and the explanation is the judge's alone.
+TEST_F(ReplayRunnerTest, WithoutBooksTheResultHasNoneAndTheVerdictIsTheSame) {
+  env_.processes = {{.pid = 7, .ppid = 0, .comm = "server", .state = 'S'}};
+  env_.live_pids = {7};
+  env_.anon_bytes = Memory(3);
+  env_.books = [](double) {
+    AllocatorBooks no_split;  // mimalloc's release builds report no split
+    no_split.pid = 7;
+    no_split.allocator = BooksAllocator::kMimalloc;
+    return std::optional<std::vector<AllocatorBooks>>({no_split});
+  };
+  auto with_agent = RunInPod(InPodWithBooks(out_, &env_), &clock_);
+  ASSERT_TRUE(with_agent.ok()) << with_agent.status().ToString();
+  EXPECT_FALSE(with_agent->books_reading.has_value());
+  EXPECT_EQ(with_agent->message.find("books"), std::string::npos) << with_agent->message;
+  auto csv = ReadSampleCsv((out_ / "in-pod" / "candidate.csv").string());
+  ASSERT_TRUE(csv.ok());
+  ASSERT_FALSE(csv->rows.empty());
+  EXPECT_EQ(csv->rows[0].books_processes, 1);
+  EXPECT_FALSE(csv->rows[0].books_in_use_bytes.has_value());
+
+  FakeClock clock;
+  FakeReplayEnv env{&clock};
+  env.processes = env_.processes;
+  env.live_pids = env_.live_pids;
+  env.anon_bytes = Memory(3);
+  InPodOptions no_dir = InPodWithBooks(out_ / "no-dir", &env);
+  no_dir.books_dir.clear();
+  fs::create_directories(out_ / "no-dir");
+  auto without = RunInPod(no_dir, &clock);
+  ASSERT_TRUE(without.ok()) << without.status().ToString();
+  EXPECT_TRUE(env.books_dirs_read.empty());
+  EXPECT_FALSE(without->books_reading.has_value());
+  EXPECT_EQ(without->verdict, with_agent->verdict);
+  EXPECT_EQ(without->message, with_agent->message);
+}
+
 TEST_F(ReplayRunnerTest, TheInPodDriverFailsWhenNoWorkloadProcessAppears) {
   env_.processes = {{.pid = 1, .ppid = 0, .comm = "pause", .state = 'S'}};
   InPodOptions o;

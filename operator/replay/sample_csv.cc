@@ -3,15 +3,19 @@
 #include <cinttypes>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace allocguard::replay {
 namespace {
 
-constexpr const char* kColumns =
+// Files written before the books columns have the first 18 only.
+constexpr const char* kColumnsBeforeBooks =
     "t_s,anon_bytes,rss_bytes,cg_anon_bytes,cg_dirty_bytes,cg_writeback_bytes,cg_usage_bytes,"
     "judged_bytes,cpu_s,processes,threads,released,sent,completed,late,errors,in_flight,oom_kills";
-constexpr int kColumnCount = 18;
+constexpr int kColumnCountBeforeBooks = 18;
+constexpr const char* kBooksColumns = "books_in_use_bytes,books_retained_bytes,books_processes";
+constexpr int kColumnCount = 21;
 
 std::string Opt(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : std::string(); }
 
@@ -36,7 +40,7 @@ Result<SampleCsvWriter> SampleCsvWriter::Open(
     }
     std::fprintf(f, "# %s: %s\n", k.c_str(), value.c_str());
   }
-  std::fprintf(f, "%s\n", kColumns);
+  std::fprintf(f, "%s,%s\n", kColumnsBeforeBooks, kBooksColumns);
   std::fflush(f);
   return SampleCsvWriter(f);
 }
@@ -63,7 +67,9 @@ Status SampleCsvWriter::Append(const SampleRow& r) {
           std::to_string(r.threads) + "," + std::to_string(r.released) + "," +
           std::to_string(r.sent) + "," + std::to_string(r.completed) + "," +
           std::to_string(r.late) + "," + std::to_string(r.errors) + "," +
-          std::to_string(r.in_flight) + "," + std::to_string(r.oom_kills) + "\n";
+          std::to_string(r.in_flight) + "," + std::to_string(r.oom_kills) + "," +
+          Opt(r.books_in_use_bytes) + "," + Opt(r.books_retained_bytes) + "," +
+          std::to_string(r.books_processes) + "\n";
   if (std::fputs(line.c_str(), file_) < 0 || std::fflush(file_) != 0) {
     return Unavailable(std::string("cannot write sample: ") + std::strerror(errno));
   }
@@ -138,7 +144,7 @@ std::vector<std::string> SplitCells(const std::string& line) {
   return cells;
 }
 
-// REQUIRES: cells.size() == kColumnCount.
+// REQUIRES: cells.size() is kColumnCount or kColumnCountBeforeBooks.
 Result<SampleRow> ParseRow(const std::vector<std::string>& cells, int line_no) {
   SampleRow r;
   auto& m = r.memory;
@@ -169,6 +175,15 @@ Result<SampleRow> ParseRow(const std::vector<std::string>& cells, int line_no) {
   AG_ASSIGN_OR_RETURN(r.errors, Int(cells[15], line_no, "errors"));
   AG_ASSIGN_OR_RETURN(r.in_flight, Int(cells[16], line_no, "in_flight"));
   AG_ASSIGN_OR_RETURN(r.oom_kills, Int(cells[17], line_no, "oom_kills"));
+  if (cells.size() == kColumnCountBeforeBooks) return r;
+  AG_ASSIGN_OR_RETURN(r.books_in_use_bytes, OptInt(cells[18], line_no, "books_in_use_bytes"));
+  AG_ASSIGN_OR_RETURN(r.books_retained_bytes, OptInt(cells[19], line_no, "books_retained_bytes"));
+  AG_ASSIGN_OR_RETURN(int64_t books_processes, Int(cells[20], line_no, "books_processes"));
+  if (books_processes < 0 || books_processes > std::numeric_limits<int>::max()) {
+    return InvalidArgument("line " + std::to_string(line_no) + ": column books_processes is \"" +
+                           cells[20] + "\", not a process count");
+  }
+  r.books_processes = static_cast<int>(books_processes);
   return r;
 }
 
@@ -180,6 +195,7 @@ Result<CsvRun> ParseSampleCsv(const std::string& text) {
   std::string line;
   int line_no = 0;
   bool saw_columns = false;
+  int columns = kColumnCount;
   bool complete_last = text.empty() || text.back() == '\n';
   size_t total_lines = 0;
   for (char c : text) total_lines += c == '\n';
@@ -199,14 +215,15 @@ Result<CsvRun> ParseSampleCsv(const std::string& text) {
                                line.substr(0, 60) + "\"");
       }
       saw_columns = true;
+      if (line == kColumnsBeforeBooks) columns = kColumnCountBeforeBooks;
       continue;
     }
     std::vector<std::string> cells = SplitCells(line);
-    if (static_cast<int>(cells.size()) != kColumnCount) {
+    if (static_cast<int>(cells.size()) != columns) {
       // A run killed mid-write leaves a partial last line: keep what came before.
       if (static_cast<size_t>(line_no) == total_lines && !complete_last) break;
       return InvalidArgument("line " + std::to_string(line_no) + ": expected " +
-                             std::to_string(kColumnCount) + " columns, got " +
+                             std::to_string(columns) + " columns, got " +
                              std::to_string(cells.size()));
     }
     AG_ASSIGN_OR_RETURN(SampleRow row, ParseRow(cells, line_no));

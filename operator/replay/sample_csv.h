@@ -8,7 +8,8 @@
 // (variant, allocator, env, thresholds, cgroup), one column-header line, one
 // row per sample, and "# event: ..." lines where something happened (the
 // workload failed, the run stopped early), read back as typed RunEvents. Empty cells mean "not
-// measured" (e.g. cgroup figures without a cgroup).
+// measured" (e.g. cgroup figures without a cgroup). The last three columns
+// (the allocator's books) were added later: files without them still parse.
 
 #include <cstdio>
 #include <map>
@@ -35,6 +36,12 @@ struct SampleRow {
   int64_t errors = 0;
   int64_t in_flight = 0;
   int64_t oom_kills = 0;
+  // The allocator's books (docs/allocator-books.md): sums over the measured
+  // processes whose stats agent published an in-use/retained split; absent
+  // when none did (no agent, or an allocator that reports no split).
+  std::optional<int64_t> books_in_use_bytes;
+  std::optional<int64_t> books_retained_bytes;
+  int books_processes = 0;  // processes whose books were read, split or not
 };
 
 struct CsvRun {

@@ -61,6 +61,61 @@ TEST(SampleCsvTest, WrittenLineByLineAndReadBack) {
   std::filesystem::remove(path);
 }
 
+TEST(SampleCsvTest, TheBooksColumnsAreWrittenAndReadBack) {
+  std::string path = TempPath("books.csv");
+  {
+    auto w = SampleCsvWriter::Open(path, {{"variant", "glibc"}});
+    ASSERT_TRUE(w.ok());
+    SampleRow a;
+    a.memory.t_seconds = 2;
+    a.memory.anon_bytes = 1000;
+    a.books_in_use_bytes = 700;
+    a.books_retained_bytes = 200;
+    a.books_processes = 2;
+    ASSERT_TRUE(w->Append(a).ok());
+    SampleRow b;  // the agent published nothing (yet)
+    b.memory.t_seconds = 4;
+    b.memory.anon_bytes = 1000;
+    ASSERT_TRUE(w->Append(b).ok());
+  }
+  EXPECT_NE(
+      Slurp(path).find(",oom_kills,books_in_use_bytes,books_retained_bytes,books_processes\n"),
+      std::string::npos)
+      << Slurp(path);
+  auto run = ReadSampleCsv(path);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(run->rows.size(), 2u);
+  EXPECT_EQ(run->rows[0].books_in_use_bytes, 700);
+  EXPECT_EQ(run->rows[0].books_retained_bytes, 200);
+  EXPECT_EQ(run->rows[0].books_processes, 2);
+  EXPECT_FALSE(run->rows[1].books_in_use_bytes.has_value());
+  EXPECT_EQ(run->rows[1].books_processes, 0);
+  std::filesystem::remove(path);
+}
+
+// Runs recorded before the books columns (18 columns) still read, without books.
+TEST(SampleCsvTest, AFileWithoutTheBooksColumnsStillReads) {
+  auto run = ParseSampleCsv(
+      "# variant: x\n"
+      "t_s,anon_bytes,rss_bytes,cg_anon_bytes,cg_dirty_bytes,cg_writeback_bytes,cg_usage_bytes,"
+      "judged_bytes,cpu_s,processes,threads,released,sent,completed,late,errors,in_flight,"
+      "oom_kills\n"
+      "2.000,1000,5000,,,,,1000,0.50,1,4,10,10,10,0,0,0,0\n");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(run->rows.size(), 1u);
+  EXPECT_FALSE(run->rows[0].books_in_use_bytes.has_value());
+  // A new header with a row of the old width is an error that says so.
+  auto mixed = ParseSampleCsv(
+      "t_s,anon_bytes,rss_bytes,cg_anon_bytes,cg_dirty_bytes,cg_writeback_bytes,cg_usage_bytes,"
+      "judged_bytes,cpu_s,processes,threads,released,sent,completed,late,errors,in_flight,"
+      "oom_kills,books_in_use_bytes,books_retained_bytes,books_processes\n"
+      "2.000,1000,5000,,,,,1000,0.50,1,4,10,10,10,0,0,0,0\n"
+      "4.000,1000,5000,,,,,1000,0.50,1,4,10,10,10,0,0,0,0,,,0\n");
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.status().message().find("expected 21 columns, got 18"), std::string::npos)
+      << mixed.status().message();
+}
+
 TEST(SampleCsvTest, PartialLastLineOfAKilledRunIsDropped) {
   std::string text =
       "# variant: x\n" + std::string("t_s,anon_bytes,rss_bytes,cg_anon_bytes,cg_dirty_bytes,") +

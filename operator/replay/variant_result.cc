@@ -158,6 +158,18 @@ void ReadFloors(const std::vector<memory::MemorySample>& samples, const JudgeSet
   r->recommended_limit_bytes = std::ceil(r->peak_bytes * 1.25 / step) * step;
 }
 
+// The samples whose books carry the in-use/retained split.
+std::vector<BooksSample> BooksSamples(const CsvRun& run) {
+  std::vector<BooksSample> samples;
+  for (const SampleRow& row : run.rows) {
+    if (!row.books_in_use_bytes || !row.books_retained_bytes) continue;
+    samples.push_back({.t_seconds = row.memory.t_seconds,
+                       .in_use_bytes = *row.books_in_use_bytes,
+                       .retained_bytes = *row.books_retained_bytes});
+  }
+  return samples;
+}
+
 }  // namespace
 
 VariantResult AnalyzeRun(const CsvRun& run, const JudgeSettings& settings, bool finished) {
@@ -182,6 +194,16 @@ VariantResult AnalyzeRun(const CsvRun& run, const JudgeSettings& settings, bool 
   facts.oom_minute = r.oom_minute;
   facts.failure = r.failure;
   r.verdict = memory::DecideVariantVerdict(facts, r.judgement, settings.verdict);
+
+  // The books explain; the verdict above is the judge's alone.
+  const std::vector<BooksSample> books = BooksSamples(run);
+  r.books = ComputeBooksFloors(books,
+                               {.warmup_minutes = settings.warmup_minutes,
+                                .sample_interval_seconds = settings.sample_interval_seconds},
+                               settings.max_slope_gib_per_h);
+  if (r.books) {
+    r.verdict.explanation += (r.verdict.explanation.empty() ? "" : " ") + ExplainBooks(*r.books);
+  }
   return r;
 }
 
@@ -231,6 +253,27 @@ nlohmann::json ToJson(const VariantResult& r) {
       {"exitMinute", r.exit_minute ? json(*r.exit_minute) : json(nullptr)},
       {"failure", r.failure ? json(*r.failure) : json(nullptr)},
   };
+  if (r.books) {
+    json in_use = json::array();
+    json retained = json::array();
+    for (const auto& f : r.books->in_use.floors) {
+      in_use.push_back({{"minute", f.minute}, {"floorMiB", mib(f.floor_bytes)}});
+    }
+    for (const auto& f : r.books->retained.floors) {
+      retained.push_back({{"minute", f.minute}, {"floorMiB", mib(f.floor_bytes)}});
+    }
+    j["books"] = {{"reading", BooksReadingName(r.books->reading)},
+                  {"inUseSlopeGiBPerHour", num(r.books->in_use.slope_gib_per_h)},
+                  {"inUseSlopeLowGiBPerHour", num(r.books->in_use.low_gib_per_h)},
+                  {"inUseSlopeHighGiBPerHour", num(r.books->in_use.high_gib_per_h)},
+                  {"retainedSlopeGiBPerHour", num(r.books->retained.slope_gib_per_h)},
+                  {"retainedSlopeLowGiBPerHour", num(r.books->retained.low_gib_per_h)},
+                  {"retainedSlopeHighGiBPerHour", num(r.books->retained.high_gib_per_h)},
+                  {"inUseFloors", std::move(in_use)},
+                  {"retainedFloors", std::move(retained)}};
+  } else {
+    j["books"] = nullptr;
+  }
   return j;
 }
 

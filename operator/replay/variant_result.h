@@ -12,6 +12,7 @@
 
 #include "operator/memory/floor_judge.h"
 #include "operator/memory/verdict.h"
+#include "operator/replay/books_floors.h"
 #include "operator/replay/sample_csv.h"
 
 namespace allocguard::replay {
@@ -68,6 +69,9 @@ struct VariantResult {
   // disappeared during the run.
   std::optional<int> exit_minute;
   std::optional<std::string> failure;
+  // The allocator's books (the stats agent's), when the run recorded any;
+  // their reading is added to verdict.explanation.
+  std::optional<BooksFloors> books;
 };
 
 // Analyzes a run: floors after warm-up, the judge asked minute by minute as
