@@ -520,7 +520,7 @@ TEST(InjectAllocatorTest, GlibcNeedsNoImage) {
 
 // ---- the stats agent (InjectionOptions::stats_agent) ----
 
-api::AllocatorSpec Glibc() {
+api::AllocatorSpec GlibcSpec() {
   api::AllocatorSpec spec;
   spec.name = api::Allocator::kGlibc;
   return spec;
@@ -619,12 +619,12 @@ INSTANTIATE_TEST_SUITE_P(
                          "/usr/lib/libtrace.so:/opt/allocguard/inject/glibc/libjemalloc.so.2:"
                          "/opt/allocguard/inject/glibc/liballocguard_stats.so",
                          "libjemalloc.so.2 liballocguard_stats.so"}),
-    [](const auto& info) { return std::string(info.param.label); });
+    [](const auto& test_case) { return std::string(test_case.param.label); });
 
 // Without the agent, glibc stays what it was: tunables only.
 TEST(InjectAllocatorTest, GlibcWithoutTheAgentGetsNoVolume) {
   json spec = AppPod();
-  ASSERT_TRUE(InjectAllocator(spec, Glibc(), {}, Options(), nullptr).ok());
+  ASSERT_TRUE(InjectAllocator(spec, GlibcSpec(), {}, Options(), nullptr).ok());
   EXPECT_EQ(PreloadOf(spec["containers"][0]), "");
   EXPECT_FALSE(spec.contains("volumes"));
   EXPECT_FALSE(spec.contains("initContainers"));
@@ -638,7 +638,7 @@ TEST(InjectAllocatorTest, GlibcWithTheBooksPathTakenPreloadsNothingThere) {
   spec["containers"][0]["volumeMounts"] = {
       {{"name", "theirs"}, {"mountPath", "/var/run/allocguard/books"}}};
   std::vector<std::string> conflicts;
-  ASSERT_TRUE(InjectAllocator(spec, Glibc(), {}, WithAgent(), &conflicts).ok());
+  ASSERT_TRUE(InjectAllocator(spec, GlibcSpec(), {}, WithAgent(), &conflicts).ok());
   const json& app = spec["containers"][0];
   EXPECT_EQ(PreloadOf(app), "");
   EXPECT_EQ(Env(app, "ALLOCGUARD_STATS_DIR"), nullptr);
