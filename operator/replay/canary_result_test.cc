@@ -103,7 +103,7 @@ TEST(CanaryResultTest, TooManyFloorsAreThinnedDeterministicallyKeepingTheLast) {
 CanaryResult WithBooks(CanaryResult r, int minutes) {
   r.books_reading = BooksReading::kRetention;
   for (int m = 0; m < minutes; ++m) {
-    r.in_use_floors_mib.push_back(250.25);
+    r.in_use_floors_mib.push_back(250.5);  // MiB travel with one decimal
     r.retained_floors_mib.push_back(20 + m * 40.5);
   }
   r.in_use_slope_gib_per_hour = 0.004;
