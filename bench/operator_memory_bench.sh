@@ -3,7 +3,7 @@
 #
 #   bench/operator_memory_bench.sh [--deployments N] [--batch 500] [--parallel 2]
 #                                  [--mode Audit|Enforce|Off] [--allocguard PATH]
-#                                  [--no-operator] [--no-webhooks] [--pods N]
+#                                  [--no-operator] [--no-webhooks] [--present] [--pods N]
 #                                  [--peer full|strip|metadata|metadata-strip [--peer-restart]]
 #
 # Starts a control plane of its own (e2e/cluster/up.sh; no kubelet, no
@@ -17,7 +17,9 @@
 # The operator registers its admission webhooks by URL (as a local process
 # does), so every Deployment created passes its Deployment gate;
 # --no-webhooks leaves them unregistered. --no-operator measures only the
-# control plane and the creation.
+# control plane and the creation. --present creates the Deployments first and
+# then starts the operator, so its initial list carries all of them (no idle
+# figure then; per Deployment is its whole RSS over the count).
 #
 # --pods N creates N bare Pods labelled app=bench instead of Deployments (the
 # same container; with no scheduler they stay Pending, so their status is
@@ -43,6 +45,7 @@ batch=500
 parallel=2
 with_operator=1
 with_webhooks=1
+present=0
 mode=Audit
 allocguard=$repo/build/release/operator/cli/allocguard
 governed_metric=${ALLOCGUARD_GOVERNED_METRIC:-allocguard_cached_deployments}
@@ -56,6 +59,7 @@ while (($#)); do
     --allocguard) allocguard=$2; shift 2 ;;
     --no-operator) with_operator=0; shift ;;
     --no-webhooks) with_webhooks=0; shift ;;
+    --present) present=1; shift ;;
     --mode) mode=$2; shift 2 ;;
     --pods) kind=Pod; deployments=$2; governed_metric=allocguard_cached_pods; shift 2 ;;
     --peer) peer=$2; with_webhooks=0; governed_metric=peer_cached_deployments; shift 2 ;;
@@ -161,24 +165,26 @@ start_peer() {
     --metrics-bind-address "127.0.0.1:$metrics_port" >>"$work/operator.log" 2>&1 &
   operator_pid=$!
 }
-if ((with_operator)) && [[ -n $peer ]]; then
-  start_peer
-elif ((with_operator)); then
-  log "starting $allocguard operator"
-  webhook_flags=()
-  if ((with_webhooks)); then
-    webhook_flags=(--webhook-url "https://127.0.0.1:$webhook_port" --webhook-extra-san 127.0.0.1)
+idle_rss=0
+idle_anon=0
+start_operator() {
+  if [[ -n $peer ]]; then
+    start_peer
+  else
+    log "starting $allocguard operator"
+    webhook_flags=()
+    if ((with_webhooks)); then
+      webhook_flags=(--webhook-url "https://127.0.0.1:$webhook_port" --webhook-extra-san 127.0.0.1)
+    fi
+    # No --leader-elect: one replica. Watches every namespace.
+    "$allocguard" operator --kubeconfig "$KUBECONFIG" \
+      --operator-namespace "$operator_ns" --image allocguard:bench \
+      --health-probe-bind-address "127.0.0.1:$probe_port" \
+      --metrics-bind-address "127.0.0.1:$metrics_port" \
+      --webhook-bind-address "127.0.0.1:$webhook_port" \
+      "${webhook_flags[@]}" >"$work/operator.log" 2>&1 &
+    operator_pid=$!
   fi
-  # No --leader-elect: one replica. Watches every namespace.
-  "$allocguard" operator --kubeconfig "$KUBECONFIG" \
-    --operator-namespace "$operator_ns" --image allocguard:bench \
-    --health-probe-bind-address "127.0.0.1:$probe_port" \
-    --metrics-bind-address "127.0.0.1:$metrics_port" \
-    --webhook-bind-address "127.0.0.1:$webhook_port" \
-    "${webhook_flags[@]}" >"$work/operator.log" 2>&1 &
-  operator_pid=$!
-fi
-if ((with_operator)); then
   for ((i = 0; ; i++)); do
     if curl -fs "http://127.0.0.1:$probe_port/readyz" >/dev/null 2>&1; then break; fi
     if ! kill -0 "$operator_pid" 2>/dev/null || ((i >= 480)); then
@@ -188,6 +194,9 @@ if ((with_operator)); then
     fi
     sleep 0.25
   done
+}
+if ((with_operator && !present)); then
+  start_operator
   log "operator ready; letting it settle for 10 s"
   sleep 10
   read -r idle_rss idle_anon < <(mem_kib "$operator_pid")
@@ -269,8 +278,9 @@ object_bytes=$(kubectl get "$kind" -n "$bench_ns" bench-00000 -o json | wc -c)
 seen_by=
 settled=
 if ((with_operator)); then
-  log "waiting for the operator to take in the ${kind}s"
   t2=$(now)
+  ((present)) && start_operator
+  log "waiting for the operator to take in the ${kind}s"
   samples=()
   for ((i = 0; i < 150; i++)); do
     sleep 2
@@ -341,19 +351,25 @@ echo "operator memory benchmark: $created ${kind}s labelled app=bench, Allocator
 echo "  creation: $created ${kind}s in ${create_seconds} s ($parallel kubectl create of $batch each)," \
   "$object_bytes bytes of JSON each"
 if ((with_operator)); then
-  echo "  operator idle:             VmRSS $(mib "$idle_rss"), RssAnon $(mib "$idle_anon")"
+  if ((present)); then
+    echo "  operator idle:             not measured (--present: started with the ${kind}s there)"
+  else
+    echo "  operator idle:             VmRSS $(mib "$idle_rss"), RssAnon $(mib "$idle_anon")"
+  fi
   echo "  operator with the ${kind}s: VmRSS $(mib "$full_rss"), RssAnon $(mib "$full_anon")"
   awk -v a="$idle_rss" -v b="$full_rss" -v c="$idle_anon" -v d="$full_anon" -v n="$created" \
     -v k="$kind" 'BEGIN {printf "  per %s:%*s VmRSS %.0f bytes, RssAnon %.0f bytes\n",
             k, 22 - length(k), "", (b - a) * 1024 / n, (d - c) * 1024 / n}'
   echo "  operator peak VmRSS (VmHWM): $(mib "$peak_rss")"
   if [[ -n $seen_by ]]; then
-    echo "  the operator's $governed_metric reached $deployments ${seen_by} s after creation ended"
+    since="creation ended"
+    ((present)) && since="it was started"
+    echo "  the operator's $governed_metric reached $deployments ${seen_by} s after $since"
   else
     echo "  ($governed_metric did not reach $deployments)"
   fi
   if [[ -n $settled ]]; then
-    echo "  its RSS settled (within 1 % over 20 s) ${settled} s after creation ended"
+    echo "  its RSS settled (within 1 % over 20 s) ${settled} s after ${since:-creation ended}"
   else
     echo "  its RSS had not settled 300 s after creation ended; figures are the last sample"
   fi
