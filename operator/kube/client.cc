@@ -238,8 +238,23 @@ ApiResult<Object> Client::Get(const ResourceType& type, const std::string& ns,
 
 ApiResult<ObjectList> Client::List(const ResourceType& type, const std::string& ns,
                                    const ListOptions& options) {
-  bool restarted = false;
   ObjectList out;
+  ApiResult<std::string> version =
+      ListPages(type, ns, options, [&out](std::vector<Object>& items, bool restart) {
+        if (restart) out.items.clear();
+        for (Object& item : items) out.items.push_back(std::move(item));
+      });
+  if (!version.ok()) return version.error();
+  out.resource_version = std::move(*version);
+  return out;
+}
+
+ApiResult<std::string> Client::ListPages(const ResourceType& type, const std::string& ns,
+                                         const ListOptions& options,
+                                         const ListPageHandler& on_page) {
+  bool restarted = false;
+  bool first_page = true;
+  std::string resource_version;
   std::string cont;
   while (true) {
     std::string path = type.CollectionPath(ns);
@@ -252,7 +267,8 @@ ApiResult<ObjectList> Client::List(const ResourceType& type, const std::string& 
       if (page.error().IsGone() && !cont.empty() && !restarted) {
         // The continue token expired (etcd compacted): start over, once.
         restarted = true;
-        out = ObjectList();
+        first_page = true;
+        resource_version.clear();
         cont.clear();
         continue;
       }
@@ -262,23 +278,26 @@ ApiResult<ObjectList> Client::List(const ResourceType& type, const std::string& 
     if (!body.is_object() || !body.contains("items")) {
       return InvalidResponse(200, "GET " + path + ": the response is not a list");
     }
+    std::vector<Object> items;
     if (body["items"].is_array()) {
-      std::string item_kind = type.kind;
+      items.reserve(body["items"].size());
       for (auto& item : body["items"]) {
         // List items omit apiVersion and kind; fill them in as a watch would.
-        if (!item.contains("apiVersion")) item["apiVersion"] = type.ApiVersion();
-        if (!item.contains("kind") && !item_kind.empty()) item["kind"] = item_kind;
-        out.items.push_back(std::move(item));
+        if (item.is_object() && !item.contains("apiVersion"))
+          item["apiVersion"] = type.ApiVersion();
+        if (item.is_object() && !item.contains("kind") && !type.kind.empty()) {
+          item["kind"] = type.kind;
+        }
+        items.push_back(std::move(item));
       }
     }
     const Object& meta = ObjectField(body, "metadata");
+    // The first page's resourceVersion describes the whole snapshot.
+    if (resource_version.empty()) resource_version = StringField(meta, "resourceVersion");
     cont = StringField(meta, "continue");
-    if (cont.empty()) {
-      // The first page's resourceVersion describes the whole snapshot.
-      if (out.resource_version.empty()) out.resource_version = StringField(meta, "resourceVersion");
-      return out;
-    }
-    if (out.resource_version.empty()) out.resource_version = StringField(meta, "resourceVersion");
+    on_page(items, first_page);
+    first_page = false;
+    if (cont.empty()) return resource_version;
   }
 }
 

@@ -113,6 +113,19 @@ class Client {
   // Follows continue tokens; restarts the whole list once if a token expires.
   ApiResult<ObjectList> List(const ResourceType& type, const std::string& ns,
                              const ListOptions& options = {});
+
+  // Called with each page's items (apiVersion and kind filled in) as it
+  // arrives; the handler may move them out. `restart` is true on the first
+  // page, and on the first page again after the server expired a continue
+  // token (410 Expired): the items of the pages before it belong to an older
+  // snapshot and must be dropped.
+  using ListPageHandler = std::function<void(std::vector<Object>& items, bool restart)>;
+  // The list of List, page by page: only one page is held at a time, so a
+  // caller that keeps a slim form of each item never holds the whole list.
+  // Restarts once on an expired continue token; a second expiry, or one on
+  // the first page, is the error. Returns the list's resourceVersion.
+  ApiResult<std::string> ListPages(const ResourceType& type, const std::string& ns,
+                                   const ListOptions& options, const ListPageHandler& on_page);
   ApiResult<Object> Create(const ResourceType& type, const std::string& ns, const Object& object);
   // PUT of the object as given (optimistic concurrency through its
   // metadata.resourceVersion). subresource: "" or "status".

@@ -163,6 +163,16 @@ TEST_F(ClientTest, ListRestartsOnceWhenTheContinueTokenExpires) {
   EXPECT_EQ(list->resource_version, "20");
 }
 
+TEST_F(ClientTest, ListKeepsItemsThatAreNotObjectsAsTheyAreWithoutThrowing) {
+  transport_->Queue(FakeReply::Json(200, R"({"metadata":{"resourceVersion":"10"},
+      "items":[7, "x", {"metadata":{"name":"a","namespace":"n"}}]})"));
+  auto list = client_->List(ConfigMaps(), "n");
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->items.size(), 3u);
+  EXPECT_EQ(list->items[0], 7);
+  EXPECT_EQ(list->items[2]["kind"], "ConfigMap");
+}
+
 TEST_F(ClientTest, HonoursRetryAfterOn429) {
   FakeReply throttled = FakeReply::Json(429, R"({"kind":"Status","reason":"TooManyRequests"})");
   throttled.headers.emplace("Retry-After", "4");

@@ -198,20 +198,29 @@ bool Informer::ListOnce() {
   ListOptions lo;
   lo.label_selector = options_.label_selector;
   lo.field_selector = options_.field_selector;
-  ApiResult<ObjectList> list = client_->List(type_, options_.namespace_, lo);
+  lo.page_size = options_.page_size;
+  // Each page is transformed as it arrives, so the whole list is never held
+  // as the server sent it, only as the store keeps it.
+  std::vector<Object> items;
+  ApiResult<std::string> version = client_->ListPages(
+      type_, options_.namespace_, lo, [this, &items](std::vector<Object>& page, bool restart) {
+        if (restart) items.clear();
+        for (Object& item : page) {
+          if (options_.transform) options_.transform(item);
+          items.push_back(std::move(item));
+        }
+        page.clear();
+      });
   lists_.fetch_add(1);
-  if (!list.ok()) {
+  if (!version.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
-    last_error_ = "list " + type_.resource + ": " + list.error().ToString();
+    last_error_ = "list " + type_.resource + ": " + version.error().ToString();
     return false;
   }
-  if (options_.transform) {
-    for (auto& item : list->items) options_.transform(item);
-  }
-  store_.Replace(std::move(list->items));
+  store_.Replace(std::move(items));
   {
     std::lock_guard<std::mutex> lock(mu_);
-    resource_version_ = list->resource_version;
+    resource_version_ = std::move(*version);
     synced_.store(true);
   }
   synced_cv_.notify_all();

@@ -4,7 +4,9 @@
 // store, with add/update/delete handlers.
 //
 // The reflector loop (kube-rs watcher / client-go Reflector):
-//   list (paginated) -> Store::Replace -> watch from the list's
+//   list (pages of InformerOptions::page_size, each transformed as it
+//   arrives; a continue token that expires restarts the list once, a second
+//   expiry backs off and relists) -> Store::Replace -> watch from the list's
 //   resourceVersion, tracking the version of every event and bookmark ->
 //   when the server ends the watch, re-watch from the last version;
 //   on a transport error, back off (0.8 s doubling to 30 s) and re-watch;
@@ -78,6 +80,9 @@ struct InformerOptions {
   // e.g. StripManagedFields to cut the cache's memory.
   std::function<void(Object& object)> transform;
   Clock::Duration max_backoff = std::chrono::seconds(30);
+  // Items per list request (limit); the rest follow with continue, as
+  // client-go's pager does. 0 asks for the whole list at once.
+  int page_size = 500;
 };
 
 // A transform that drops metadata.managedFields, which controllers rarely

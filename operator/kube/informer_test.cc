@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "operator/kube/testing/controlplane_support.h"
@@ -71,6 +73,104 @@ std::string ListBody(const std::string& rv, const std::vector<Object>& items) {
 
 std::string Event(const std::string& type, const Object& o) {
   return Object({{"type", type}, {"object", o}}).dump() + "\n";
+}
+
+std::string PageBody(const std::string& rv, const std::string& cont,
+                     const std::vector<Object>& items) {
+  return Object({{"metadata", {{"resourceVersion", rv}, {"continue", cont}}}, {"items", items}})
+      .dump();
+}
+
+FakeReply Expired() {
+  return FakeReply::Json(410, R"({"kind":"Status","code":410,"reason":"Expired",)"
+                              R"("message":"The provided continue parameter is too old"})");
+}
+
+TEST(InformerTest, ListsPageByPageAndTransformsEachPageBeforeAskingForTheNext) {
+  FakeClock clock;
+  auto transport = std::make_shared<FakeTransport>();
+  Client client(transport, nullptr, {.clock = &clock});
+  transport->Queue(FakeReply::Json(200, PageBody("10", "c1", {Cm("a", "5"), Cm("b", "6")})));
+  transport->Queue(FakeReply::Json(200, PageBody("10", "", {Cm("c", "7")})));
+  // For each item transformed: how many requests the server had seen then.
+  std::mutex mu;
+  std::map<std::string, size_t> requests_at_transform;
+  InformerOptions options{.namespace_ = "n"};
+  options.page_size = 2;
+  options.transform = [&](Object& o) {
+    std::lock_guard<std::mutex> lock(mu);
+    requests_at_transform[ObjectKey(o)] = transport->requests().size();
+    o["metadata"].erase("labels");
+  };
+  Informer informer(&client, ConfigMaps(), options);
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync());
+  informer.Stop();
+
+  EXPECT_EQ(informer.store().Keys(), (std::vector<std::string>{"n/a", "n/b", "n/c"}));
+  EXPECT_EQ(informer.last_resource_version(), "10");
+  EXPECT_FALSE(informer.store().Get("n/a")->at("metadata").contains("labels"));
+  EXPECT_EQ(requests_at_transform,
+            (std::map<std::string, size_t>{{"n/a", 1}, {"n/b", 1}, {"n/c", 2}}));
+  auto requests = transport->requests();
+  ASSERT_GE(requests.size(), 2u);
+  EXPECT_NE(requests[0].path.find("limit=2"), std::string::npos) << requests[0].path;
+  EXPECT_EQ(requests[0].path.find("continue="), std::string::npos) << requests[0].path;
+  EXPECT_NE(requests[1].path.find("continue=c1"), std::string::npos) << requests[1].path;
+}
+
+TEST(InformerTest, AnExpiredContinueTokenRestartsTheListWithoutTheOlderPages) {
+  FakeClock clock;
+  auto transport = std::make_shared<FakeTransport>();
+  Client client(transport, nullptr, {.clock = &clock});
+  // b was on the first page of the old snapshot and is gone from the new one.
+  transport->Queue(FakeReply::Json(200, PageBody("10", "c1", {Cm("a", "5"), Cm("b", "6")})));
+  transport->Queue(Expired());
+  transport->Queue(FakeReply::Json(200, PageBody("30", "c2", {Cm("a", "5")})));
+  transport->Queue(FakeReply::Json(200, PageBody("30", "", {Cm("c", "29")})));
+  InformerOptions options{.namespace_ = "n"};
+  options.page_size = 2;
+  Informer informer(&client, ConfigMaps(), options);
+  Recorder rec;
+  informer.store().SetHandlers(rec.Handlers());
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync());
+  informer.Stop();
+
+  EXPECT_EQ(rec.Take(), (std::vector<std::string>{"add n/a", "add n/c"}));
+  EXPECT_EQ(informer.last_resource_version(), "30");
+  EXPECT_EQ(informer.lists(), 1);
+  auto requests = transport->requests();
+  ASSERT_GE(requests.size(), 4u);
+  EXPECT_EQ(requests[2].path.find("continue="), std::string::npos) << requests[2].path;
+  EXPECT_NE(requests[3].path.find("continue=c2"), std::string::npos) << requests[3].path;
+}
+
+TEST(InformerTest, RelistsAfterBackingOffWhenTheRestartedListExpiresToo) {
+  FakeClock clock;
+  auto transport = std::make_shared<FakeTransport>();
+  Client client(transport, nullptr, {.clock = &clock});
+  transport->Queue(FakeReply::Json(200, PageBody("10", "c1", {Cm("a", "5")})));
+  transport->Queue(Expired());
+  transport->Queue(FakeReply::Json(200, PageBody("20", "c2", {Cm("a", "5")})));
+  transport->Queue(Expired());
+  transport->Queue(FakeReply::Json(200, PageBody("40", "", {Cm("d", "39")})));
+  InformerOptions options{.namespace_ = "n"};
+  options.page_size = 1;
+  Informer informer(&client, ConfigMaps(), options);
+  Recorder rec;
+  informer.store().SetHandlers(rec.Handlers());
+  const auto start = clock.Now();
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync());
+  informer.Stop();
+
+  // Nothing from the expired snapshots reached the store or the handlers.
+  EXPECT_EQ(rec.Take(), (std::vector<std::string>{"add n/d"}));
+  EXPECT_EQ(informer.last_resource_version(), "40");
+  EXPECT_EQ(informer.lists(), 2);
+  EXPECT_NE(informer.last_error().find("Expired"), std::string::npos) << informer.last_error();
+  EXPECT_GE(clock.Now() - start, std::chrono::milliseconds(800));
 }
 
 TEST(InformerTest, RelistsAfterGoneAndEmitsTheDeletesItMissed) {
