@@ -60,8 +60,8 @@ Status WriteStatus(const ControllerContext& ctx, const kube::ResourceType& type,
 VariantObservation Observe(const ControllerContext& ctx, const std::string& ns,
                            const std::string& variant, const std::string& job_name) {
   const std::string job_key = ns + "/" + job_name;
-  std::optional<json> job = ctx.jobs->Get(job_key);
-  if (!job.has_value()) return ObserveVariant(variant, job_name, nullptr, {});
+  kube::ObjectRef job = ctx.jobs->Get(job_key);
+  if (job == nullptr) return ObserveVariant(variant, job_name, nullptr, {});
   const api::JobSummary summary = api::ParseJobSummary(*job);
   std::vector<api::PodSummary> pods;
   for (const json& pod : ctx.pods->ByIndex(kCanaryIndex, job_key)) {
@@ -77,8 +77,8 @@ CanarySlotAnswer CanarySlots::TryAcquire(const std::string& key, const kube::Sto
   std::lock_guard<std::mutex> lock(mu_);
   auto namespace_of = [](const std::string& k) { return SplitKey(k).first; };
   auto finished = [&](const std::string& k) {
-    std::optional<json> c = canaries.Get(k);
-    return !c.has_value() || Ended(api::CanaryPhaseOf(*c));
+    kube::ObjectRef c = canaries.Get(k);
+    return c == nullptr || Ended(api::CanaryPhaseOf(*c));
   };
   std::set<std::string> busy;
   for (const json& c : canaries.List()) {
@@ -221,8 +221,8 @@ PolicyInput ReadPolicyInput(const ControllerContext& ctx, const api::AllocatorPo
 }  // namespace
 
 Result<ReconcileResult> PolicyReconciler::Reconcile(const std::string& key) {
-  std::optional<json> object = ctx_.policies->Get(key);
-  if (!object.has_value()) return ReconcileResult{};
+  kube::ObjectRef object = ctx_.policies->Get(key);
+  if (object == nullptr) return ReconcileResult{};
   const std::string now = FormatRfc3339(ctx_.clock->WallNow(), /*micros=*/false);
   auto parsed = api::ParseAllocatorPolicy(*object);
   std::vector<std::string> unreadable;
@@ -275,7 +275,7 @@ Status PolicyReconciler::ApplyPolicyActions(const json& object, const api::Alloc
   // Only suspensions the cache already showed (so the webhook knows them)
   // lead to deletions; see DecideInjectionBreaker.
   for (const PodDeletion& d : actions.delete_pods) {
-    std::optional<json> pod = ctx_.pods->Get(policy.ns + "/" + d.pod);
+    kube::ObjectRef pod = ctx_.pods->Get(policy.ns + "/" + d.pod);
     kube::DeleteOptions options;
     options.precondition_uid = d.uid;
     auto deleted = ctx_.client->Delete(kube::Pods(), policy.ns, d.pod, options);
@@ -288,7 +288,7 @@ Status PolicyReconciler::ApplyPolicyActions(const json& object, const api::Alloc
       std::lock_guard<std::mutex> lock(deleted_mu_);
       deleted_pod_uids_[d.uid] = policy.ns;
     }
-    if (deleted.ok() && pod.has_value()) RecordEvent(ctx_, *pod, true, "InjectionFailing", d.note);
+    if (deleted.ok() && pod != nullptr) RecordEvent(ctx_, *pod, true, "InjectionFailing", d.note);
   }
   return Status::Ok();
 }
@@ -418,8 +418,8 @@ Status ApplyCanaryActions(const ControllerContext& ctx, const json& object,
 }  // namespace
 
 Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
-  std::optional<json> object = ctx_.canaries->Get(key);
-  if (!object.has_value()) return ReconcileResult{};
+  kube::ObjectRef object = ctx_.canaries->Get(key);
+  if (object == nullptr) return ReconcileResult{};
   const std::string now = FormatRfc3339(ctx_.clock->WallNow(), /*micros=*/false);
   // The status, read once here; everything below works on typed values.
   std::vector<std::string> unreadable;
@@ -492,7 +492,7 @@ std::optional<RolloutInput> ReadRolloutInput(const ControllerContext& ctx, Workl
     input.template_hash = admission::TemplateHash(input.deployment.pod_template);
   }
   if (input.policy.has_value()) {
-    if (std::optional<json> canary = ctx.canaries->Get(
+    if (kube::ObjectRef canary = ctx.canaries->Get(
             ns + "/" + CanaryName(name, input.template_hash, CanaryPolicyKey(*input.policy)))) {
       input.canary = api::ParseReplayCanarySummary(*canary);
     }
@@ -547,8 +547,8 @@ kube::Store* RolloutReconciler::Workloads() const {
 Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
   kube::Store* workloads = Workloads();
   if (workloads == nullptr) return ReconcileResult{};
-  std::optional<json> deployment = workloads->Get(key);
-  if (!deployment.has_value()) return ReconcileResult{};
+  kube::ObjectRef deployment = workloads->Get(key);
+  if (deployment == nullptr) return ReconcileResult{};
   auto [ns, name] = SplitKey(key);
   std::optional<RolloutInput> input = ReadRolloutInput(ctx_, kind_, *deployment, ns, name);
   if (!input.has_value()) return ReconcileResult{};
@@ -665,8 +665,8 @@ Result<ReconcileResult> RolloutReconciler::ReleasePinnedHold(const json& cached,
 // ---------------------------------------------------------------------------
 
 Result<ReconcileResult> DriftReconciler::Reconcile(const std::string& key) {
-  std::optional<json> pod = ctx_.pods->Get(key);
-  if (!pod.has_value()) return ReconcileResult{};
+  kube::ObjectRef pod = ctx_.pods->Get(key);
+  if (pod == nullptr) return ReconcileResult{};
   auto [ns, name] = SplitKey(key);
   const api::PodSummary summary = api::ParsePodSummary(*pod);
   auto policy = GoverningPolicy(

@@ -82,7 +82,7 @@ void AdmissionHandlers::RegisterOn(webhook::AdmissionServer& server) const {
 }
 
 std::vector<api::AllocatorPolicy> AdmissionHandlers::Policies(const std::string& ns) const {
-  return ParsePolicies(deps_.policies->ByIndex(controllers::kNamespaceIndex, ns));
+  return policy_cache_.InNamespace(ns);
 }
 
 void AdmissionHandlers::Event(const json& regarding, bool warning, const std::string& reason,
@@ -170,7 +170,7 @@ bool AdmissionHandlers::HasTrustedFlatVerdict(const std::string& ns, const std::
   if (!workload_kind.has_value()) return false;
   auto canary = deps_.canaries->Get(
       ns + "/" + api::CanaryName(name, hash, controllers::CanaryPolicyKey(policy)));
-  return canary.has_value() && api::CanaryStatusOf(*canary).verdict == Verdict::kFlat &&
+  return canary != nullptr && api::CanaryStatusOf(*canary).verdict == Verdict::kFlat &&
          controllers::CanaryDistrust(*canary, object, hash, policy, *workload_kind).empty();
 }
 

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "operator/admission/policy_cache.h"
 #include "operator/admission/validation.h"
 #include "operator/api/types.h"
 #include "operator/kube/client.h"
@@ -56,7 +57,7 @@ struct AdmissionHandlerDeps {
 class AdmissionHandlers {
  public:
   AdmissionHandlers(AdmissionHandlerOptions options, AdmissionHandlerDeps deps)
-      : options_(std::move(options)), deps_(deps) {}
+      : options_(std::move(options)), deps_(deps), policy_cache_(deps_.policies) {}
 
   // Serves each handler below on its path. This object must outlive server.
   void RegisterOn(webhook::AdmissionServer& server) const;
@@ -97,6 +98,8 @@ class AdmissionHandlers {
 
   AdmissionHandlerOptions options_;
   AdmissionHandlerDeps deps_;
+  // The policies are parsed once per version, not on every review.
+  PolicyCache policy_cache_;
 };
 
 }  // namespace allocguard::admission

@@ -114,19 +114,26 @@ void Store::Remove(const Object& object) {
   if (handlers.on_delete) handlers.on_delete(object);
 }
 
-std::optional<Object> Store::Get(const std::string& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = objects_.find(key);
-  if (it == objects_.end()) return std::nullopt;
-  return *it->second;
+std::vector<Object> ObjectRefs::Copies() const {
+  std::vector<Object> out;
+  out.reserve(refs_.size());
+  for (const ObjectRef& ref : refs_) out.push_back(*ref);
+  return out;
 }
 
-std::vector<Object> Store::List() const {
+ObjectRef Store::Get(const std::string& key) const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<Object> out;
+  auto it = objects_.find(key);
+  if (it == objects_.end()) return nullptr;
+  return it->second;
+}
+
+ObjectRefs Store::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ObjectRef> out;
   out.reserve(objects_.size());
-  for (const auto& [k, v] : objects_) out.push_back(*v);
-  return out;
+  for (const auto& [k, v] : objects_) out.push_back(v);
+  return ObjectRefs(std::move(out));
 }
 
 std::vector<std::string> Store::Keys() const {
@@ -136,15 +143,16 @@ std::vector<std::string> Store::Keys() const {
   return out;
 }
 
-std::vector<Object> Store::ByIndex(const std::string& index, const std::string& value) const {
+ObjectRefs Store::ByIndex(const std::string& index, const std::string& value) const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<Object> out;
   auto idx = indexes_.find(index);
-  if (idx == indexes_.end()) return out;
+  if (idx == indexes_.end()) return {};
   auto keys = idx->second.find(value);
-  if (keys == idx->second.end()) return out;
-  for (const auto& k : keys->second) out.push_back(*objects_.at(k));
-  return out;
+  if (keys == idx->second.end()) return {};
+  std::vector<ObjectRef> out;
+  out.reserve(keys->second.size());
+  for (const auto& k : keys->second) out.push_back(objects_.at(k));
+  return ObjectRefs(std::move(out));
 }
 
 size_t Store::size() const {

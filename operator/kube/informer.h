@@ -16,7 +16,9 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,11 +38,64 @@ struct EventHandlers {
   std::function<void(const Object& object)> on_delete;
 };
 
+// A cached object. The store never changes an entry, it replaces it, so
+// whoever holds one reads a consistent object for as long as they keep it,
+// without a copy and without a lock.
+using ObjectRef = std::shared_ptr<const Object>;
+
+// Objects handed out by a Store: shared with the store, not copied.
+// Iterates as `const Object&`.
+class ObjectRefs {
+ public:
+  class Iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = Object;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const Object*;
+    using reference = const Object&;
+
+    Iterator() = default;
+    explicit Iterator(std::vector<ObjectRef>::const_iterator it) : it_(it) {}
+    const Object& operator*() const { return **it_; }
+    const Object* operator->() const { return it_->get(); }
+    Iterator& operator++() {
+      ++it_;
+      return *this;
+    }
+    Iterator operator++(int) {
+      Iterator old = *this;
+      ++it_;
+      return old;
+    }
+    bool operator==(const Iterator&) const = default;
+
+   private:
+    std::vector<ObjectRef>::const_iterator it_;
+  };
+
+  ObjectRefs() = default;
+  explicit ObjectRefs(std::vector<ObjectRef> refs) : refs_(std::move(refs)) {}
+
+  Iterator begin() const { return Iterator(refs_.begin()); }
+  Iterator end() const { return Iterator(refs_.end()); }
+  size_t size() const { return refs_.size(); }
+  bool empty() const { return refs_.empty(); }
+  const Object& operator[](size_t i) const { return *refs_[i]; }
+  const std::vector<ObjectRef>& refs() const { return refs_; }
+  // Deep copies, for code that takes objects by value.
+  std::vector<Object> Copies() const;
+
+ private:
+  std::vector<ObjectRef> refs_;
+};
+
 // Maps an object to index values, e.g. its namespace or owner names.
 using IndexFunc = std::function<std::vector<std::string>(const Object& object)>;
 
 // Objects by ObjectKey, with secondary indexes. Handlers run synchronously
-// under no lock of the store. Thread-safe.
+// under no lock of the store. Readers get shared immutable entries
+// (ObjectRef), never copies. Thread-safe.
 class Store {
  public:
   // REQUIRES: called before objects are added.
@@ -53,10 +108,11 @@ class Store {
   void Upsert(Object object);
   void Remove(const Object& object);
 
-  std::optional<Object> Get(const std::string& key) const;
-  std::vector<Object> List() const;
+  // nullptr when the key is not cached.
+  ObjectRef Get(const std::string& key) const;
+  ObjectRefs List() const;
   std::vector<std::string> Keys() const;
-  std::vector<Object> ByIndex(const std::string& index, const std::string& value) const;
+  ObjectRefs ByIndex(const std::string& index, const std::string& value) const;
   size_t size() const;
 
  private:

@@ -67,6 +67,28 @@ TEST(StoreTest, IndexesFollowUpdatesAndDeletes) {
   EXPECT_TRUE(store.ByIndex("app", "web").empty());
 }
 
+TEST(StoreTest, HandsOutSharedEntriesThatOutliveTheirReplacement) {
+  Store store;
+  store.AddIndex("app", [](const Object& o) {
+    return std::vector<std::string>{o["metadata"]["labels"].value("app", "")};
+  });
+  store.Upsert(Cm("a", "1", "web"));
+  const ObjectRef first = store.Get("n/a");
+  ASSERT_NE(first, nullptr);
+  // No copies: every reader gets the cached entry itself.
+  EXPECT_EQ(store.Get("n/a"), first);
+  EXPECT_EQ(store.ByIndex("app", "web").refs().at(0), first);
+  EXPECT_EQ(store.List().refs().at(0), first);
+  EXPECT_EQ(&store.ByIndex("app", "web")[0], first.get());
+
+  store.Upsert(Cm("a", "2", "db"));
+  store.Remove(Cm("a", "3", "db"));
+  // A holder keeps reading the version it got.
+  EXPECT_EQ(ResourceVersionOf(*first), "1");
+  EXPECT_EQ(store.Get("n/a"), nullptr);
+  EXPECT_TRUE(store.List().empty());
+}
+
 std::string ListBody(const std::string& rv, const std::vector<Object>& items) {
   return Object({{"metadata", {{"resourceVersion", rv}}}, {"items", items}}).dump();
 }

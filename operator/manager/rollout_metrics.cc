@@ -48,7 +48,7 @@ void AddHeldRolloutMetrics(metrics::Registry& registry, const std::string& kind,
                            const kube::Store& workloads) {
   registry.AddCollector([kind, &workloads] {
     return std::vector<metrics::CollectedFamily>{
-        HeldRollouts(kind, workloads.ByIndex(kHeldIndex, kHeldValue))};
+        HeldRollouts(kind, workloads.ByIndex(kHeldIndex, kHeldValue).Copies())};
   });
 }
 
