@@ -17,8 +17,7 @@ class CanarySlotsTest : public ::testing::Test {
   }
   CanarySlotAnswer Ask(const std::string& key, int limit, int namespace_limit) {
     auto slash = key.find('/');
-    std::optional<json> c = canaries_.Get(key);
-    if (!c.has_value()) Set(key.substr(0, slash), key.substr(slash + 1), "Pending");
+    if (canaries_.Get(key) == nullptr) Set(key.substr(0, slash), key.substr(slash + 1), "Pending");
     CanarySlotAnswer d = slots_.TryAcquire(key, canaries_, limit, namespace_limit);
     if (d.start) Set(key.substr(0, slash), key.substr(slash + 1), "Running");
     return d;
