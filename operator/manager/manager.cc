@@ -5,10 +5,6 @@
 #include <fstream>
 #include <thread>
 
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
-
 #include <spdlog/spdlog.h>
 
 #include "controllers/reconcilers.h"
@@ -360,11 +356,6 @@ Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
     spdlog::info("caches synced: {} policies, {} canaries, {} deployments, {} pods",
                  caches.policies->store().size(), caches.canaries->store().size(),
                  caches.deployments->store().size(), caches.pods->store().size());
-#if defined(__GLIBC__)
-    // The initial lists' pages are freed by now; glibc keeps freed memory in
-    // its arenas until asked to return it (no effect under another allocator).
-    malloc_trim(0);
-#endif
   });
   manager.OnStartedLeading([&is_leader] {
     spdlog::info("leading: starting the reconcilers");
