@@ -66,32 +66,92 @@ std::vector<double> QuadraticResiduals(std::span<const MinuteFloor> floors) {
   return out;
 }
 
-// The spread of v: its sample variance around its least-squares line
-// against the index, or around its mean when it is too short for a line.
-double SpreadAroundLine(const std::vector<double>& v) {
+// The spread of values v at positions x: their sample variance around their
+// least-squares line against x, or around their mean when there are too few
+// for a line.
+double SpreadAroundLine(const std::vector<double>& x, const std::vector<double>& v) {
   const auto m = static_cast<double>(v.size());
   if (v.size() < 2) return 0;
   double mean = 0;
-  for (double x : v) mean += x / m;
+  double mid = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    mean += v[i] / m;
+    mid += x[i] / m;
+  }
   if (v.size() < 4) {
     double ss = 0;
-    for (double x : v) ss += (x - mean) * (x - mean);
+    for (double y : v) ss += (y - mean) * (y - mean);
     return ss / (m - 1);
   }
-  const double mid = (m - 1) / 2;
   double sxx = 0;
   double sxy = 0;
   for (size_t i = 0; i < v.size(); ++i) {
-    sxx += (i - mid) * (i - mid);
-    sxy += (i - mid) * (v[i] - mean);
+    sxx += (x[i] - mid) * (x[i] - mid);
+    sxy += (x[i] - mid) * (v[i] - mean);
   }
   const double b = sxy / sxx;
   double ss = 0;
   for (size_t i = 0; i < v.size(); ++i) {
-    const double r = v[i] - mean - b * (i - mid);
+    const double r = v[i] - mean - b * (x[i] - mid);
     ss += r * r;
   }
   return ss / (m - 2);
+}
+
+double Median(std::vector<double> v) {
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  const double upper = v[mid];
+  if (v.size() % 2 == 1) return upper;
+  return (upper + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
+}
+
+// One floor displaced for one minute (a request that held memory through it)
+// moves the one-minute differences on either side of it by the same amount in
+// opposite directions, and nothing else does that to two neighbours at once.
+// The residuals of the one-minute differences d1 around their Theil–Sen line
+// are scored as modified z-scores, (e - median e) / (1.4826 MAD), and an
+// interior floor whose two differences score beyond kOutlierModifiedZ with
+// opposite signs is an outlier minute; of several, the one whose smaller
+// score is larger. Returns its index among the floors, or -1. The cut 3.5 is
+// Iglewicz and Hoaglin's (1993) for modified z-scores; Gaussian floors pass
+// it at both neighbours, in opposite directions, far less than once in a
+// thousand runs. A jump at the first or last minute moves one difference
+// only and cannot be told from a step: it is left in.
+constexpr double kOutlierModifiedZ = 3.5;
+
+int OutlierMinuteIndex(const std::vector<double>& d1) {
+  const size_t m = d1.size();
+  if (m < 4) return -1;
+  std::vector<double> pair_slopes;
+  for (size_t i = 0; i < m; ++i) {
+    for (size_t j = i + 1; j < m; ++j) pair_slopes.push_back((d1[j] - d1[i]) / double(j - i));
+  }
+  const double b = Median(pair_slopes);
+  std::vector<double> level;
+  for (size_t i = 0; i < m; ++i) level.push_back(d1[i] - b * double(i));
+  const double a = Median(level);
+  std::vector<double> e;
+  for (size_t i = 0; i < m; ++i) e.push_back(d1[i] - a - b * double(i));
+  const double centre = Median(e);
+  std::vector<double> dev;
+  for (double r : e) dev.push_back(std::fabs(r - centre));
+  const double scale = 1.482602 * Median(dev);
+  if (!(scale > 0)) return -1;
+  int best = -1;
+  double best_score = kOutlierModifiedZ;
+  // Floor k (1 .. n-2) sits between differences k-1 and k.
+  for (size_t k = 1; k < m; ++k) {
+    const double before = (e[k - 1] - centre) / scale;
+    const double after = (e[k] - centre) / scale;
+    if (before * after >= 0) continue;
+    const double score = std::min(std::fabs(before), std::fabs(after));
+    if (score > best_score) {
+      best_score = score;
+      best = static_cast<int>(k);
+    }
+  }
+  return best;
 }
 
 bool ConsecutiveMinutes(std::span<const MinuteFloor> floors) {
@@ -117,6 +177,64 @@ double AutocorrelatedSlopeVariance(std::span<const MinuteFloor> floors, double s
   return s2 * sum / (sxx * sxx);
 }
 
+// SlopeNoise::kDifferences for consecutive minutes; iv has the whole-run fit.
+SlopeInterval DifferenceInterval(std::span<const MinuteFloor> floors, double one_sided_alpha,
+                                 SlopeInterval iv) {
+  const size_t n = floors.size();
+  std::vector<double> d1;
+  for (size_t i = 0; i + 1 < n; ++i)
+    d1.push_back(floors[i + 1].floor_bytes - floors[i].floor_bytes);
+  const int outlier = OutlierMinuteIndex(d1);
+  // The differences that do not touch the outlier minute, at their positions.
+  const auto skip = [&](size_t first, size_t last) {
+    return outlier >= 0 &&
+           (first == static_cast<size_t>(outlier) || last == static_cast<size_t>(outlier));
+  };
+  std::vector<double> x1;
+  std::vector<double> v1s;
+  std::vector<double> x2;
+  std::vector<double> v2s;
+  for (size_t i = 0; i + 1 < n; ++i) {
+    if (!skip(i, i + 1)) {
+      x1.push_back(static_cast<double>(i));
+      v1s.push_back(d1[i]);
+    }
+    if (i + 2 < n && !skip(i, i + 2)) {
+      x2.push_back(static_cast<double>(i));
+      v2s.push_back(floors[i + 2].floor_bytes - floors[i].floor_bytes);
+    }
+  }
+  const double v1 = SpreadAroundLine(x1, v1s);
+  const double v2 = SpreadAroundLine(x2, v2s);
+  const double r = v1 > 0 ? std::clamp(v2 / v1 - 1, 0.0, 0.9) : 0;
+  const double s2 = v1 / (2 * (1 - r));
+  // The slope, too, is that of the other floors: one displaced minute near
+  // either end moves a least-squares slope as much as its differences move
+  // the noise.
+  std::vector<MinuteFloor> rest;
+  for (size_t i = 0; i < n; ++i) {
+    if (static_cast<int>(i) != outlier) rest.push_back(floors[i]);
+  }
+  if (outlier >= 0) {
+    const SlopeFit fit = FitFloorSlope(rest);
+    iv.slope = fit.slope_bytes_per_minute;
+    iv.intercept = fit.intercept_bytes;
+    iv.dof = static_cast<double>(rest.size()) - 2;
+    iv.t_quantile = StudentTUpperQuantile(one_sided_alpha, iv.dof);
+    iv.outlier_minute = floors[static_cast<size_t>(outlier)].minute;
+  }
+  const double sxx = FitFloorSlope(rest).sxx;
+  const double variance = AutocorrelatedSlopeVariance(rest, sxx, s2, r);
+  iv.lag1_autocorrelation = r;
+  iv.std_error = std::sqrt(variance);
+  iv.effective_n = variance > 0 ? static_cast<double>(rest.size()) * (s2 / sxx) / variance
+                                : static_cast<double>(rest.size());
+  iv.low = iv.slope - iv.t_quantile * iv.std_error;
+  iv.high = iv.slope + iv.t_quantile * iv.std_error;
+  iv.valid = true;
+  return iv;
+}
+
 }  // namespace
 
 SlopeInterval FitSlopeInterval(std::span<const MinuteFloor> floors, double one_sided_alpha,
@@ -137,24 +255,7 @@ SlopeInterval FitSlopeInterval(std::span<const MinuteFloor> floors, double one_s
 
   if (noise == SlopeNoise::kDifferences && iv.n >= kDifferenceNoiseMinFloors &&
       ConsecutiveMinutes(floors)) {
-    std::vector<double> d1;
-    std::vector<double> d2;
-    for (size_t i = 0; i + 1 < floors.size(); ++i) {
-      d1.push_back(floors[i + 1].floor_bytes - floors[i].floor_bytes);
-      if (i + 2 < floors.size()) d2.push_back(floors[i + 2].floor_bytes - floors[i].floor_bytes);
-    }
-    const double v1 = SpreadAroundLine(d1);
-    const double v2 = SpreadAroundLine(d2);
-    const double r = v1 > 0 ? std::clamp(v2 / v1 - 1, 0.0, 0.9) : 0;
-    const double s2 = v1 / (2 * (1 - r));
-    const double variance = AutocorrelatedSlopeVariance(floors, sxx, s2, r);
-    iv.lag1_autocorrelation = r;
-    iv.std_error = std::sqrt(variance);
-    iv.effective_n = variance > 0 ? iv.n * (s2 / sxx) / variance : iv.n;
-    iv.low = iv.slope - iv.t_quantile * iv.std_error;
-    iv.high = iv.slope + iv.t_quantile * iv.std_error;
-    iv.valid = true;
-    return iv;
+    return DifferenceInterval(floors, one_sided_alpha, iv);
   }
 
   // The noise (its size and its lag-1 autocorrelation) is estimated from the

@@ -45,6 +45,9 @@ struct SlopeInterval {
   double t_quantile = 0;  // upper one-sided quantile at the requested alpha
   double low = 0;         // slope - t_quantile * std_error
   double high = 0;        // slope + t_quantile * std_error
+  // SlopeNoise::kDifferences only: the minute left out as one outlier minute
+  // (slope, noise and dof are then those of the other floors); 0 for none.
+  int outlier_minute = 0;
   // False when there are fewer than 3 floors or all floors share one minute;
   // low and high are then -inf and +inf.
   bool valid = false;
@@ -69,8 +72,13 @@ enum class SlopeNoise {
   // noise. Slow wander shows as a large r, and the interval widens. A curved
   // climb adds to both spreads; each difference series is taken around its
   // own straight line, so a steady change of the climb's pace adds nothing.
-  // Below 5 floors (too few two-minute differences) the straight-line
-  // residuals are used, as kQuadraticResiduals does there.
+  // One outlier minute cannot inflate it: a floor whose one-minute
+  // differences on both sides stand out in opposite directions (modified
+  // z-scores beyond 3.5, from the median absolute deviation) is left out of
+  // the differences and of the slope (SlopeInterval::outlier_minute); the
+  // first and last floors, whose jump cannot be told from a step, are never
+  // left out. Below 5 floors (too few two-minute differences) the
+  // straight-line residuals are used, as kQuadraticResiduals does there.
   kDifferences,
 };
 

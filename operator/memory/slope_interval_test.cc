@@ -5,6 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include "operator/memory/floor_judge.h"
+
 namespace allocguard::memory {
 namespace {
 
@@ -144,9 +146,87 @@ TEST(DifferenceNoiseTest, HandComputedWanderIsSeenAsCorrelated) {
   SlopeInterval diff = FitSlopeInterval(floors, 0.025, SlopeNoise::kDifferences);
   ASSERT_TRUE(diff.valid);
   EXPECT_NEAR(diff.slope / kBytesPerMiB, -60.0 / 110, 1e-9);
+  EXPECT_EQ(diff.outlier_minute, 0);
   EXPECT_DOUBLE_EQ(diff.lag1_autocorrelation, 0.9);
   EXPECT_NEAR(diff.std_error / kBytesPerMiB, 2.993140, 1e-6);
   EXPECT_NEAR(diff.std_error / kBytesPerMiB / std::sqrt(600.0 / 110), 1.281586, 1e-6);
+}
+
+// One outlier minute. The alternating floors -5 +5 at minutes 1..9 with
+// minute 5 held 300 MiB high: -5 5 -5 5 295 5 -5 5 -5. The one-minute
+// differences 10 -10 10 290 -290 -10 10 -10 stand out at minute 5's two
+// neighbours in opposite directions, so minute 5 is left out. The
+// differences that do not touch it, +10 -10 +10 -10 +10 -10 at positions
+// 0 1 2 5 6 7 (mean 0, positions' mean 3.5, Sxx 41.5, Sxy -50, line slope
+// -100/83), leave residuals 480 -1080 680 -680 1080 -480 (/83): spread
+// 2 (480^2 + 1080^2 + 680^2) / 83^2 / (6 - 2) = 11200/83 = 134.939759. The
+// two-minute differences that do not touch it are all 0, so r = -1, clamped
+// to 0, and s^2 = 5600/83. The other floors' slope is 0 (minutes 1-4 and
+// 6-9, Sxy 0, Sxx 60), its variance 5600/83/60 = 280/249: se 1.060423
+// MiB/min with 8 - 2 dof. Without leaving it out the same estimate is
+// 19.51 MiB/min (one-minute spread 27675 MiB^2), eighteen times as wide,
+// and the slope 300 (5 - 5) / 60 = 0 only because the minute is central.
+TEST(DifferenceNoiseTest, HandComputedOneOutlierMinuteIsLeftOut) {
+  auto floors = FloorsMiB({-5, 5, -5, 5, 295, 5, -5, 5, -5});
+  SlopeInterval iv = FitSlopeInterval(floors, 0.025, SlopeNoise::kDifferences);
+  ASSERT_TRUE(iv.valid);
+  EXPECT_EQ(iv.outlier_minute, 5);
+  EXPECT_NEAR(iv.slope / kBytesPerMiB, 0, 1e-12);
+  EXPECT_DOUBLE_EQ(iv.lag1_autocorrelation, 0);
+  EXPECT_NEAR(iv.std_error / kBytesPerMiB, std::sqrt(280.0 / 249), 1e-9);
+  EXPECT_NEAR(iv.std_error / kBytesPerMiB, 1.060423, 1e-6);
+  EXPECT_DOUBLE_EQ(iv.dof, 6);
+  // The clean floors (nothing left out) give nearly the same: 8000/63 spread,
+  // se sqrt(8000/63 / 2 / 60) = 1.028689 MiB/min.
+  SlopeInterval clean = FitSlopeInterval(FloorsMiB({-5, 5, -5, 5, -5, 5, -5, 5, -5}), 0.025,
+                                         SlopeNoise::kDifferences);
+  EXPECT_EQ(clean.outlier_minute, 0);
+  EXPECT_NEAR(clean.std_error / kBytesPerMiB, 1.028689, 1e-6);
+}
+
+// Near the end of a run, the minute left out also leaves the slope: with
+// minute 8 held 300 MiB high the least-squares slope of all nine floors is
+// 300 (8 - 5) / 60 = +15 MiB/min above the truth; the interval's slope is the
+// other eight floors'.
+TEST(DifferenceNoiseTest, AnOutlierMinuteNearTheEndDoesNotMoveTheSlope) {
+  auto floors = FloorsMiB({-5, 5, -5, 5, -5, 5, -5, 305, -5});
+  SlopeInterval iv = FitSlopeInterval(floors, 0.025, SlopeNoise::kDifferences);
+  ASSERT_TRUE(iv.valid);
+  EXPECT_EQ(iv.outlier_minute, 8);
+  // Minutes 1-7 and 9 (mean 37/8, Sxx 399/8) with -5 5 -5 5 -5 5 -5 -5: Sxy
+  // -75/4, slope -50/133 MiB/min.
+  const SlopeFit all = FitFloorSlope(floors);
+  EXPECT_NEAR(all.slope_bytes_per_minute / kBytesPerMiB, 15, 1e-9);
+  EXPECT_NEAR(iv.slope / kBytesPerMiB, -50.0 / 133, 1e-9);
+}
+
+// A jump at the first or last minute moves one difference only: it cannot be
+// told from a step, or from growth that has just started, and stays in.
+TEST(DifferenceNoiseTest, AJumpAtTheLastMinuteIsNotLeftOut) {
+  SlopeInterval iv = FitSlopeInterval(FloorsMiB({-5, 5, -5, 5, -5, 5, -5, 5, 295}), 0.025,
+                                      SlopeNoise::kDifferences);
+  ASSERT_TRUE(iv.valid);
+  EXPECT_EQ(iv.outlier_minute, 0);
+  EXPECT_GT(iv.std_error / kBytesPerMiB, 5);
+}
+
+// The same outlier on a decelerating climb 1000 + 100 m - 5 m^2: the
+// differences that do not touch minute 5 are the alternation's plus a line,
+// which their own line absorbs, so the noise is the flat case's (se
+// 1.060423 MiB/min); the slope is the climb's over the other floors.
+TEST(DifferenceNoiseTest, AnOutlierMinuteOnACurvedClimbIsLeftOutToo) {
+  std::vector<MinuteFloor> floors;
+  for (int m = 1; m <= 9; ++m) {
+    const double mib = 1000 + 100 * m - 5 * m * m + (m % 2 ? -5 : 5) + (m == 5 ? 300 : 0);
+    floors.push_back({.minute = m, .floor_bytes = mib * kBytesPerMiB, .samples = 30});
+  }
+  SlopeInterval iv = FitSlopeInterval(floors, 0.025, SlopeNoise::kDifferences);
+  ASSERT_TRUE(iv.valid);
+  EXPECT_EQ(iv.outlier_minute, 5);
+  EXPECT_DOUBLE_EQ(iv.lag1_autocorrelation, 0);
+  EXPECT_NEAR(iv.std_error / kBytesPerMiB, 1.060423, 1e-6);
+  // 100 - 5 * sum over minutes 1-4, 6-9 of (m - 5) m^2 / 60 = 100 - 5 * 600 / 60 = 50.
+  EXPECT_NEAR(iv.slope / kBytesPerMiB, 50, 1e-9);
 }
 
 // The ceiling of the large-steps rule by hand. Three floors at minutes 1..3
