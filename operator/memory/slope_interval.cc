@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "operator/memory/distributions.h"
@@ -98,6 +99,7 @@ double SpreadAroundLine(const std::vector<double>& x, const std::vector<double>&
   return ss / (m - 2);
 }
 
+// REQUIRES: v is not empty.
 double Median(std::vector<double> v) {
   const size_t mid = v.size() / 2;
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
@@ -322,13 +324,7 @@ double TheilSenSlope(std::span<const MinuteFloor> floors) {
     }
   }
   if (slopes.empty()) return 0;
-  const size_t mid = slopes.size() / 2;
-  const auto middle = slopes.begin() + static_cast<std::ptrdiff_t>(mid);
-  std::nth_element(slopes.begin(), middle, slopes.end());
-  if (slopes.size() % 2 == 1) return slopes[mid];
-  const double upper = slopes[mid];
-  const double lower = *std::max_element(slopes.begin(), middle);
-  return (lower + upper) / 2;
+  return Median(std::move(slopes));
 }
 
 }  // namespace allocguard::memory
