@@ -40,7 +40,7 @@ struct SlopeInterval {
   // correlation is not taken as extra evidence.
   double lag1_autocorrelation = 0;
   double effective_n = 0;
-  double dof = 0;         // n - 2
+  double dof = 0;         // n - 2 (n - 3 with an outlier minute left out)
   double std_error = 0;   // of the slope, adjusted for autocorrelation
   double t_quantile = 0;  // upper one-sided quantile at the requested alpha
   double low = 0;         // slope - t_quantile * std_error
