@@ -128,18 +128,21 @@ int OutlierMinuteIndex(const std::vector<double>& d1) {
   const size_t m = d1.size();
   if (m < 4) return -1;
   std::vector<double> pair_slopes;
+  pair_slopes.reserve(m * (m - 1) / 2);
   for (size_t i = 0; i < m; ++i) {
-    for (size_t j = i + 1; j < m; ++j) pair_slopes.push_back((d1[j] - d1[i]) / double(j - i));
+    for (size_t j = i + 1; j < m; ++j) {
+      pair_slopes.push_back((d1[j] - d1[i]) / static_cast<double>(j - i));
+    }
   }
   const double b = Median(pair_slopes);
-  std::vector<double> level;
-  for (size_t i = 0; i < m; ++i) level.push_back(d1[i] - b * double(i));
+  std::vector<double> level(m);
+  for (size_t i = 0; i < m; ++i) level[i] = d1[i] - b * static_cast<double>(i);
   const double a = Median(level);
-  std::vector<double> e;
-  for (size_t i = 0; i < m; ++i) e.push_back(d1[i] - a - b * double(i));
+  std::vector<double> e(m);
+  for (size_t i = 0; i < m; ++i) e[i] = level[i] - a;
   const double centre = Median(e);
-  std::vector<double> dev;
-  for (double r : e) dev.push_back(std::fabs(r - centre));
+  std::vector<double> dev(m);
+  for (size_t i = 0; i < m; ++i) dev[i] = std::fabs(e[i] - centre);
   const double scale = 1.482602 * Median(dev);
   if (!(scale > 0)) return -1;
   int best = -1;
