@@ -35,7 +35,7 @@
 # samples it once more when it holds them all and its RSS has settled.
 #
 # The operator binary defaults to build/release/operator/cli/allocguard,
-# built (Release, -j2) when missing. Everything it starts is stopped on exit.
+# built (RelWithDebInfo, -j2) when missing; another --allocguard path must exist. Everything it starts is stopped on exit.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -101,10 +101,14 @@ free_port() {
 if ((with_operator)) && [[ -n $peer ]]; then
   peers=$("$repo/bench/peers/build.sh")
 elif ((with_operator)); then
-  if [[ ! -x $allocguard ]]; then
+  if [[ ! -x $allocguard && $allocguard == "$repo/build/release/operator/cli/allocguard" ]]; then
+    # The release tree as scripts/test.sh configures it, not another build type.
     log "building $allocguard"
-    cmake -S "$repo" -B "$repo/build/release" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake -S "$repo" -B "$repo/build/release" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
     cmake --build "$repo/build/release" -j2 --target allocguard >/dev/null
+  elif [[ ! -x $allocguard ]]; then
+    echo "operator_memory_bench: $allocguard is not an executable" >&2
+    exit 2
   fi
   if ! "$allocguard" operator --help >/dev/null 2>&1; then
     echo "operator_memory_bench: $allocguard has no 'operator' subcommand; use --no-operator" >&2
