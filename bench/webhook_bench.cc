@@ -24,11 +24,11 @@
 // writes the first review the client sends.
 
 #include <sched.h>
-#include <signal.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>

@@ -189,7 +189,7 @@ json DaemonSet(const std::string& image) {
   return set;
 }
 
-json Patched(json object, const webhook::AdmissionResponse& r) {
+json Patched(const json& object, const webhook::AdmissionResponse& r) {
   return r.patch.is_array() ? object.patch(r.patch) : object;
 }
 

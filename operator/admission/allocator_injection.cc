@@ -335,7 +335,7 @@ Status InjectAllocator(json& pod_spec, const api::AllocatorSpec& allocator,
       stats ? PreloadPath(api::kLibraryMountPath, options.libc, api::kStatsAgentLibrary) : "";
   std::vector<std::string> to_install;
   if (!library_to_preload.empty()) to_install.push_back(library);
-  if (stats) to_install.push_back(api::kStatsAgentLibrary);
+  if (stats) to_install.emplace_back(api::kStatsAgentLibrary);
   if (!to_install.empty()) {
     UpsertNamed(ListMemberOf(pod_spec, "volumes"), api::kLibraryVolumeName,
                 {{"name", api::kLibraryVolumeName}, {"emptyDir", json::object()}}, kAtEnd);

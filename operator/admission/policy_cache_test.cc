@@ -23,6 +23,7 @@ json Policy(const std::string& name, const std::string& rv, const std::string& a
 
 std::vector<std::string> Apps(const std::vector<api::AllocatorPolicy>& policies) {
   std::vector<std::string> out;
+  out.reserve(policies.size());
   for (const api::AllocatorPolicy& p : policies) {
     out.push_back(p.spec.selector.match_labels.at("app"));
   }

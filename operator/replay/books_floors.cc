@@ -85,9 +85,9 @@ std::optional<BooksFloors> ComputeBooksFloors(std::span<const BooksSample> sampl
 }
 
 std::string ExplainBooks(const BooksFloors& books) {
-  const std::string figures = "The allocator's books: " + Describe("in-use", books.in_use) + ", " +
-                              Describe("retained", books.retained) + ", against " +
-                              memory::FormatSlope(books.max_slope_gib_per_h) + ": ";
+  std::string figures = "The allocator's books: " + Describe("in-use", books.in_use) + ", " +
+                        Describe("retained", books.retained) + ", against " +
+                        memory::FormatSlope(books.max_slope_gib_per_h) + ": ";
   switch (books.reading) {
     case BooksReading::kTooFewMinutes:
       return "The allocator's books cover " + std::to_string(books.in_use.floors.size()) +
