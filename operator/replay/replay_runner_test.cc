@@ -269,20 +269,27 @@ TEST_F(ReplayRunnerTest, AnAttachedPidIsMeasuredInItsOwnCgroup) {
   EXPECT_EQ(csv.Header("cgroup"), "v2 /fake/cgroup/of-77");
 }
 
-TEST_F(ReplayRunnerTest, TheInPodDriverMeasuresThePodsProcessesAnonOnly) {
-  env_.processes = {{.pid = 1, .ppid = 0, .comm = "pause", .state = 'S'},
-                    {.pid = 7, .ppid = 0, .comm = "server", .state = 'S'}};
-  env_.live_pids = {7};
-  env_.anon_bytes = Memory(0);
+// The in-pod driver's options as a canary Job passes them: the demo's load
+// on port 8080, fifteen minutes, one variant writing into `out`.
+InPodOptions InPodFor(const fs::path& out, ReplayEnv* env, const std::string& allocator) {
   InPodOptions o;
   o.load_text = "rate: 5\nready:\n  path: /healthz\nrequests:\n  - path: /a\n";
   o.port = 8080;
   o.duration = std::chrono::minutes(15);
   o.variant = "candidate";
-  o.allocator = "mimalloc";
-  o.out_dir = (out_ / "in-pod").string();
-  o.termination_log = (out_ / "termination-log").string();
-  o.env = &env_;
+  o.allocator = allocator;
+  o.out_dir = (out / "in-pod").string();
+  o.termination_log = (out / "termination-log").string();
+  o.env = env;
+  return o;
+}
+
+TEST_F(ReplayRunnerTest, TheInPodDriverMeasuresThePodsProcessesAnonOnly) {
+  env_.processes = {{.pid = 1, .ppid = 0, .comm = "pause", .state = 'S'},
+                    {.pid = 7, .ppid = 0, .comm = "server", .state = 'S'}};
+  env_.live_pids = {7};
+  env_.anon_bytes = Memory(0);
+  const InPodOptions o = InPodFor(out_, &env_, "mimalloc");
   auto result = RunInPod(o, &clock_);
   ASSERT_TRUE(result.ok()) << result.status().ToString();
   EXPECT_EQ(result->verdict, Verdict::kFlat) << result->message;
@@ -301,16 +308,8 @@ TEST_F(ReplayRunnerTest, TheInPodDriverMeasuresThePodsProcessesAnonOnly) {
 }
 
 InPodOptions InPodWithBooks(const fs::path& out, ReplayEnv* env) {
-  InPodOptions o;
-  o.load_text = "rate: 5\nready:\n  path: /healthz\nrequests:\n  - path: /a\n";
-  o.port = 8080;
-  o.duration = std::chrono::minutes(15);
-  o.variant = "candidate";
-  o.allocator = "glibc";
-  o.out_dir = (out / "in-pod").string();
-  o.termination_log = (out / "termination-log").string();
+  InPodOptions o = InPodFor(out, env, "glibc");
   o.books_dir = "/var/run/allocguard/books";
-  o.env = env;
   return o;
 }
 
