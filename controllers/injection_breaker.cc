@@ -71,19 +71,19 @@ std::string CutUtf8(std::string s, size_t max) {
   return s + "...";
 }
 
-// The Deployment in `deployments` named `name`, or null.
-const api::DeploymentSummary* FindDeployment(const std::vector<api::DeploymentSummary>& deployments,
-                                             const std::string& name) {
-  for (const api::DeploymentSummary& d : deployments) {
-    if (d.meta.name == name) return &d;
+// Whether suspensions of `workload` are checked against the workload's
+// template (a kind the operator caches), rather than against its pods.
+bool HasCachedTemplate(const std::string& workload) {
+  for (std::string_view kind : {"Deployment/", "StatefulSet/", "DaemonSet/"}) {
+    if (workload.rfind(kind, 0) == 0) return true;
   }
-  return nullptr;
+  return false;
 }
 
-std::string DeploymentName(const std::string& workload) {
-  static constexpr std::string_view kPrefix = "Deployment/";
-  if (workload.rfind(kPrefix, 0) != 0) return "";
-  return workload.substr(kPrefix.size());
+// The workload's template digest, or null when it is not in the cache.
+const std::string* TemplateOf(const BreakerInput& input, const std::string& workload) {
+  auto it = input.workload_templates.find(workload);
+  return it == input.workload_templates.end() ? nullptr : &it->second;
 }
 
 struct EntryKey {
@@ -194,18 +194,32 @@ BreakerDecision DecideInjectionBreaker(const BreakerInput& input) {
   BreakerDecision out;
   const api::AllocatorPolicy& policy = input.policy;
 
-  // Entries that still hold: same policy generation, the Deployment still
-  // there with the template it had when its pods failed.
+  // The keys of the namespace's live pods: what keeps a suspension of a kind
+  // whose template the operator does not cache.
+  std::set<EntryKey> live_keys;
+  for (const api::PodSummary& pod : input.pods) {
+    if (pod.meta.Terminating()) continue;
+    const admission::PodTemplateKey key = admission::PodTemplateKeyOf(pod.meta);
+    if (!key.pod_template_hash.empty()) {
+      live_keys.insert({key.workload, key.pod_template_hash, policy.generation});
+    }
+  }
+
+  // Entries that still hold: same policy generation, and the workload still
+  // there with the template it had when its pods failed (or, for the other
+  // kinds, a pod of the key still there).
   std::set<EntryKey> recorded_keys;
   std::set<EntryKey> kept_keys;
   for (const api::InjectionSuspendedStatus& entry : input.recorded) {
     const EntryKey key = KeyOf(entry);
     recorded_keys.insert(key);
     if (key.generation != policy.generation || key.hash.empty()) continue;
-    const api::DeploymentSummary* deployment =
-        FindDeployment(input.deployments, DeploymentName(key.workload));
-    if (deployment == nullptr) continue;
-    if (DeploymentTemplateDigest(*deployment) != entry.template_hash) continue;
+    if (HasCachedTemplate(key.workload)) {
+      const std::string* digest = TemplateOf(input, key.workload);
+      if (digest == nullptr || *digest != entry.template_hash) continue;
+    } else if (!live_keys.contains(key)) {
+      continue;
+    }
     if (kept_keys.insert(key).second && out.suspended.size() < kMaxSuspended) {
       out.suspended.push_back(entry);
     }
@@ -217,9 +231,12 @@ BreakerDecision DecideInjectionBreaker(const BreakerInput& input) {
     if (!failure.has_value()) continue;
     const EntryKey key{failure->key.workload, failure->key.pod_template_hash, policy.generation};
     if (kept_keys.contains(key)) continue;
-    const std::string deployment_name = DeploymentName(key.workload);
-    const api::DeploymentSummary* deployment = FindDeployment(input.deployments, deployment_name);
-    if (deployment == nullptr) continue;  // a resumption could not be told apart: leave it
+    std::string template_digest = key.hash;
+    if (HasCachedTemplate(key.workload)) {
+      const std::string* digest = TemplateOf(input, key.workload);
+      if (digest == nullptr) continue;  // a resumption could not be told apart: leave it
+      template_digest = *digest;
+    }
     if (out.suspended.size() >= kMaxSuspended) break;
     kept_keys.insert(key);
     const std::string allocator = api::AllocatorName(policy.spec.allocator.name);
@@ -232,7 +249,7 @@ BreakerDecision DecideInjectionBreaker(const BreakerInput& input) {
     api::InjectionSuspendedStatus entry;
     entry.workload = key.workload;
     entry.pod_template_hash = key.hash;
-    entry.template_hash = DeploymentTemplateDigest(*deployment);
+    entry.template_hash = template_digest;
     entry.policy_generation = policy.generation;
     entry.pod = failure->pod;
     entry.container = failure->container;
@@ -242,11 +259,13 @@ BreakerDecision DecideInjectionBreaker(const BreakerInput& input) {
     out.suspended.push_back(std::move(entry));
     std::string tripped = "AllocatorPolicy " + policy.name;
     tripped.append(" stopped injecting ").append(allocator).append(" into ").append(key.workload);
-    tripped.append(" (pod-template-hash ").append(key.hash).append("): ").append(message);
-    tripped.append(
-        ". Its failing pods are deleted and come back on the system allocator; injection "
-        "resumes when the pod template or the policy changes.");
-    out.tripped.push_back({deployment_name, std::move(tripped)});
+    tripped.append(" (template ").append(key.hash).append("): ").append(message);
+    tripped.append(failure->key.Replaced()
+                       ? ". Its failing pods are deleted and come back on the system allocator; "
+                         "injection resumes when the pod template or the policy changes."
+                       : ". A bare pod is not deleted (nothing would replace it): re-create it "
+                         "and it runs on the system allocator until the policy changes.");
+    out.tripped.push_back({key.workload, std::move(tripped)});
   }
 
   // Failing pods of suspensions the webhook already knows about.
@@ -258,15 +277,15 @@ BreakerDecision DecideInjectionBreaker(const BreakerInput& input) {
     if (pod.Finished()) continue;
     if (!meta.HasAnnotation(api::kInjectedAnnotation)) continue;
     const admission::PodTemplateKey key = admission::PodTemplateKeyOf(pod.meta);
-    if (key.pod_template_hash.empty()) continue;
+    if (key.pod_template_hash.empty() || !key.Replaced()) continue;
     const EntryKey entry_key{key.workload, key.pod_template_hash, policy.generation};
     if (!kept_keys.contains(entry_key) || !recorded_keys.contains(entry_key)) continue;
     if (GovernedContainersReady(policy, pod)) continue;
     out.delete_pods.push_back(
         {meta.name, uid,
          "deleted by allocguard: injection of AllocatorPolicy " + policy.name +
-             " is suspended for " + key.workload + " (pod-template-hash " + key.pod_template_hash +
-             ") because its pods failed to start with the allocator; the ReplicaSet recreates "
+             " is suspended for " + key.workload + " (template " + key.pod_template_hash +
+             ") because its pods failed to start with the allocator; its controller recreates "
              "this pod without it"});
   }
   return out;

@@ -12,8 +12,10 @@
 //   - it is governed by the policy and was injected by it at the policy's
 //     current generation (annotations kInjectedAnnotation, kPolicyAnnotation,
 //     kPolicyGenerationAnnotation);
-//   - it belongs to a Deployment: a controlling ReplicaSet named
-//     "<deployment>-<pod-template-hash>" and that label;
+//   - it has a PodTemplateKey (admission/pod_injection.h): a Deployment's,
+//     StatefulSet's or DaemonSet's pod by its revision, a pod of another
+//     controller (a ReplicaSet of its own, a Job) by that controller's uid,
+//     a bare pod by the digest of its containers;
 //   - a governed container keeps failing: it waits in CrashLoopBackOff or has
 //     restartCount >= 2 (one failure can be a node hiccup; a loader error
 //     repeats on every start);
@@ -22,18 +24,21 @@
 //     injection sets terminationMessagePolicy FallbackToLogsOnError, so the
 //     loader's stderr lands there.
 //
-// The suspension is keyed on (Deployment, pod-template-hash, policy
-// generation) and recorded with the Deployment's template digest. It ends,
-// and injection resumes for new pods, when the policy's generation moves on,
-// the Deployment's template changes (a new ReplicaSet, a new
-// pod-template-hash) or the Deployment is gone.
+// The suspension is keyed on (PodTemplateKey, policy generation). For a
+// Deployment, StatefulSet or DaemonSet it is recorded with the workload's
+// template digest and ends, and injection resumes for new pods, when the
+// policy's generation moves on, the workload's template changes (a new
+// revision) or the workload is gone. For the other kinds it ends with the
+// policy's generation or when no pod of its key is left.
 //
 // Pods are deleted only for suspensions already present in the status the
 // decision read (the status the webhook reads from its cache), so that the
-// ReplicaSet's replacement is admitted without the allocator. Only injected
-// pods that are not ready are deleted, each once.
+// controller's replacement is admitted without the allocator. Only injected
+// pods that are not ready are deleted, each once; a bare pod is never
+// deleted (nothing would replace it): the event says to re-create it.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -74,16 +79,18 @@ struct BreakerInput {
   api::AllocatorPolicy policy;
   // status.injectionSuspended as the cache holds it.
   std::vector<api::InjectionSuspendedStatus> recorded;
-  std::vector<api::DeploymentSummary> deployments;  // of the policy's namespace
-  std::vector<api::PodSummary> pods;                // of the policy's namespace
-  std::set<std::string> deleted_pod_uids;           // pods this operator already deleted
+  // The template digest (DeploymentTemplateDigest) of each Deployment,
+  // StatefulSet and DaemonSet of the policy's namespace, by "Kind/name".
+  std::map<std::string, std::string> workload_templates;
+  std::vector<api::PodSummary> pods;       // of the policy's namespace
+  std::set<std::string> deleted_pod_uids;  // pods this operator already deleted
   std::string now_rfc3339;
 };
 
 // A template suspended by this decision: a Warning event InjectionFailing on
-// the policy and on the Deployment.
+// the policy and on the workload.
 struct SuspendedTemplate {
-  std::string deployment;  // name
+  std::string workload;  // "Deployment/web", "Job/migrate", "Pod"
   std::string note;
 };
 
@@ -101,8 +108,9 @@ struct BreakerDecision {
 
 BreakerDecision DecideInjectionBreaker(const BreakerInput& input);
 
-// The digest of a Deployment's pod template that a suspension records: the
-// informer cache's precomputed one, else computed from spec.template.
+// The digest of a workload's pod template that a suspension records (a
+// Deployment, StatefulSet or DaemonSet as the cache keeps it): the informer
+// cache's precomputed one, else computed from spec.template.
 std::string DeploymentTemplateDigest(const api::DeploymentSummary& deployment);
 
 }  // namespace allocguard::controllers

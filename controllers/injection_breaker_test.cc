@@ -1,6 +1,7 @@
 #include "controllers/injection_breaker.h"
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "controllers/reconcilers.h"
+#include "operator/admission/pod_injection.h"
 #include "operator/api/names.h"
 
 namespace allocguard::controllers {
@@ -292,7 +294,7 @@ json Suspended(const BreakerDecision& d) {
 BreakerInput Input() {
   BreakerInput in;
   in.policy = Policy();
-  in.deployments = {api::ParseDeploymentSummary(WebDeployment())};
+  in.workload_templates = {{"Deployment/web", "tmpl-a"}};
   in.pods = Pods({FailingPod()});
   in.now_rfc3339 = "2026-11-30T06:00:00Z";
   return in;
@@ -311,7 +313,7 @@ TEST(DecideInjectionBreakerTest, AFailingTemplateIsSuspendedBeforeAnyPodIsDelete
   EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("version `GLIBC_2.34' not found"));
   EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("container app of pod web-7d9f8c6b5"));
   ASSERT_THAT(d.tripped, SizeIs(1));
-  EXPECT_EQ(d.tripped[0].deployment, "web");
+  EXPECT_EQ(d.tripped[0].workload, "Deployment/web");
   EXPECT_THAT(d.tripped[0].note, HasSubstr("web-policy stopped injecting jemalloc"));
   EXPECT_THAT(d.tripped[0].note, HasSubstr("GLIBC_2.34"));
   // The webhook reads the suspension from the cache: a pod deleted before
@@ -371,10 +373,11 @@ INSTANTIATE_TEST_SUITE_P(
         PruneCase{"policy_edited", [](BreakerInput& in) { in.policy.generation = 5; }, false},
         PruneCase{"template_edited",
                   [](BreakerInput& in) {
-                    in.deployments = {api::ParseDeploymentSummary(WebDeployment("tmpl-b"))};
+                    in.workload_templates = {{"Deployment/web", "tmpl-b"}};
                   },
                   false},
-        PruneCase{"deployment_deleted", [](BreakerInput& in) { in.deployments.clear(); }, false},
+        PruneCase{"deployment_deleted", [](BreakerInput& in) { in.workload_templates.clear(); },
+                  false},
         PruneCase{"malformed_entry",
                   [](BreakerInput& in) { in.recorded = Recorded(json::array({"Deployment/web"})); },
                   false}),
@@ -392,10 +395,180 @@ TEST(DecideInjectionBreakerTest, AfterAPolicyEditTheSameFailureTripsAgain) {
 
 TEST(DecideInjectionBreakerTest, PodsOfAnUnknownDeploymentDoNotTrip) {
   BreakerInput in = Input();
-  in.deployments = {};
+  in.workload_templates = {};
   BreakerDecision d = DecideInjectionBreaker(in);
   EXPECT_THAT(d.suspended, IsEmpty());
   EXPECT_THAT(d.tripped, IsEmpty());
+}
+
+// --- Every kind of workload ---------------------------------------------------------
+
+// FailingPod() made a pod of another owner: `owner` is its controller
+// (kind, name, uid), `revision` its controller-revision-hash label (none
+// when empty); no pod-template-hash label.
+json PodOf(const std::string& name, const json& owner, const std::string& revision = "") {
+  json pod = FailingPod(name);
+  pod["metadata"]["labels"].erase(api::kPodTemplateHashLabel);
+  if (!revision.empty()) pod["metadata"]["labels"][api::kControllerRevisionHashLabel] = revision;
+  if (owner.is_null()) {
+    pod["metadata"].erase("ownerReferences");
+  } else {
+    pod["metadata"]["ownerReferences"] = json::array({owner});
+  }
+  return pod;
+}
+
+json Owner(const std::string& kind, const std::string& name, const std::string& uid) {
+  return {{"kind", kind}, {"name", name}, {"uid", uid}, {"controller", true}};
+}
+
+struct KindCase {
+  std::string label;
+  json pod;
+  std::map<std::string, std::string> templates;  // BreakerInput::workload_templates
+  std::string workload;                          // the suspension's key, as recorded
+  std::string revision;
+  std::string template_hash;  // recorded with it
+  bool deleted;               // whether a recorded suspension deletes the failing pod
+};
+
+void PrintTo(const KindCase& c, std::ostream* os) { *os << c.label; }
+
+class BreakerKindTest : public ::testing::TestWithParam<KindCase> {};
+
+TEST_P(BreakerKindTest, TripsKeyedByTheOwnersRevisionAndDeletesOnlyWhatComesBack) {
+  const KindCase& c = GetParam();
+  BreakerInput in = Input();
+  in.workload_templates = c.templates;
+  in.pods = Pods({c.pod});
+  BreakerDecision first = DecideInjectionBreaker(in);
+  ASSERT_THAT(first.suspended, SizeIs(1));
+  EXPECT_EQ(first.suspended[0].workload, c.workload);
+  EXPECT_EQ(first.suspended[0].pod_template_hash, c.revision);
+  EXPECT_EQ(first.suspended[0].template_hash, c.template_hash);
+  ASSERT_THAT(first.tripped, SizeIs(1));
+  EXPECT_EQ(first.tripped[0].workload, c.workload);
+  EXPECT_THAT(first.tripped[0].note,
+              HasSubstr(c.deleted ? "come back on the system allocator" : "re-create it"));
+
+  // The next pass reads the suspension back from the status.
+  in.recorded = first.suspended;
+  BreakerDecision second = DecideInjectionBreaker(in);
+  EXPECT_THAT(second.suspended, SizeIs(1));
+  EXPECT_THAT(second.tripped, IsEmpty());
+  EXPECT_EQ(second.delete_pods.size(), c.deleted ? 1u : 0u);
+
+  // Its admission sees the same key as the breaker recorded.
+  json admitted = c.pod;
+  if (c.workload == "Pod") {
+    admitted["metadata"]["annotations"].erase(api::kPodTemplateDigestAnnotation);
+  }
+  const admission::PodTemplateKey key = admission::PodTemplateKeyOf(admitted);
+  EXPECT_EQ(key.workload, c.workload);
+  EXPECT_EQ(key.pod_template_hash, c.revision);
+}
+
+json BarePod() {
+  json pod = PodOf("one-off", nullptr);
+  pod["spec"] = {{"containers", {{{"name", "app"}, {"image", "registry.example/app:1"}}}}};
+  pod["metadata"]["annotations"][api::kPodTemplateDigestAnnotation] = admission::BarePodDigest(pod);
+  return pod;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BreakerKindTest,
+    ::testing::Values(KindCase{"statefulset",
+                               PodOf("db-0", Owner("StatefulSet", "db", "uid-db"), "db-6b8d7c9f4"),
+                               {{"StatefulSet/db", "tmpl-db"}},
+                               "StatefulSet/db",
+                               "db-6b8d7c9f4",
+                               "tmpl-db",
+                               true},
+                      KindCase{"daemonset",
+                               PodOf("agent-x7k2p", Owner("DaemonSet", "agent", "uid-agent"),
+                                     "5f7d9c8b6"),
+                               {{"DaemonSet/agent", "tmpl-agent"}},
+                               "DaemonSet/agent",
+                               "5f7d9c8b6",
+                               "tmpl-agent",
+                               true},
+                      KindCase{"replicaset_of_its_own",
+                               PodOf("workers-q8v2m", Owner("ReplicaSet", "workers", "uid-rs")),
+                               {},
+                               "ReplicaSet/workers",
+                               "uid-rs",
+                               "uid-rs",
+                               true},
+                      KindCase{"job",
+                               PodOf("migrate-4kx9z", Owner("Job", "migrate", "uid-job")),
+                               {},
+                               "Job/migrate",
+                               "uid-job",
+                               "uid-job",
+                               true},
+                      KindCase{"bare_pod",
+                               BarePod(),
+                               {},
+                               "Pod",
+                               admission::BarePodDigest(BarePod()),
+                               admission::BarePodDigest(BarePod()),
+                               false}),
+    [](const auto& test_case) { return test_case.param.label; });
+
+TEST(BreakerKindTest, AStatefulSetsNewRevisionResumesInjection) {
+  BreakerInput in = Input();
+  in.workload_templates = {{"StatefulSet/db", "tmpl-db"}};
+  in.pods = Pods({PodOf("db-0", Owner("StatefulSet", "db", "uid-db"), "db-6b8d7c9f4")});
+  in.recorded = DecideInjectionBreaker(in).suspended;
+  ASSERT_THAT(in.recorded, SizeIs(1));
+  in.pods = {};                                               // the failing pod was replaced
+  in.workload_templates = {{"StatefulSet/db", "tmpl-db-2"}};  // the user fixed the template
+  EXPECT_THAT(DecideInjectionBreaker(in).suspended, IsEmpty());
+  in.workload_templates = {};  // or deleted the StatefulSet
+  EXPECT_THAT(DecideInjectionBreaker(in).suspended, IsEmpty());
+}
+
+TEST(BreakerKindTest, AJobsSuspensionLastsWhileAPodOfItIsLeft) {
+  BreakerInput in = Input();
+  const json failing = PodOf("migrate-4kx9z", Owner("Job", "migrate", "uid-job"));
+  in.pods = Pods({failing});
+  in.recorded = DecideInjectionBreaker(in).suspended;
+  ASSERT_THAT(in.recorded, SizeIs(1));
+  // The Job's replacement, admitted without the allocator, keeps it.
+  json replacement = PodOf("migrate-p2n7d", Owner("Job", "migrate", "uid-job"));
+  replacement["metadata"]["annotations"] = {{api::kInjectionSuspendedAnnotation, "..."}};
+  in.pods = Pods({replacement});
+  EXPECT_THAT(DecideInjectionBreaker(in).suspended, SizeIs(1));
+  // A new Job of the same name is a new key: the old suspension goes.
+  in.pods = Pods({PodOf("migrate-zz9k1", Owner("Job", "migrate", "uid-job-2"))});
+  BreakerDecision d = DecideInjectionBreaker(in);
+  ASSERT_THAT(d.suspended, SizeIs(1)) << "the new Job's failing pod trips on its own";
+  EXPECT_EQ(d.suspended[0].pod_template_hash, "uid-job-2");
+  in.pods = {};
+  EXPECT_THAT(DecideInjectionBreaker(in).suspended, IsEmpty());
+}
+
+TEST(BarePodDigestTest, KeepsWhatDecidesLoadingAndNothingPerPod) {
+  json pod = BarePod();
+  pod["metadata"]["annotations"].erase(api::kPodTemplateDigestAnnotation);
+  const std::string digest = admission::BarePodDigest(pod);
+  EXPECT_EQ(digest.size(), 16u);
+  json token = pod;
+  token["spec"]["volumes"] = {{{"name", "kube-api-access-x7k2p"}}};
+  token["spec"]["containers"][0]["volumeMounts"] = {{{"name", "kube-api-access-x7k2p"}}};
+  token["metadata"]["name"] = "one-off-2";
+  EXPECT_EQ(admission::BarePodDigest(token), digest) << "the random token volume is left out";
+  json image = pod;
+  image["spec"]["containers"][0]["image"] = "registry.example/app:2";
+  EXPECT_NE(admission::BarePodDigest(image), digest);
+  json command = pod;
+  command["spec"]["containers"][0]["command"] = {"/app/other"};
+  EXPECT_NE(admission::BarePodDigest(command), digest);
+  json hostile = pod;
+  hostile["spec"]["containers"] = "not a list";
+  EXPECT_NO_THROW((void)admission::BarePodDigest(hostile));
+  hostile["spec"] = 7;
+  EXPECT_NO_THROW((void)admission::BarePodDigest(hostile));
 }
 
 TEST(DeploymentTemplateDigestTest, CachedDigestElseComputed) {

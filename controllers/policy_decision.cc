@@ -130,7 +130,15 @@ void BreakerRule(const PolicyInput& input, api::AllocatorPolicyStatus& status, P
   BreakerInput breaker_input;
   breaker_input.policy = input.policy;
   breaker_input.recorded = status.injection_suspended;
-  breaker_input.deployments = input.deployments;
+  const std::pair<const char*, const std::vector<api::DeploymentSummary>*> kinds[] = {
+      {"Deployment/", &input.deployments},
+      {"StatefulSet/", &input.statefulsets},
+      {"DaemonSet/", &input.daemonsets}};
+  for (const auto& [kind, workloads] : kinds) {
+    for (const api::DeploymentSummary& w : *workloads) {
+      breaker_input.workload_templates[kind + w.meta.name] = DeploymentTemplateDigest(w);
+    }
+  }
   breaker_input.pods = input.pods;
   breaker_input.deleted_pod_uids = input.deleted_pod_uids;
   breaker_input.now_rfc3339 = input.now_rfc3339;
@@ -201,8 +209,7 @@ class Conditions {
     }
     std::vector<std::string> failing;
     for (const api::InjectionSuspendedStatus& e : status_.injection_suspended) {
-      failing.push_back(e.workload + " (pod-template-hash " + e.pod_template_hash +
-                        "): " + e.message);
+      failing.push_back(e.workload + " (template " + e.pod_template_hash + "): " + e.message);
     }
     Set("InjectionFailing", "True", "LoaderError",
         "injection suspended for " + std::to_string(failing.size()) +

@@ -33,8 +33,12 @@ struct PolicyInput {
   api::AllocatorPolicy policy;
   api::AllocatorPolicyStatus status;                // current .status
   std::vector<api::DeploymentSummary> deployments;  // in the policy's namespace
-  std::vector<api::PodSummary> pods;                // in the policy's namespace
-  std::vector<api::ReplayCanarySummary> canaries;   // labelled with the policy's name
+  // StatefulSets and DaemonSets of the namespace, as their caches keep them
+  // (the same summary as a Deployment's).
+  std::vector<api::DeploymentSummary> statefulsets;
+  std::vector<api::DeploymentSummary> daemonsets;
+  std::vector<api::PodSummary> pods;               // in the policy's namespace
+  std::vector<api::ReplayCanarySummary> canaries;  // labelled with the policy's name
   std::string operator_namespace;
   std::string now_rfc3339;
   std::set<std::string> deleted_pod_uids;  // pods the circuit breaker already deleted
@@ -50,7 +54,7 @@ struct PolicyActions {
   bool status_changed = false;    // status differs from PolicyInput::status
   std::vector<DriftedPod> drift;  // for events on the pods
   // Circuit breaker: templates suspended now (Warning events InjectionFailing
-  // on the policy and the Deployment), and failing pods to delete after the
+  // on the policy and the workload), and failing pods to delete after the
   // status is written (a Warning event on each).
   std::vector<SuspendedTemplate> injection_failing;
   std::vector<PodDeletion> delete_pods;

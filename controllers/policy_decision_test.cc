@@ -282,12 +282,11 @@ TEST(DecidePolicyStatusTest, InjectionFailingFromTripToResumption) {
   EXPECT_EQ((*failing)["status"], "True");
   EXPECT_EQ((*failing)["reason"], "LoaderError");
   const std::string message = (*failing)["message"];
-  EXPECT_NE(message.find("Deployment/web (pod-template-hash 7d9f8c6b5)"), std::string::npos)
-      << message;
+  EXPECT_NE(message.find("Deployment/web (template 7d9f8c6b5)"), std::string::npos) << message;
   EXPECT_NE(message.find("Error relocating"), std::string::npos) << message;
   ASSERT_EQ(Json(tripped.status)["injectionSuspended"].size(), 1u);
   ASSERT_EQ(tripped.injection_failing.size(), 1u);
-  EXPECT_EQ(tripped.injection_failing[0].deployment, "web");
+  EXPECT_EQ(tripped.injection_failing[0].workload, "Deployment/web");
   EXPECT_TRUE(tripped.delete_pods.empty());
   EXPECT_TRUE(tripped.status_changed);
 

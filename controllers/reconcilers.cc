@@ -70,6 +70,19 @@ VariantObservation Observe(const ControllerContext& ctx, const std::string& ns,
   return ObserveVariant(variant, job_name, &summary, pods);
 }
 
+// The cache of `kind`'s objects (null when the manager runs without it).
+kube::Store* WorkloadStore(const ControllerContext& ctx, WorkloadKind kind) {
+  switch (kind) {
+    case WorkloadKind::kDeployment:
+      return ctx.deployments;
+    case WorkloadKind::kStatefulSet:
+      return ctx.statefulsets;
+    case WorkloadKind::kDaemonSet:
+      return ctx.daemonsets;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 CanarySlotAnswer CanarySlots::TryAcquire(const std::string& key, const kube::Store& canaries,
@@ -203,6 +216,14 @@ PolicyInput ReadPolicyInput(const ControllerContext& ctx, const api::AllocatorPo
   for (const json& d : ctx.deployments->ByIndex(kNamespaceIndex, policy.ns)) {
     input.deployments.push_back(api::ParseDeploymentSummary(d));
   }
+  const std::pair<kube::Store*, std::vector<api::DeploymentSummary>*> held_kinds[] = {
+      {ctx.statefulsets, &input.statefulsets}, {ctx.daemonsets, &input.daemonsets}};
+  for (const auto& [store, summaries] : held_kinds) {
+    if (store == nullptr) continue;
+    for (const json& w : store->ByIndex(kNamespaceIndex, policy.ns)) {
+      summaries->push_back(api::ParseDeploymentSummary(w));
+    }
+  }
   for (const json& p : ctx.pods->ByIndex(kNamespaceIndex, policy.ns)) {
     input.pods.push_back(api::ParsePodSummary(p));
   }
@@ -268,8 +289,14 @@ Status PolicyReconciler::ApplyPolicyActions(const json& object, const api::Alloc
   }
   for (const SuspendedTemplate& t : actions.injection_failing) {
     RecordEvent(ctx_, object, true, "InjectionFailing", t.note);
-    if (auto deployment = ctx_.deployments->Get(policy.ns + "/" + t.deployment)) {
-      RecordEvent(ctx_, *deployment, true, "InjectionFailing", t.note);
+    const size_t slash = t.workload.find('/');
+    const std::optional<WorkloadKind> kind =
+        slash == std::string::npos ? std::nullopt
+                                   : WorkloadKindFromName(t.workload.substr(0, slash));
+    if (kube::Store* store = kind ? WorkloadStore(ctx_, *kind) : nullptr) {
+      if (auto workload = store->Get(policy.ns + "/" + t.workload.substr(slash + 1))) {
+        RecordEvent(ctx_, *workload, true, "InjectionFailing", t.note);
+      }
     }
   }
   // Only suspensions the cache already showed (so the webhook knows them)
@@ -354,10 +381,7 @@ CanaryJobBuild BuildVariantJob(const ControllerContext& ctx, const CanaryInput& 
   canary::CanaryJobInfo info;
   std::string target_hash;
   const std::optional<WorkloadKind> kind = WorkloadKindFromName(canary.spec.target_kind);
-  kube::Store* targets = !kind                                 ? nullptr
-                         : *kind == WorkloadKind::kDeployment  ? ctx.deployments
-                         : *kind == WorkloadKind::kStatefulSet ? ctx.statefulsets
-                                                               : ctx.daemonsets;
+  kube::Store* targets = kind ? WorkloadStore(ctx, *kind) : nullptr;
   if (targets != nullptr) {
     if (auto target = targets->Get(canary.ns + "/" + canary.spec.target_name)) {
       target_hash = api::ParseDeploymentSummary(*target).cached_template_hash;
@@ -532,17 +556,7 @@ kube::ResourceType WorkloadResource(WorkloadKind kind) {
   return kube::Deployments();
 }
 
-kube::Store* RolloutReconciler::Workloads() const {
-  switch (kind_) {
-    case WorkloadKind::kDeployment:
-      return ctx_.deployments;
-    case WorkloadKind::kStatefulSet:
-      return ctx_.statefulsets;
-    case WorkloadKind::kDaemonSet:
-      return ctx_.daemonsets;
-  }
-  return nullptr;
-}
+kube::Store* RolloutReconciler::Workloads() const { return WorkloadStore(ctx_, kind_); }
 
 Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
   kube::Store* workloads = Workloads();

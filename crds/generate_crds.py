@@ -397,10 +397,17 @@ def policy_status():
                            "template are admitted without the allocator until the template or "
                            "the policy changes.",
             "items": obj("A suspended pod template.", {
-                "workload": string("The workload, kind/name (Deployment/web)."),
-                "podTemplateHash": string("The pod-template-hash label of its pods."),
-                "templateHash": string("Digest of the Deployment's pod template when "
-                                       "suspended; a different one resumes injection."),
+                "workload": string("The workload, kind/name (Deployment/web, StatefulSet/db, "
+                                   "Job/migrate), or Pod for pods without a controller."),
+                "podTemplateHash": string("The revision of its pods: pod-template-hash of a "
+                                          "Deployment's, controller-revision-hash of a "
+                                          "StatefulSet's or DaemonSet's, the controller's uid "
+                                          "for other kinds, the digest of the containers for "
+                                          "a pod without a controller."),
+                "templateHash": string("Digest of the Deployment's, StatefulSet's or "
+                                       "DaemonSet's pod template when suspended (a different "
+                                       "one resumes injection); for other kinds the same as "
+                                       "podTemplateHash."),
                 "policyGeneration": integer("The policy generation it applies to; a newer "
                                             "generation resumes injection.", format="int64"),
                 "pod": string("The pod whose failure tripped the breaker."),

@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "operator/api/deployment.h"
 #include "operator/api/json_patch.h"
 #include "operator/api/json_reader.h"
 #include "operator/api/names.h"
@@ -157,28 +158,81 @@ const InjectionSuspension* FindSuspension(const std::vector<InjectionSuspension>
 
 }  // namespace
 
+namespace {
+
+// The label's value in `labels`, empty when absent.
+std::string LabelOf(const std::map<std::string, std::string>& labels, const char* name) {
+  auto it = labels.find(name);
+  return it == labels.end() ? "" : it->second;
+}
+
+}  // namespace
+
 PodTemplateKey PodTemplateKeyOf(const api::ObjectMeta& pod_metadata) {
   PodTemplateKey key;
-  auto hash = pod_metadata.labels.find(api::kPodTemplateHashLabel);
-  if (hash == pod_metadata.labels.end() || hash->second.empty()) return key;
-  const std::string suffix = "-" + hash->second;
-  for (const api::OwnerReference& owner : pod_metadata.owner_references) {
-    if (owner.kind != "ReplicaSet" || !owner.controller) continue;
-    const std::string& rs = owner.name;
-    // A ReplicaSet of a Deployment is named "<deployment>-<pod-template-hash>".
-    if (rs.size() <= suffix.size() ||
-        rs.compare(rs.size() - suffix.size(), suffix.size(), suffix) != 0) {
-      return key;
-    }
-    key.workload = "Deployment/" + rs.substr(0, rs.size() - suffix.size());
-    key.pod_template_hash = hash->second;
+  const api::OwnerReference* owner = pod_metadata.ControllerRef();
+  if (owner == nullptr) {
+    const std::string digest = pod_metadata.Annotation(api::kPodTemplateDigestAnnotation);
+    if (digest.empty()) return key;
+    key.workload = kBarePods;
+    key.pod_template_hash = digest;
     return key;
   }
+  if (owner->kind == "ReplicaSet") {
+    // A ReplicaSet of a Deployment is named "<deployment>-<pod-template-hash>".
+    const std::string hash = LabelOf(pod_metadata.labels, api::kPodTemplateHashLabel);
+    const std::string suffix = "-" + hash;
+    const std::string& rs = owner->name;
+    if (!hash.empty() && rs.size() > suffix.size() &&
+        rs.compare(rs.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      key.workload = "Deployment/" + rs.substr(0, rs.size() - suffix.size());
+      key.pod_template_hash = hash;
+      return key;
+    }
+  }
+  if (owner->kind == "StatefulSet" || owner->kind == "DaemonSet") {
+    key.pod_template_hash = LabelOf(pod_metadata.labels, api::kControllerRevisionHashLabel);
+  } else {
+    // A ReplicaSet of its own, a Job or any other controller: its pods carry
+    // no revision, so the controller object itself (its uid) is the key.
+    key.pod_template_hash = owner->uid;
+  }
+  if (key.pod_template_hash.empty() || owner->name.empty() || owner->kind.empty()) return {};
+  key.workload = owner->kind + "/" + owner->name;
   return key;
 }
 
 PodTemplateKey PodTemplateKeyOf(const json& pod) {
-  return PodTemplateKeyOf(api::ParseObjectMeta(pod));
+  const api::ObjectMeta meta = api::ParseObjectMeta(pod);
+  if (meta.ControllerRef() != nullptr || meta.HasAnnotation(api::kPodTemplateDigestAnnotation)) {
+    return PodTemplateKeyOf(meta);
+  }
+  PodTemplateKey key;
+  key.workload = kBarePods;
+  key.pod_template_hash = BarePodDigest(pod);
+  return key;
+}
+
+std::string BarePodDigest(const json& pod) {
+  // What decides whether a library loads: each container's name, image,
+  // command and arguments. The rest of the spec is not stable across
+  // re-creations of "the same" pod (the ServiceAccount admission plugin adds a
+  // token volume with a random name before any webhook runs).
+  json containers = json::array();
+  const json* spec = api::json_fields::Member(pod, "spec");
+  for (const char* list : {"initContainers", "containers"}) {
+    const json* items = spec == nullptr ? nullptr : api::json_fields::Member(*spec, list);
+    if (items == nullptr || !items->is_array()) continue;
+    for (const json& c : *items) {
+      if (!c.is_object()) continue;
+      json kept = json::object();
+      for (const char* field : {"name", "image", "command", "args"}) {
+        if (const json* v = api::json_fields::Member(c, field)) kept[field] = *v;
+      }
+      containers.push_back(std::move(kept));
+    }
+  }
+  return api::PodTemplateHash(json{{"spec", {{"containers", std::move(containers)}}}});
 }
 
 std::vector<InjectionSuspension> SuspensionsOfPolicy(const json& policy_object) {
@@ -294,7 +348,11 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
                       AllocatorLabel(policy.spec.allocator.name) + " preloaded";
     if (!s->message.empty()) why += " (" + s->message.substr(0, kMaxAnnotationMessage) + ")";
     decision.annotations = {{api::kInjectionSuspendedAnnotation, why}};
-    SetAnnotation(mutated, api::kInjectionSuspendedAnnotation, why);
+    // A bare pod keeps its key, so that the suspension lasts while it runs.
+    if (!template_key.Replaced()) {
+      decision.annotations[api::kPodTemplateDigestAnnotation] = template_key.pod_template_hash;
+    }
+    for (const auto& [key, value] : decision.annotations) SetAnnotation(mutated, key, value);
     decision.action = PodInjectionAction::kSuspended;
     decision.patch = json::diff(pod, mutated);
     decision.reason = "pod " + pod_name + " was not injected: " + why;
@@ -327,6 +385,9 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
   decision.annotations = {{api::kInjectedAnnotation, AllocatorLabel(policy.spec.allocator.name)},
                           {api::kPolicyAnnotation, policy.name},
                           {api::kPolicyGenerationAnnotation, std::to_string(policy.generation)}};
+  if (!template_key.Replaced()) {
+    decision.annotations[api::kPodTemplateDigestAnnotation] = template_key.pod_template_hash;
+  }
   for (const auto& [key, value] : decision.annotations) SetAnnotation(mutated, key, value);
   // What a PodMonitor selects the guards' pods by (the chart's podMonitor).
   if (guarded) SetLabel(mutated, api::kGuardLabel, "true");

@@ -19,13 +19,14 @@
 //      policies stored before it ran).
 //   7. The pod's template is suspended by the policy's circuit breaker (an
 //      entry of `suspensions` for this policy at its current generation with
-//      the pod's workload and pod-template-hash; docs/injection.md):
+//      the pod's PodTemplateKey; docs/injection.md):
 //      kSuspended, nothing injected, only the annotation
 //      api::kInjectionSuspendedAnnotation saying why.
 //   8. Otherwise: InjectAllocator with the policy's allocator and containers,
 //      the guard sidecar when spec.guard.enabled, and the annotations
 //      kInjectedAnnotation (allocator), kPolicyAnnotation (policy name) and
-//      kPolicyGenerationAnnotation (metadata.generation).
+//      kPolicyGenerationAnnotation (metadata.generation); on a pod without
+//      a controller also kPodTemplateDigestAnnotation (BarePodDigest).
 //
 // The webhook never refuses a Pod: every problem is a skip with a reason (the
 // webhook must not keep workloads from starting), and what was not applied is
@@ -44,18 +45,44 @@
 
 namespace allocguard::admission {
 
-// The template a pod was made from: its Deployment (from the controlling
-// ReplicaSet's name, "<deployment>-<pod-template-hash>") and the
-// pod-template-hash label. Empty fields when the pod has no such owner.
+// The template a pod was made from, as the circuit breaker keys its
+// suspensions (docs/injection.md, "Which pods it covers"):
+//   - a Deployment's pod: "Deployment/<name>" (from the controlling
+//     ReplicaSet, "<deployment>-<pod-template-hash>") and its
+//     pod-template-hash label;
+//   - a StatefulSet's or DaemonSet's pod: "StatefulSet/<name>" or
+//     "DaemonSet/<name>" and its controller-revision-hash label;
+//   - a pod of any other controller (a ReplicaSet of its own, a Job, ...):
+//     "<Kind>/<name>" and the controller's uid, since their pods carry no
+//     revision (a new object of the same name is a new key);
+//   - a pod without a controller: kBarePods and BarePodDigest, which the
+//     webhook records on the pod (api::kPodTemplateDigestAnnotation) so that
+//     the reconciler reads the same key from the pod as admitted.
+// Empty fields when none applies (a controller without a name or uid, a
+// StatefulSet pod without its revision label).
+inline constexpr char kBarePods[] = "Pod";
 struct PodTemplateKey {
-  std::string workload;  // "Deployment/web"
+  std::string workload;  // "Deployment/web", "StatefulSet/db", kBarePods
   std::string pod_template_hash;
+
+  // Whether a controller replaces a deleted pod of this key (every kind but
+  // a bare pod).
+  bool Replaced() const { return workload != kBarePods; }
 
   bool operator==(const PodTemplateKey&) const = default;
 };
+// Of a pod's metadata as the cache keeps it.
 PodTemplateKey PodTemplateKeyOf(const api::ObjectMeta& pod_metadata);
-// The same for a whole Pod object (its metadata parsed with api::ParseObjectMeta).
+// Of a whole Pod object, as admission sees it: for a bare pod without the
+// digest annotation, BarePodDigest of the object.
 PodTemplateKey PodTemplateKeyOf(const nlohmann::json& pod);
+// A bare pod's template digest: api::PodTemplateHash over each container's
+// (init containers first) name, image, command and args. The rest of the
+// spec is left out because it is not stable across re-creations of the same
+// pod (the ServiceAccount admission plugin adds a token volume with a random
+// name before any webhook runs), and these are what decide whether a
+// preloaded library loads.
+std::string BarePodDigest(const nlohmann::json& pod);
 
 // A pod template the circuit breaker stopped injecting into: an entry of the
 // policy's status.injectionSuspended.

@@ -169,9 +169,13 @@ TEST(PodInjectionTest, GenerateNamePodIsInjectedAsSpecified) {
   ASSERT_TRUE(InjectAllocator(expected["spec"], input.policies[0].spec.allocator, {}, input.options,
                               &ignored)
                   .ok());
-  expected["metadata"]["annotations"] = {{"allocguard.io/injected", "jemalloc"},
-                                         {"allocguard.io/policy", "web-jemalloc"},
-                                         {"allocguard.io/policy-generation", "3"}};
+  // A pod without a controller also carries the digest its suspension
+  // would be keyed by.
+  expected["metadata"]["annotations"] = {
+      {"allocguard.io/injected", "jemalloc"},
+      {"allocguard.io/policy", "web-jemalloc"},
+      {"allocguard.io/policy-generation", "3"},
+      {"allocguard.io/pod-template-digest", BarePodDigest(input.pod)}};
   EXPECT_EQ(Apply(input, decision), expected) << decision.patch.dump(2);
   EXPECT_EQ(decision.annotations.at(api::kInjectedAnnotation), "jemalloc");
   EXPECT_EQ(decision.annotations.at(api::kPolicyGenerationAnnotation), "3");
@@ -569,15 +573,45 @@ INSTANTIATE_TEST_SUITE_P(
                                      PodInjectionAction::kInject}),
     [](const auto& test_case) { return test_case.param.label; });
 
-TEST(PodInjectionTest, PodTemplateKeyComesFromTheControllingReplicaSet) {
+TEST(PodInjectionTest, PodTemplateKeyComesFromTheControllingOwner) {
   EXPECT_EQ(PodTemplateKeyOf(ReplicaSetPod()), (PodTemplateKey{"Deployment/web", "7d9f8c6b5"}));
+  // An owner that is not the controller does not count: a bare pod, keyed
+  // by its containers.
   json not_controller = ReplicaSetPod();
   not_controller["metadata"]["ownerReferences"][0]["controller"] = false;
-  EXPECT_EQ(PodTemplateKeyOf(not_controller), PodTemplateKey{});
+  EXPECT_EQ(PodTemplateKeyOf(not_controller),
+            (PodTemplateKey{kBarePods, BarePodDigest(not_controller)}));
+  EXPECT_FALSE(PodTemplateKeyOf(not_controller).Replaced());
+  // A ReplicaSet that is not "<deployment>-<hash>": keyed by its uid, and
+  // not at all without one.
   json bare_replicaset = ReplicaSetPod();
   bare_replicaset["metadata"]["ownerReferences"][0]["name"] = "web";
+  EXPECT_EQ(PodTemplateKeyOf(bare_replicaset), (PodTemplateKey{"ReplicaSet/web", "rs-uid"}));
+  bare_replicaset["metadata"]["ownerReferences"][0].erase("uid");
   EXPECT_EQ(PodTemplateKeyOf(bare_replicaset), PodTemplateKey{});
-  EXPECT_EQ(PodTemplateKeyOf(WebPod()), PodTemplateKey{});
+  bare_replicaset["metadata"]["ownerReferences"][0]["uid"] = "rs-uid";
+  EXPECT_TRUE(PodTemplateKeyOf(bare_replicaset).Replaced());
+  // A bare pod as admitted, and as the cache keeps it after injection.
+  const PodTemplateKey bare = PodTemplateKeyOf(WebPod());
+  EXPECT_EQ(bare, (PodTemplateKey{kBarePods, BarePodDigest(WebPod())}));
+  json injected = WebPod();
+  injected["metadata"]["annotations"][api::kPodTemplateDigestAnnotation] = bare.pod_template_hash;
+  injected["spec"]["containers"][0]["image"] = "changed after admission";
+  EXPECT_EQ(PodTemplateKeyOf(api::ParseObjectMeta(injected)), bare);
+}
+
+TEST(PodInjectionTest, ABarePodRecordsItsTemplateDigestWhenInjectedOrSuspended) {
+  PodInjectionInput in = Input(WebPod());
+  PodInjectionDecision injected = DecidePodInjection(in);
+  ASSERT_EQ(injected.action, PodInjectionAction::kInject) << injected.reason;
+  EXPECT_EQ(injected.annotations[api::kPodTemplateDigestAnnotation], BarePodDigest(WebPod()));
+  in.suspensions = {{"web-jemalloc", kBarePods, BarePodDigest(WebPod()), 3, "loader"}};
+  PodInjectionDecision suspended = DecidePodInjection(in);
+  ASSERT_EQ(suspended.action, PodInjectionAction::kSuspended) << suspended.reason;
+  EXPECT_EQ(suspended.annotations[api::kPodTemplateDigestAnnotation], BarePodDigest(WebPod()));
+  // A Deployment's pod needs no digest: its labels carry the revision.
+  PodInjectionDecision deployment_pod = DecidePodInjection(Input(ReplicaSetPod()));
+  EXPECT_FALSE(deployment_pod.annotations.contains(api::kPodTemplateDigestAnnotation));
 }
 
 TEST(PodInjectionTest, SuspensionsAreReadFromThePolicyStatus) {

@@ -24,6 +24,9 @@ inline constexpr char kPolicyGenerationAnnotation[] = "allocguard.io/policy-gene
 // failed to start with the allocator preloaded; docs/injection.md). The
 // value says which policy suspended it and the loader's message.
 inline constexpr char kInjectionSuspendedAnnotation[] = "allocguard.io/injection-suspended";
+// On an injected pod without a controller: the digest of its template as
+// the circuit breaker keys it (admission::BarePodDigest).
+inline constexpr char kPodTemplateDigestAnnotation[] = "allocguard.io/pod-template-digest";
 // Set by a user on a Pod (or a Deployment's pod template): which build of the
 // allocator its containers preload, auto, glibc or musl (docs/injection.md).
 // Overrides the policy's spec.libc.
@@ -31,6 +34,8 @@ inline constexpr char kLibcAnnotation[] = "allocguard.io/libc";
 // Set by the ReplicaSet controller on the pods of a Deployment: the key of
 // the pod template. The circuit breaker suspends injection per value.
 inline constexpr char kPodTemplateHashLabel[] = "pod-template-hash";
+// The revision label StatefulSet and DaemonSet controllers put on their pods.
+inline constexpr char kControllerRevisionHashLabel[] = "controller-revision-hash";
 
 // Pod conditions the guard sidecar writes (docs/guard.md). With the
 // Backpressure action the injection adds a readinessGates entry for
