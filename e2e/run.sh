@@ -654,7 +654,7 @@ pod_events "$gpod" | grep MemoryRestart | tail -1
 say "Restart: SIGTERM from the guard, container restarted ${restart_s} s after the growth began, not OOM-killed"
 
 # --- 6. libc ---------------------------------------------------------------------
-stage "libc: Debian 11, Debian 12 and musl pods load the allocator, a static binary runs without it, the breaker trips on a wrong libc"
+stage "libc: Debian 11, Debian 12 and musl pods load the allocator and publish its books, a static binary runs without either, the breaker trips on a wrong libc"
 # e2e/product/libc-demo.yaml: one C service built on four bases
 # (e2e/images/libc-demo.sh), governed by a jemalloc policy with libc auto.
 "$here/images/libc-demo.sh"
@@ -666,6 +666,17 @@ libc_pod() {  # VARIANT: its running pod
 # What the process itself says serves its malloc: GET /allocator reads its
 # own /proc/self/maps and names the mapped allocator library ("none").
 libc_allocator() { kubectl get --raw "/api/v1/namespaces/$demo_ns/pods/$1:8080/proxy/allocator" 2>/dev/null; }
+# The allocator's books (docs/allocator-books.md): the stats agent preloaded
+# beside the allocator publishes in-use and retained bytes, and the guard
+# exports them per container.
+books_published() {  # POD (captured first: `| grep -q` trips pipefail)
+  local m
+  m=$(guard_metrics "$1") || return 1
+  grep -Eq '^allocguard_allocator_books_processes\{container="server",state="published"\} [1-9]' <<<"$m"
+}
+books_line() {  # POD: what the guard exports of the server's books
+  guard_metrics "$1" | sed -n 's/^allocguard_allocator_\(in_use\|retained\)_bytes{container="server"} \([0-9.e+]*\)$/\1=\2/p' | tr '\n' ' '
+}
 libc_check() {  # ALLOCATOR: every variant, after a rollout
   local v lpod answer
   for v in "${libc_variants[@]}"; do
@@ -680,12 +691,16 @@ libc_check() {  # ALLOCATOR: every variant, after a rollout
           [[ $(jp pod/"$lpod" -n "$demo_ns" -o jsonpath='{.status.conditions[?(@.type=="allocguard.io/AllocatorLoaded")].message}') == *"static binary"* ]]
       }
       wait_for 60 "the guard of $lpod reports the static binary as not loaded" static_reported
+      [[ $(jp pod/"$lpod" -n "$demo_ns" -o jsonpath='{.status.conditions[?(@.type=="allocguard.io/AllocatorLoaded")].message}') == *"no allocator books"* ]] ||
+        fail "the guard of $lpod does not say the static binary has no books"
+      ! books_published "$lpod" || fail "the static binary in $lpod publishes books"
       say "$v: running, Ready; the process says malloc is served by: $answer; the guard: $(jp pod/"$lpod" -n "$demo_ns" -o jsonpath='{.status.conditions[?(@.type=="allocguard.io/AllocatorLoaded")].message}')"
     else
       answer=$(libc_allocator "$lpod")
       [[ $answer == /opt/allocguard/inject/*lib$1* ]] || fail "$v: $lpod says its malloc is '$answer', want the injected $1"
       wait_for 60 "the guard of $lpod reports $1 loaded" guard_says "$lpod" "$1"
-      say "$v: malloc served by $answer; guard: allocator=$(guard_allocator "$lpod")"
+      wait_for 60 "the guard of $lpod exports the books of $1" books_published "$lpod"
+      say "$v: malloc served by $answer; guard: allocator=$(guard_allocator "$lpod"), books: $(books_line "$lpod")"
     fi
   done
 }

@@ -79,7 +79,8 @@ AllocatorObservation ClassifyMappedLibraries(pid_t pid, const std::vector<std::s
   } else {
     o.not_loaded_reason =
         "static binary: no shared libraries are mapped, so LD_PRELOAD was ignored and the "
-        "process uses the allocator it was linked with";
+        "process uses the allocator it was linked with; no allocator books either (the stats "
+        "agent is preloaded the same way)";
   }
   return o;
 }

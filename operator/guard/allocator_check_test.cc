@@ -29,6 +29,8 @@ TEST(ClassifyMappedLibrariesTest, ByMappedLibrary) {
        Allocator::kTcmalloc,
        ""},
       {{}, std::nullopt, "static binary"},
+      // ... and says it has no books either (the e2e libc stage reads this).
+      {{}, std::nullopt, "no allocator books"},
       {{"/lib/ld-musl-x86_64.so.1"}, std::nullopt, "musl"},
       // exec'd, libraries not mapped yet: neither static nor glibc.
       {{"/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"}, std::nullopt, "still loading"},
