@@ -388,6 +388,7 @@ CanaryJobBuild BuildVariantJob(const ControllerContext& ctx, const CanaryInput& 
       // A StatefulSet's template mounts its claims, which the Job gets as
       // emptyDirs (its cache keeps their names and sizes).
       if (*kind == WorkloadKind::kStatefulSet) {
+        job_options.pod_identity = canary.spec.target_name + "-0";
         for (const api::VolumeClaimTemplate& claim :
              api::ParseStatefulSet(*target).volume_claim_templates) {
           job_options.claim_volumes.push_back({claim.name, claim.storage_bytes});

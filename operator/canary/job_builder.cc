@@ -6,6 +6,7 @@
 #include <set>
 
 #include "operator/admission/allocator_injection.h"
+#include "operator/api/json_fields.h"
 #include "operator/api/json_patch.h"
 #include "operator/api/names.h"
 #include "operator/api/object_meta.h"
@@ -151,6 +152,38 @@ void AddClaimVolumes(json& spec, const std::vector<ClaimVolume>& claims) {
   }
 }
 
+// Whether `name` is a DNS label (RFC 1123), as spec.hostname must be.
+bool IsDnsLabel(const std::string& name) {
+  if (name.empty() || name.size() > 63) return false;
+  for (char ch : name) {
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-')) return false;
+  }
+  return name.front() != '-' && name.back() != '-';
+}
+
+// A StatefulSet pod's identity in the canary's pod (CanaryJobOptions::pod_identity).
+void SetPodIdentity(json& spec, const std::string& identity) {
+  if (!IsDnsLabel(identity)) return;
+  spec["hostname"] = identity;
+  for (const char* list : {"initContainers", "containers"}) {
+    auto containers = spec.find(list);
+    if (containers == spec.end() || !containers->is_array()) continue;
+    for (json& container : *containers) {
+      if (!container.is_object()) continue;
+      auto env = container.find("env");
+      if (env == container.end() || !env->is_array()) continue;
+      for (json& var : *env) {
+        const json* from = api::json_fields::Member(var, "valueFrom");
+        const json* field = from == nullptr ? nullptr : api::json_fields::Member(*from, "fieldRef");
+        const json* path =
+            field == nullptr ? nullptr : api::json_fields::Member(*field, "fieldPath");
+        if (path == nullptr || *path != "metadata.name") continue;
+        var = {{"name", StringField(var, "name")}, {"value", identity}};
+      }
+    }
+  }
+}
+
 std::string FormatNumber(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
@@ -293,6 +326,7 @@ Result<json> BuildCanaryJob(const api::ReplayCanary& canary, const api::VariantS
   StripInjection(metadata, spec);
   ReplaceClaimsWithEmptyDirs(spec);
   AddClaimVolumes(spec, options.claim_volumes);
+  if (!options.pod_identity.empty()) SetPodIdentity(spec, options.pod_identity);
   spec["restartPolicy"] = "Never";
   spec["shareProcessNamespace"] = true;
 

@@ -65,6 +65,13 @@ struct CanaryJobOptions {
   // touches a claim, and writes past the request evict the canary's pod
   // instead of filling a node.
   std::vector<ClaimVolume> claim_volumes;
+  // A StatefulSet's pod identity as its first pod has it: "<statefulset>-0".
+  // When set (and a valid DNS label), the canary pod gets it as
+  // spec.hostname (what `hostname` and $HOSTNAME say inside), and every env
+  // variable of the template's containers read from the downward API's
+  // metadata.name gets it as a literal, as in that pod. No subdomain: the
+  // canary does not join the StatefulSet's Service or take a peer's DNS name.
+  std::string pod_identity;
 };
 
 // glibc allows 8 arenas per online CPU, so a canary on a small node hides a
@@ -106,6 +113,8 @@ struct CanaryJobInfo {
 //   - every persistentVolumeClaim (and ephemeral) volume replaced by an
 //     emptyDir of the same name, so the canary never touches production data;
 //     options.claim_volumes added as emptyDirs;
+//   - options.pod_identity as hostname and as the value of env variables
+//     read from metadata.name;
 //   - restartPolicy Never, shareProcessNamespace true;
 //   - any earlier allocguard injection removed (init container, guard,
 //     library and books volumes and mounts, LD_PRELOAD entries under the

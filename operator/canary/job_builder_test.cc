@@ -180,6 +180,42 @@ TEST(BuildCanaryJobTest, StatefulSetClaimsBecomeSizedEmptyDirs) {
   EXPECT_EQ(wal, 1u);
 }
 
+// A StatefulSet's canary pod says the name of the set's first pod where the
+// workload reads its identity: its hostname and its downward-API env.
+TEST(BuildCanaryJobTest, StatefulSetCanaryCarriesThePodIdentity) {
+  api::ReplayCanary canary = Canary();
+  json tmpl = json::parse(kTemplate);
+  tmpl["spec"]["containers"][0]["env"] = {
+      {{"name", "POD_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}},
+      {{"name", "POD_IP"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}},
+      {{"name", "MODE"}, {"value", "primary"}},
+      "not an object"};
+  canary.spec.pod_template_json = tmpl.dump();
+  CanaryJobOptions options = Options();
+  options.pod_identity = "db-0";
+  auto job = BuildCanaryJob(canary, Variant("candidate", api::Allocator::kJemalloc), options);
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  const json& spec = (*job)["spec"]["template"]["spec"];
+  EXPECT_EQ(spec["hostname"], "db-0");
+  EXPECT_FALSE(spec.contains("subdomain")) << "the canary takes no peer's DNS name";
+  const json& env = spec["containers"][0]["env"];
+  EXPECT_EQ(env[0], json({{"name", "POD_NAME"}, {"value", "db-0"}}));
+  EXPECT_EQ(env[1]["valueFrom"]["fieldRef"]["fieldPath"], "status.podIP") << "left as written";
+  EXPECT_EQ(env[2], json({{"name", "MODE"}, {"value", "primary"}}));
+
+  // Not a DNS label (a name past 63 characters): left out, as without one.
+  options.pod_identity = std::string(70, 'a') + "-0";
+  auto long_name = BuildCanaryJob(canary, Variant("candidate", api::Allocator::kJemalloc), options);
+  ASSERT_TRUE(long_name.ok());
+  EXPECT_FALSE((*long_name)["spec"]["template"]["spec"].contains("hostname"));
+  // Without an identity (a Deployment's canary): no hostname.
+  options.pod_identity.clear();
+  auto deployment =
+      BuildCanaryJob(canary, Variant("candidate", api::Allocator::kJemalloc), options);
+  ASSERT_TRUE(deployment.ok());
+  EXPECT_FALSE((*deployment)["spec"]["template"]["spec"].contains("hostname"));
+}
+
 TEST(BuildCanaryJobTest, EarlierInjectionIsReplacedByTheVariants) {
   struct Case {
     const char* name;
