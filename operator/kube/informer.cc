@@ -1,5 +1,6 @@
 #include "operator/kube/informer.h"
 
+#include <exception>
 #include <random>
 
 namespace allocguard::kube {
@@ -28,35 +29,62 @@ void Store::IndexLocked(const std::string& key, const Object& object, bool add) 
   }
 }
 
+void Store::SetPacked(bool packed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  packed_ = packed;
+}
+
+bool Store::packed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return packed_;
+}
+
+CacheEntryRef Store::MakeEntry(Object object) const {
+  return CacheEntry::Make(std::make_shared<const Object>(std::move(object)), packed());
+}
+
 void Store::Replace(std::vector<Object> objects) {
+  std::vector<CacheEntryRef> entries;
+  entries.reserve(objects.size());
+  for (Object& o : objects) entries.push_back(MakeEntry(std::move(o)));
+  objects.clear();
+  ReplaceEntries(std::move(entries));
+}
+
+void Store::ReplaceEntries(std::vector<CacheEntryRef> entries) {
+  // The entries, not decoded trees, wait for the handlers: a packed store's
+  // relist of 10 000 objects decodes one at a time.
   struct Change {
-    std::shared_ptr<const Object> old_object, new_object;
+    CacheEntryRef old_entry, new_entry;
   };
   std::vector<Change> changes;
   EventHandlers handlers;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    std::map<std::string, std::shared_ptr<const Object>> next;
-    for (auto& o : objects) {
-      std::string key = ObjectKey(o);
-      next[key] = std::make_shared<const Object>(std::move(o));
+    std::map<std::string, CacheEntryRef> next;
+    for (CacheEntryRef& entry : entries) {
+      std::string key = ObjectKey(*entry->Get());
+      next[std::move(key)] = std::move(entry);
     }
+    entries.clear();
     for (const auto& [key, old] : objects_) {
       if (next.find(key) == next.end()) {
-        IndexLocked(key, *old, false);
+        IndexLocked(key, *old->Get(), false);
         changes.push_back({old, nullptr});
       }
     }
-    for (const auto& [key, obj] : next) {
+    for (const auto& [key, entry] : next) {
+      const ObjectRef object = entry->Get();
       auto it = objects_.find(key);
       if (it == objects_.end()) {
-        IndexLocked(key, *obj, true);
-        changes.push_back({nullptr, obj});
+        IndexLocked(key, *object, true);
+        changes.push_back({nullptr, entry});
       } else {
-        IndexLocked(key, *it->second, false);
-        IndexLocked(key, *obj, true);
-        if (ResourceVersionOf(*it->second) != ResourceVersionOf(*obj)) {
-          changes.push_back({it->second, obj});
+        const ObjectRef old = it->second->Get();
+        IndexLocked(key, *old, false);
+        IndexLocked(key, *object, true);
+        if (ResourceVersionOf(*old) != ResourceVersionOf(*object)) {
+          changes.push_back({it->second, entry});
         }
       }
     }
@@ -64,30 +92,30 @@ void Store::Replace(std::vector<Object> objects) {
     handlers = handlers_;
   }
   for (const auto& c : changes) {
-    if (!c.new_object) {
-      if (handlers.on_delete) handlers.on_delete(*c.old_object);
-    } else if (!c.old_object) {
-      if (handlers.on_add) handlers.on_add(*c.new_object);
+    if (!c.new_entry) {
+      if (handlers.on_delete) handlers.on_delete(*c.old_entry->Get());
+    } else if (!c.old_entry) {
+      if (handlers.on_add) handlers.on_add(*c.new_entry->Get());
     } else if (handlers.on_update) {
-      handlers.on_update(*c.old_object, *c.new_object);
+      handlers.on_update(*c.old_entry->Get(), *c.new_entry->Get());
     }
   }
 }
 
 void Store::Upsert(Object object) {
   std::string key = ObjectKey(object);
-  auto obj = std::make_shared<const Object>(std::move(object));
-  std::shared_ptr<const Object> old;
+  const ObjectRef obj = std::make_shared<const Object>(std::move(object));
+  ObjectRef old;
   EventHandlers handlers;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = objects_.find(key);
     if (it != objects_.end()) {
-      old = it->second;
+      old = it->second->Get();
       IndexLocked(key, *old, false);
     }
     IndexLocked(key, *obj, true);
-    objects_[key] = obj;
+    objects_[key] = CacheEntry::Make(obj, packed_);
     handlers = handlers_;
   }
   if (old) {
@@ -99,14 +127,12 @@ void Store::Upsert(Object object) {
 
 void Store::Remove(const Object& object) {
   std::string key = ObjectKey(object);
-  std::shared_ptr<const Object> old;
   EventHandlers handlers;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = objects_.find(key);
     if (it == objects_.end()) return;
-    old = it->second;
-    IndexLocked(key, *old, false);
+    IndexLocked(key, *it->second->Get(), false);
     objects_.erase(it);
     handlers = handlers_;
   }
@@ -114,23 +140,64 @@ void Store::Remove(const Object& object) {
   if (handlers.on_delete) handlers.on_delete(object);
 }
 
+std::shared_ptr<const CacheEntry> CacheEntry::Make(ObjectRef object, bool packed) {
+  auto entry = std::make_shared<CacheEntry>();
+  if (packed) {
+    try {
+      nlohmann::json::to_msgpack(*object, entry->packed_);
+      entry->packed_.shrink_to_fit();
+      return entry;
+    } catch (const std::exception&) {
+      // Not seen for JSON the server sent; keep the tree rather than lose it.
+      entry->packed_.clear();
+    }
+  }
+  entry->tree_ = std::move(object);
+  return entry;
+}
+
+ObjectRef CacheEntry::Get() const {
+  if (tree_ != nullptr) return tree_;
+  Object object = Object::from_msgpack(packed_.begin(), packed_.end(), /*strict=*/true,
+                                       /*allow_exceptions=*/false);
+  if (object.is_discarded()) object = Object();
+  return std::make_shared<const Object>(std::move(object));
+}
+
+const Object& ObjectRefs::operator[](size_t i) const {
+  ObjectRef& decoded = decoded_[i];
+  if (decoded == nullptr) decoded = entries_[i]->Get();
+  return *decoded;
+}
+
+std::vector<ObjectRef> ObjectRefs::refs() const {
+  std::vector<ObjectRef> out;
+  out.reserve(entries_.size());
+  for (const CacheEntryRef& entry : entries_) out.push_back(entry->Get());
+  return out;
+}
+
 std::vector<Object> ObjectRefs::Copies() const {
   std::vector<Object> out;
-  out.reserve(refs_.size());
-  for (const ObjectRef& ref : refs_) out.push_back(*ref);
+  out.reserve(entries_.size());
+  for (const CacheEntryRef& entry : entries_) out.push_back(*entry->Get());
   return out;
 }
 
 ObjectRef Store::Get(const std::string& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = objects_.find(key);
-  if (it == objects_.end()) return nullptr;
-  return it->second;
+  CacheEntryRef entry;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = objects_.find(key);
+    if (it == objects_.end()) return nullptr;
+    entry = it->second;
+  }
+  return entry->Get();
 }
 
 ObjectRefs Store::List() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<ObjectRef> out;
+  std::vector<CacheEntryRef> out;
   out.reserve(objects_.size());
   for (const auto& [k, v] : objects_) out.push_back(v);
   return ObjectRefs(std::move(out));
@@ -149,7 +216,7 @@ ObjectRefs Store::ByIndex(const std::string& index, const std::string& value) co
   if (idx == indexes_.end()) return {};
   auto keys = idx->second.find(value);
   if (keys == idx->second.end()) return {};
-  std::vector<ObjectRef> out;
+  std::vector<CacheEntryRef> out;
   out.reserve(keys->second.size());
   for (const auto& k : keys->second) out.push_back(objects_.at(k));
   return ObjectRefs(std::move(out));
@@ -167,7 +234,9 @@ void StripManagedFields(Object& object) {
 }
 
 Informer::Informer(Client* client, ResourceType type, InformerOptions options)
-    : client_(client), type_(std::move(type)), options_(std::move(options)) {}
+    : client_(client), type_(std::move(type)), options_(std::move(options)) {
+  store_.SetPacked(options_.packed);
+}
 
 Informer::~Informer() { Stop(); }
 
@@ -209,13 +278,13 @@ bool Informer::ListOnce() {
   lo.page_size = options_.page_size;
   // Each page is transformed as it arrives, so the whole list is never held
   // as the server sent it, only as the store keeps it.
-  std::vector<Object> items;
+  std::vector<CacheEntryRef> items;
   ApiResult<std::string> version = client_->ListPages(
       type_, options_.namespace_, lo, [this, &items](std::vector<Object>& page, bool restart) {
         if (restart) items.clear();
         for (Object& item : page) {
           if (options_.transform) options_.transform(item);
-          items.push_back(std::move(item));
+          items.push_back(store_.MakeEntry(std::move(item)));
         }
         page.clear();
       });
@@ -225,7 +294,7 @@ bool Informer::ListOnce() {
     last_error_ = "list " + type_.resource + ": " + version.error().ToString();
     return false;
   }
-  store_.Replace(std::move(items));
+  store_.ReplaceEntries(std::move(items));
   {
     std::lock_guard<std::mutex> lock(mu_);
     resource_version_ = std::move(*version);
@@ -268,7 +337,7 @@ void Informer::Run() {
           switch (type) {
             case WatchEventType::kAdded:
             case WatchEventType::kModified:
-              store_.Upsert(object);
+              store_.Upsert(std::move(object));
               break;
             case WatchEventType::kDeleted:
               store_.Remove(object);

@@ -43,8 +43,34 @@ struct EventHandlers {
 // without a copy and without a lock.
 using ObjectRef = std::shared_ptr<const Object>;
 
+// One object as a Store keeps it: the tree itself, or, in a packed store
+// (Store::SetPacked), the tree's MessagePack encoding, which takes a fraction
+// of the tree's memory (a JSON tree spends a heap node and a heap string per
+// member) and is decoded for each reader that asks for the object.
+class CacheEntry {
+ public:
+  // Never throws: an object that cannot be encoded is kept as a tree.
+  static std::shared_ptr<const CacheEntry> Make(ObjectRef object, bool packed);
+
+  // The object: the shared tree, or a fresh decoding of the packed bytes
+  // (null JSON if they do not decode, which the store's own encoding never
+  // gives). Never throws, never returns nullptr.
+  ObjectRef Get() const;
+  bool packed() const { return tree_ == nullptr; }
+  // Heap bytes of the packed encoding (0 for a tree), for metrics and benchmarks.
+  size_t packed_bytes() const { return packed_.size(); }
+
+ private:
+  ObjectRef tree_;
+  std::string packed_;
+};
+using CacheEntryRef = std::shared_ptr<const CacheEntry>;
+
 // Objects handed out by a Store: shared with the store, not copied.
-// Iterates as `const Object&`.
+// Iterates as `const Object&`; from a packed store each object is decoded as
+// the iterator reaches it and lives until the iterator moves on, so a reader
+// that keeps an object beyond one step of the loop keeps an ObjectRef
+// (refs()), not a reference. Not thread-safe (a value to use in one thread).
 class ObjectRefs {
  public:
   class Iterator {
@@ -56,38 +82,48 @@ class ObjectRefs {
     using reference = const Object&;
 
     Iterator() = default;
-    explicit Iterator(std::vector<ObjectRef>::const_iterator it) : it_(it) {}
-    const Object& operator*() const { return **it_; }
-    const Object* operator->() const { return it_->get(); }
+    explicit Iterator(std::vector<CacheEntryRef>::const_iterator it) : it_(it) {}
+    const Object& operator*() const { return *Current(); }
+    const Object* operator->() const { return Current().get(); }
     Iterator& operator++() {
       ++it_;
+      current_.reset();
       return *this;
     }
     Iterator operator++(int) {
       Iterator old = *this;
-      ++it_;
+      ++*this;
       return old;
     }
-    bool operator==(const Iterator&) const = default;
+    bool operator==(const Iterator& other) const { return it_ == other.it_; }
 
    private:
-    std::vector<ObjectRef>::const_iterator it_;
+    const ObjectRef& Current() const {
+      if (current_ == nullptr) current_ = (*it_)->Get();
+      return current_;
+    }
+
+    std::vector<CacheEntryRef>::const_iterator it_;
+    mutable ObjectRef current_;
   };
 
   ObjectRefs() = default;
-  explicit ObjectRefs(std::vector<ObjectRef> refs) : refs_(std::move(refs)) {}
+  explicit ObjectRefs(std::vector<CacheEntryRef> entries) : entries_(std::move(entries)) {}
 
-  Iterator begin() const { return Iterator(refs_.begin()); }
-  Iterator end() const { return Iterator(refs_.end()); }
-  size_t size() const { return refs_.size(); }
-  bool empty() const { return refs_.empty(); }
-  const Object& operator[](size_t i) const { return *refs_[i]; }
-  const std::vector<ObjectRef>& refs() const { return refs_; }
+  Iterator begin() const { return Iterator(entries_.begin()); }
+  Iterator end() const { return Iterator(entries_.end()); }
+  size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  // The i-th object, decoded once and kept as long as this value.
+  const Object& operator[](size_t i) const;
+  // Every object as a shared entry (decoded, for a packed store).
+  std::vector<ObjectRef> refs() const;
   // Deep copies, for code that takes objects by value.
   std::vector<Object> Copies() const;
 
  private:
-  std::vector<ObjectRef> refs_;
+  std::vector<CacheEntryRef> entries_;
+  mutable std::map<size_t, ObjectRef> decoded_;
 };
 
 // Maps an object to index values, e.g. its namespace or owner names.
@@ -95,16 +131,26 @@ using IndexFunc = std::function<std::vector<std::string>(const Object& object)>;
 
 // Objects by ObjectKey, with secondary indexes. Handlers run synchronously
 // under no lock of the store. Readers get shared immutable entries
-// (ObjectRef), never copies. Thread-safe.
+// (ObjectRef), never copies; a packed store decodes an entry for each reader.
+// Thread-safe.
 class Store {
  public:
   // REQUIRES: called before objects are added.
   void AddIndex(const std::string& name, IndexFunc func);
   void SetHandlers(EventHandlers handlers);
+  // Keep entries packed (CacheEntry): a fraction of the memory, a decoding
+  // per read. REQUIRES: called before objects are added.
+  void SetPacked(bool packed);
+  bool packed() const;
 
   // Replaces the contents: emits add for new keys, update for changed ones
   // (resourceVersion differs) and delete for keys that are gone.
   void Replace(std::vector<Object> objects);
+  // The same with entries made by MakeEntry, so that a caller filling the
+  // store from a long list holds each object as the store keeps it, not as
+  // a tree, while the list goes on.
+  void ReplaceEntries(std::vector<CacheEntryRef> entries);
+  CacheEntryRef MakeEntry(Object object) const;
   void Upsert(Object object);
   void Remove(const Object& object);
 
@@ -119,7 +165,8 @@ class Store {
   void IndexLocked(const std::string& key, const Object& object, bool add);
 
   mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const Object>> objects_;
+  bool packed_ = false;
+  std::map<std::string, CacheEntryRef> objects_;
   std::map<std::string, IndexFunc> index_funcs_;
   std::map<std::string, std::map<std::string, std::set<std::string>>> indexes_;
   EventHandlers handlers_;
@@ -135,6 +182,9 @@ struct InformerOptions {
   // Applied to every object before it is stored (and handed to handlers),
   // e.g. StripManagedFields to cut the cache's memory.
   std::function<void(Object& object)> transform;
+  // Keep the store's entries packed (Store::SetPacked): for caches of many
+  // objects (every Pod of the cluster) that readers visit rarely.
+  bool packed = false;
   Clock::Duration max_backoff = std::chrono::seconds(30);
   // Items per list request (limit); the rest follow with continue, as
   // client-go's pager does. 0 asks for the whole list at once.

@@ -89,6 +89,97 @@ TEST(StoreTest, HandsOutSharedEntriesThatOutliveTheirReplacement) {
   EXPECT_TRUE(store.List().empty());
 }
 
+// What a hostile or just unusual object may hold: every JSON type, negative
+// and large numbers, non-ASCII and invalid UTF-8, empty containers, keys
+// that are not identifiers.
+Object Unusual(const std::string& name, const std::string& rv) {
+  Object o = Cm(name, rv, "web");
+  o["metadata"]["annotations"] = {{"allocguard.io/note", "ünïcødé ✓"}, {"", ""}};
+  o["metadata"]["generation"] = 9007199254740993;  // above a double's exact range
+  o["spec"] = {{"paused", true},
+               {"replicas", -3},
+               {"ratio", 0.25},
+               {"nothing", nullptr},
+               {"empty", Object::object()},
+               {"list", Object::array({1, "two", Object::array(), false})},
+               {"bytes", std::string("\xff\xfe not UTF-8")},
+               {"big", 18446744073709551615ULL}};
+  return o;
+}
+
+TEST(StoreTest, PackedStoreGivesBackWhatItWasGivenWithEveryType) {
+  Store store;
+  store.SetPacked(true);
+  const Object original = Unusual("a", "1");
+  store.Upsert(original);
+  const ObjectRef got = store.Get("n/a");
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(*got, original);
+  EXPECT_EQ(got->dump(-1, ' ', false, Object::error_handler_t::replace),
+            original.dump(-1, ' ', false, Object::error_handler_t::replace));
+  EXPECT_TRUE((*got)["spec"]["replicas"].is_number_integer());
+  EXPECT_EQ((*got)["spec"]["replicas"].get<int64_t>(), -3);
+  EXPECT_EQ((*got)["metadata"]["generation"].get<int64_t>(), 9007199254740993);
+  EXPECT_TRUE((*got)["spec"]["ratio"].is_number_float());
+  // A top-level value that is not an object is kept as it came, too.
+  store.Upsert(Object::array({1, 2}));
+  EXPECT_EQ(*store.Get(""), Object::array({1, 2}));
+}
+
+TEST(StoreTest, PackedStoreEmitsTheSameEventsAndIndexesAsATreeStore) {
+  for (bool packed : {false, true}) {
+    SCOPED_TRACE(packed ? "packed" : "trees");
+    Store store;
+    store.SetPacked(packed);
+    Recorder rec;
+    store.SetHandlers(rec.Handlers());
+    store.AddIndex("app", [](const Object& o) {
+      return std::vector<std::string>{o["metadata"]["labels"].value("app", "")};
+    });
+    store.Replace({Cm("a", "1", "web"), Cm("b", "1", "web"), Cm("c", "1", "db")});
+    EXPECT_EQ(rec.Take(), (std::vector<std::string>{"add n/a", "add n/b", "add n/c"}));
+    store.Replace({Cm("a", "1", "web"), Cm("b", "2", "db"), Cm("d", "3", "db")});
+    EXPECT_EQ(rec.Take(), (std::vector<std::string>{"delete n/c", "update n/b", "add n/d"}));
+    std::vector<std::string> db;
+    for (const Object& o : store.ByIndex("app", "db")) db.push_back(ObjectKey(o));
+    EXPECT_EQ(db, (std::vector<std::string>{"n/b", "n/d"}));
+    store.Upsert(Cm("a", "2", "db"));
+    store.Remove(Cm("d", "4", "db"));
+    EXPECT_EQ(rec.Take(), (std::vector<std::string>{"update n/a", "delete n/d"}));
+    EXPECT_TRUE(store.ByIndex("app", "web").empty());
+    const ObjectRefs refs = store.ByIndex("app", "db");
+    ASSERT_EQ(refs.size(), 2u);
+    // operator[] hands out one object per index for as long as refs lives.
+    EXPECT_EQ(&refs[0], &refs[0]);
+    EXPECT_EQ(ObjectKey(refs[0]), "n/a");
+    EXPECT_EQ(ResourceVersionOf(refs[1]), "2");
+    EXPECT_EQ(store.List().Copies().size(), 2u);
+  }
+}
+
+TEST(StoreTest, PackedEntryReadOutlivesItsReplacement) {
+  Store store;
+  store.SetPacked(true);
+  store.Upsert(Cm("a", "1"));
+  const ObjectRef first = store.Get("n/a");
+  store.Upsert(Cm("a", "2"));
+  store.Remove(Cm("a", "3"));
+  EXPECT_EQ(ResourceVersionOf(*first), "1");
+  EXPECT_EQ(store.Get("n/a"), nullptr);
+}
+
+TEST(CacheEntryTest, PackedEntryIsSmallerThanTheTextOfItsObject) {
+  const Object o = Unusual("a", "1");
+  const CacheEntryRef packed = CacheEntry::Make(std::make_shared<const Object>(o), true);
+  const CacheEntryRef tree = CacheEntry::Make(std::make_shared<const Object>(o), false);
+  EXPECT_TRUE(packed->packed());
+  EXPECT_FALSE(tree->packed());
+  EXPECT_GT(packed->packed_bytes(), 0u);
+  EXPECT_LT(packed->packed_bytes(),
+            o.dump(-1, ' ', false, Object::error_handler_t::replace).size());
+  EXPECT_EQ(*packed->Get(), *tree->Get());
+}
+
 std::string ListBody(const std::string& rv, const std::vector<Object>& items) {
   return Object({{"metadata", {{"resourceVersion", rv}}}, {"items", items}}).dump();
 }
@@ -195,7 +286,7 @@ TEST(InformerTest, RelistsAfterBackingOffWhenTheRestartedListExpiresToo) {
   EXPECT_GE(clock.Now() - start, std::chrono::milliseconds(800));
 }
 
-TEST(InformerTest, RelistsAfterGoneAndEmitsTheDeletesItMissed) {
+void CheckRelistsAfterGoneAndEmitsTheDeletesItMissed(bool packed) {
   FakeClock clock;
   auto transport = std::make_shared<FakeTransport>();
   Client client(transport, nullptr, {.clock = &clock});
@@ -209,7 +300,7 @@ TEST(InformerTest, RelistsAfterGoneAndEmitsTheDeletesItMissed) {
   transport->Queue(FakeReply::Json(200, ListBody("20", {Cm("a", "11"), Cm("c", "19")})));
   // The second watch stays open until Stop().
 
-  Informer informer(&client, ConfigMaps(), {.namespace_ = "n"});
+  Informer informer(&client, ConfigMaps(), {.namespace_ = "n", .packed = packed});
   Recorder rec;
   informer.store().SetHandlers(rec.Handlers());
   informer.Start();
@@ -230,6 +321,16 @@ TEST(InformerTest, RelistsAfterGoneAndEmitsTheDeletesItMissed) {
   EXPECT_NE(requests[1].path.find("resourceVersion=10"), std::string::npos);
   EXPECT_EQ(requests[2].path.find("resourceVersion="), std::string::npos);  // consistent relist
   EXPECT_NE(requests[3].path.find("resourceVersion=20"), std::string::npos);
+  EXPECT_EQ(informer.store().packed(), packed);
+  EXPECT_EQ((*informer.store().Get("n/a"))["metadata"], Cm("a", "11")["metadata"]);
+}
+
+TEST(InformerTest, RelistsAfterGoneAndEmitsTheDeletesItMissed) {
+  CheckRelistsAfterGoneAndEmitsTheDeletesItMissed(/*packed=*/false);
+}
+
+TEST(InformerTest, PackedStoreRelistsAfterGoneAndEmitsTheDeletesItMissed) {
+  CheckRelistsAfterGoneAndEmitsTheDeletesItMissed(/*packed=*/true);
 }
 
 TEST(InformerTest, ResumesFromTheLastSeenVersionAfterABrokenStream) {

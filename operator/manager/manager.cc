@@ -137,11 +137,15 @@ struct Caches {
 };
 
 Caches MakeCaches(kube::Client* client, const ManagerOptions& options) {
+  // Packed caches (kube::Store::SetPacked) hold the workloads and Pods, which
+  // a cluster has by the ten thousand and the reconcilers read a namespace
+  // at a time; policies and canaries stay trees.
   auto make = [&](const kube::ResourceType& type, const std::string& label_selector,
-                  const std::function<void(json&)>& slim) {
+                  const std::function<void(json&)>& slim, bool packed = false) {
     kube::InformerOptions io;
     io.namespace_ = options.watch_namespace;
     io.label_selector = label_selector;
+    io.packed = packed;
     io.transform = [typed = TypedTransform(type), slim](json& object) {
       typed(object);
       if (slim) slim(object);
@@ -151,10 +155,10 @@ Caches MakeCaches(kube::Client* client, const ManagerOptions& options) {
   Caches c;
   c.policies = make(kube::AllocatorPolicies(), "", nullptr);
   c.canaries = make(kube::ReplayCanaries(), "", nullptr);
-  c.deployments = make(kube::Deployments(), "", api::SlimDeployment);
-  c.statefulsets = make(kube::StatefulSets(), "", api::SlimStatefulSet);
-  c.daemonsets = make(kube::DaemonSets(), "", api::SlimDeployment);
-  c.pods = make(kube::Pods(), "", api::SlimPod);
+  c.deployments = make(kube::Deployments(), "", api::SlimDeployment, /*packed=*/true);
+  c.statefulsets = make(kube::StatefulSets(), "", api::SlimStatefulSet, /*packed=*/true);
+  c.daemonsets = make(kube::DaemonSets(), "", api::SlimDeployment, /*packed=*/true);
+  c.pods = make(kube::Pods(), "", api::SlimPod, /*packed=*/true);
   c.jobs =
       make(kube::Jobs(), std::string(api::kManagedByLabel) + "=" + api::kManagedByValue, nullptr);
   for (const auto& [kind, informer] : c.All()) controllers::AddNamespaceIndex(informer->store());
