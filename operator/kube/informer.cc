@@ -222,6 +222,16 @@ ObjectRefs Store::ByIndex(const std::string& index, const std::string& value) co
   return ObjectRefs(std::move(out));
 }
 
+std::vector<std::string> Store::KeysByIndex(const std::string& index,
+                                            const std::string& value) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto idx = indexes_.find(index);
+  if (idx == indexes_.end()) return {};
+  auto keys = idx->second.find(value);
+  if (keys == idx->second.end()) return {};
+  return {keys->second.begin(), keys->second.end()};
+}
+
 size_t Store::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return objects_.size();

@@ -159,6 +159,9 @@ class Store {
   ObjectRefs List() const;
   std::vector<std::string> Keys() const;
   ObjectRefs ByIndex(const std::string& index, const std::string& value) const;
+  // The keys ByIndex would give the objects of, without reading (or, in a
+  // packed store, decoding) the objects.
+  std::vector<std::string> KeysByIndex(const std::string& index, const std::string& value) const;
   size_t size() const;
 
  private:

@@ -143,6 +143,8 @@ TEST(StoreTest, PackedStoreEmitsTheSameEventsAndIndexesAsATreeStore) {
     std::vector<std::string> db;
     for (const Object& o : store.ByIndex("app", "db")) db.push_back(ObjectKey(o));
     EXPECT_EQ(db, (std::vector<std::string>{"n/b", "n/d"}));
+    EXPECT_EQ(store.KeysByIndex("app", "db"), db);
+    EXPECT_TRUE(store.KeysByIndex("app", "none").empty());
     store.Upsert(Cm("a", "2", "db"));
     store.Remove(Cm("d", "4", "db"));
     EXPECT_EQ(rec.Take(), (std::vector<std::string>{"update n/a", "delete n/d"}));

@@ -22,8 +22,8 @@ std::string Namespace(const json& object) { return Str(Field(object, "metadata")
 
 void AddInNamespace(const char* controller, const kube::Store& store, const std::string& ns,
                     std::vector<ReconcileRequest>& out) {
-  for (const json& o : store.ByIndex(controllers::kNamespaceIndex, ns)) {
-    out.push_back({controller, kube::ObjectKey(o)});
+  for (std::string& key : store.KeysByIndex(controllers::kNamespaceIndex, ns)) {
+    out.push_back({controller, std::move(key)});
   }
 }
 
