@@ -105,6 +105,8 @@ void Store::ReplaceEntries(std::vector<CacheEntryRef> entries) {
 void Store::Upsert(Object object) {
   std::string key = ObjectKey(object);
   const ObjectRef obj = std::make_shared<const Object>(std::move(object));
+  // Encoded before the lock is taken: readers do not wait for it.
+  CacheEntryRef entry = CacheEntry::Make(obj, packed());
   ObjectRef old;
   EventHandlers handlers;
   {
@@ -115,7 +117,7 @@ void Store::Upsert(Object object) {
       IndexLocked(key, *old, false);
     }
     IndexLocked(key, *obj, true);
-    objects_[key] = CacheEntry::Make(obj, packed_);
+    objects_[key] = std::move(entry);
     handlers = handlers_;
   }
   if (old) {
