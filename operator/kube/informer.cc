@@ -59,14 +59,15 @@ void Store::ReplaceEntries(std::vector<CacheEntryRef> entries) {
   };
   std::vector<Change> changes;
   EventHandlers handlers;
+  // Keyed before the lock is taken: a packed entry is decoded for its key.
+  std::map<std::string, CacheEntryRef> next;
+  for (CacheEntryRef& entry : entries) {
+    std::string key = ObjectKey(*entry->Get());
+    next[std::move(key)] = std::move(entry);
+  }
+  entries.clear();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    std::map<std::string, CacheEntryRef> next;
-    for (CacheEntryRef& entry : entries) {
-      std::string key = ObjectKey(*entry->Get());
-      next[std::move(key)] = std::move(entry);
-    }
-    entries.clear();
     for (const auto& [key, old] : objects_) {
       if (next.find(key) == next.end()) {
         IndexLocked(key, *old->Get(), false);
