@@ -86,7 +86,7 @@ using CanaryLookup = std::function<std::optional<nlohmann::json>(const std::stri
 // object: the workload (a Deployment unless `kind` says otherwise) as the
 // API server has it; policies: the parsed AllocatorPolicies of its
 // namespace. For a StatefulSet or a DaemonSet, rules 4 and 5 never answer
-// (their override is not wired: docs/workload-kinds.md) and the messages
+// (the operator does not clear their override: docs/workload-kinds.md) and the messages
 // say how such a hold is lifted.
 // The first of these rules that applies answers:
 //  1. No policy, or several, select the pod template: Proceed, Ungoverned.

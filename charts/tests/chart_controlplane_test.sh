@@ -406,12 +406,12 @@ check_webhooks() {  # when
       "$(jget $kind "$name" '{range .webhooks[*]}{.name} {.clientConfig.service.namespace}/{.clientConfig.service.name}:{.clientConfig.service.port}{.clientConfig.service.path};{end}')" \
       "$(case $kind in
         mutating*) echo "pods.allocguard.io $ns/$name-webhook:443/mutate-v1-pod;deployments.allocguard.io $ns/$name-webhook:443/mutate-apps-v1-deployment;statefulsets.allocguard.io $ns/$name-webhook:443/mutate-apps-v1-statefulset;daemonsets.allocguard.io $ns/$name-webhook:443/mutate-apps-v1-daemonset;" ;;
-        *) echo "deployments.validate.allocguard.io $ns/$name-webhook:443/validate-apps-v1-deployment;allocatorpolicies.validate.allocguard.io $ns/$name-webhook:443/validate-allocguard-io-v1alpha1-allocatorpolicy;replaycanaries.validate.allocguard.io $ns/$name-webhook:443/validate-allocguard-io-v1alpha1-replaycanary;" ;;
+        *) echo "deployments.validate.allocguard.io $ns/$name-webhook:443/validate-apps-v1-deployment;statefulsets.validate.allocguard.io $ns/$name-webhook:443/validate-apps-v1-statefulset;daemonsets.validate.allocguard.io $ns/$name-webhook:443/validate-apps-v1-daemonset;allocatorpolicies.validate.allocguard.io $ns/$name-webhook:443/validate-allocguard-io-v1alpha1-allocatorpolicy;replaycanaries.validate.allocguard.io $ns/$name-webhook:443/validate-allocguard-io-v1alpha1-replaycanary;" ;;
       esac)"
     local sel want
     sel=$(jget $kind "$name" '{range .webhooks[*]}{.namespaceSelector}{"\n"}{end}')
     want=4
-    [[ $kind == validating* ]] && want=3
+    [[ $kind == validating* ]] && want=5
     local n
     n=$(grep -c "\"operator\":\"NotIn\",\"values\":\[\"kube-system\",\"$ns\"\]" <<<"$sel" || true)
     expect_eq "$when: $kind webhooks excluding kube-system and $ns" "$n" "$want"

@@ -75,6 +75,10 @@ void AdmissionHandlers::RegisterOn(webhook::AdmissionServer& server) const {
                 [this](const webhook::AdmissionRequest& r) { return MutateDaemonSet(r); });
   server.Handle(kDeploymentValidationPath,
                 [this](const webhook::AdmissionRequest& r) { return ValidateDeployment(r); });
+  server.Handle(kStatefulSetValidationPath,
+                [this](const webhook::AdmissionRequest& r) { return ValidateStatefulSet(r); });
+  server.Handle(kDaemonSetValidationPath,
+                [this](const webhook::AdmissionRequest& r) { return ValidateDaemonSet(r); });
   server.Handle(kPolicyValidationPath,
                 [this](const webhook::AdmissionRequest& r) { return ValidatePolicy(r); });
   server.Handle(kCanaryValidationPath,
@@ -297,11 +301,8 @@ std::string AdmissionHandlers::OverrideDenial(const webhook::AdmissionRequest& r
          denial;
 }
 
-webhook::AdmissionResponse AdmissionHandlers::ValidateDeployment(
-    const webhook::AdmissionRequest& request) const {
-  if (request.operation != "UPDATE") return webhook::AdmissionResponse::Allow();
-  ValidationDecision d =
-      ValidateDeploymentUpdate(request.old_object, request.object, RequesterOf(request));
+webhook::AdmissionResponse AdmissionHandlers::AnswerHoldLift(
+    const webhook::AdmissionRequest& request, const ValidationDecision& d, const char* kind) const {
   if (!d.allowed) return webhook::AdmissionResponse::Deny(d.message);
   if (!d.needs_override.empty()) {
     if (std::string denial = OverrideDenial(request, d.needs_override); !denial.empty()) {
@@ -311,7 +312,7 @@ webhook::AdmissionResponse AdmissionHandlers::ValidateDeployment(
   if ((!d.event_reason.empty() || !d.needs_override.empty()) && !request.dry_run) {
     json regarding = request.object;
     MemberOf(regarding, "apiVersion") = "apps/v1";
-    MemberOf(regarding, "kind") = "Deployment";
+    MemberOf(regarding, "kind") = kind;
     std::string note = d.event_reason.empty() ? d.needs_override : d.event_reason;
     Event(regarding, true, "HoldOverridden",
           note + " (by " + request.user_info.username + ", who may override holds here)");
@@ -319,14 +320,47 @@ webhook::AdmissionResponse AdmissionHandlers::ValidateDeployment(
   return webhook::AdmissionResponse::Allow();
 }
 
-// The names of the Deployments in the namespace that `policy` holds now.
+webhook::AdmissionResponse AdmissionHandlers::ValidateDeployment(
+    const webhook::AdmissionRequest& request) const {
+  if (request.operation != "UPDATE") return webhook::AdmissionResponse::Allow();
+  return AnswerHoldLift(
+      request, ValidateDeploymentUpdate(request.old_object, request.object, RequesterOf(request)),
+      "Deployment");
+}
+
+webhook::AdmissionResponse AdmissionHandlers::ValidateStatefulSet(
+    const webhook::AdmissionRequest& request) const {
+  if (request.operation != "UPDATE") return webhook::AdmissionResponse::Allow();
+  return AnswerHoldLift(
+      request, ValidateStatefulSetUpdate(request.old_object, request.object, RequesterOf(request)),
+      "StatefulSet");
+}
+
+webhook::AdmissionResponse AdmissionHandlers::ValidateDaemonSet(
+    const webhook::AdmissionRequest& request) const {
+  if (request.operation != "UPDATE") return webhook::AdmissionResponse::Allow();
+  return AnswerHoldLift(
+      request, ValidateDaemonSetUpdate(request.old_object, request.object, RequesterOf(request)),
+      "DaemonSet");
+}
+
 std::vector<std::string> AdmissionHandlers::HeldBy(const api::AllocatorPolicy& policy) const {
   std::vector<std::string> held;
-  for (const json& object : deps_.deployments->ByIndex(controllers::kNamespaceIndex, policy.ns)) {
-    const api::Deployment d = api::ParseDeployment(object);
-    if (!api::HoldsRollout(d.metadata)) continue;
-    if (!api::SelectorMatches(policy.spec.selector, d.pod_template.metadata.labels)) continue;
-    held.push_back(d.metadata.name);
+  // Deployments by name alone (as the messages always named them), the
+  // other kinds as `allocguard gate` takes them.
+  const std::pair<kube::Store*, const char*> kinds[] = {{deps_.deployments, ""},
+                                                        {deps_.statefulsets, "statefulset/"},
+                                                        {deps_.daemonsets, "daemonset/"}};
+  for (const auto& [store, prefix] : kinds) {
+    if (store == nullptr) continue;
+    for (const json& object : store->ByIndex(controllers::kNamespaceIndex, policy.ns)) {
+      // Read as a Deployment: the metadata and the template's labels, which
+      // every kind's cache keeps alike.
+      const api::Deployment w = api::ParseDeployment(object);
+      if (!api::HoldsRollout(w.metadata)) continue;
+      if (!api::SelectorMatches(policy.spec.selector, w.pod_template.metadata.labels)) continue;
+      held.push_back(prefix + w.metadata.name);
+    }
   }
   return held;
 }

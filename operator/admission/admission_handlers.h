@@ -28,6 +28,8 @@ inline constexpr char kDeploymentMutationPath[] = "/mutate-apps-v1-deployment";
 inline constexpr char kDeploymentValidationPath[] = "/validate-apps-v1-deployment";
 inline constexpr char kStatefulSetMutationPath[] = "/mutate-apps-v1-statefulset";
 inline constexpr char kDaemonSetMutationPath[] = "/mutate-apps-v1-daemonset";
+inline constexpr char kStatefulSetValidationPath[] = "/validate-apps-v1-statefulset";
+inline constexpr char kDaemonSetValidationPath[] = "/validate-apps-v1-daemonset";
 inline constexpr char kPolicyValidationPath[] = "/validate-allocguard-io-v1alpha1-allocatorpolicy";
 inline constexpr char kCanaryValidationPath[] = "/validate-allocguard-io-v1alpha1-replaycanary";
 
@@ -45,13 +47,17 @@ struct AdmissionHandlerOptions {
   bool stats_agent = false;
 };
 
-// All must outlive the handlers; none may be null except events.
+// All must outlive the handlers; none may be null except events,
+// statefulsets and daemonsets (without them, a policy change is checked
+// against held Deployments only).
 struct AdmissionHandlerDeps {
   kube::Client* client = nullptr;  // SubjectAccessReviews for hold overrides
   kube::Store* policies = nullptr;
   kube::Store* canaries = nullptr;
   kube::Store* deployments = nullptr;  // slim (api::SlimDeployment)
   kube::EventRecorder* events = nullptr;
+  kube::Store* statefulsets = nullptr;  // slim (api::SlimStatefulSet)
+  kube::Store* daemonsets = nullptr;    // slim (api::SlimDeployment)
 };
 
 class AdmissionHandlers {
@@ -72,8 +78,14 @@ class AdmissionHandlers {
   // kDaemonSetMutationPath, DaemonSet CREATE/UPDATE: the hold
   // (DecideDaemonSetGate).
   webhook::AdmissionResponse MutateDaemonSet(const webhook::AdmissionRequest& request) const;
-  // kDeploymentValidationPath, Deployment UPDATE: no manual unpause.
+  // kDeploymentValidationPath, Deployment UPDATE: no manual unpause, and
+  // lifting a hold needs the override permission (ValidateDeploymentUpdate).
   webhook::AdmissionResponse ValidateDeployment(const webhook::AdmissionRequest& request) const;
+  // kStatefulSetValidationPath, kDaemonSetValidationPath, UPDATE: the same
+  // for a held StatefulSet or DaemonSet (ValidateStatefulSetUpdate,
+  // ValidateDaemonSetUpdate), answered by the same shell.
+  webhook::AdmissionResponse ValidateStatefulSet(const webhook::AdmissionRequest& request) const;
+  webhook::AdmissionResponse ValidateDaemonSet(const webhook::AdmissionRequest& request) const;
   // kPolicyValidationPath: overlapping policies, hold-lifting changes.
   webhook::AdmissionResponse ValidatePolicy(const webhook::AdmissionRequest& request) const;
   // kCanaryValidationPath: unreadable canaries, creators' rights.
@@ -88,6 +100,13 @@ class AdmissionHandlers {
                            const std::string& group, const std::string& resource) const;
   std::string OverrideDenial(const webhook::AdmissionRequest& request,
                              const std::string& needs_override) const;
+  // Answers a workload UPDATE with the hold-lifting decision `d`: refused,
+  // refused for want of the override permission, or allowed (an override
+  // recorded as a HoldOverridden event on the object, of `kind`).
+  webhook::AdmissionResponse AnswerHoldLift(const webhook::AdmissionRequest& request,
+                                            const ValidationDecision& d, const char* kind) const;
+  // The workloads of the policy's namespace that it holds now, as
+  // ValidatePolicyChange names them.
   std::vector<std::string> HeldBy(const api::AllocatorPolicy& policy) const;
   // Whether `hash` of the workload `object` (of `kind`, in `ns`) has a Flat
   // canary that proves it (controllers::CanaryDistrust): never by the

@@ -8,6 +8,7 @@
 #include "controllers/reconcilers.h"
 #include "controllers/rollout_decision.h"
 #include "operator/admission/deployment_gate.h"
+#include "operator/api/deployment.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 #include "operator/kube/credentials.h"
@@ -261,6 +262,135 @@ TEST(AdmissionHandlersTest, MalformedStatefulSetsAndDaemonSetsNeverThrow) {
     EXPECT_NO_THROW(h.handlers->MutateDaemonSet(Request("UPDATE", garbage, garbage)));
     EXPECT_NO_THROW(h.handlers->MutateStatefulSet(Request("CREATE", garbage, json())));
     EXPECT_NO_THROW(h.handlers->MutateDaemonSet(Request("CREATE", garbage, json())));
+  }
+}
+
+// What the API server does with an UPDATE: the mutating webhook, then the
+// validating one on the mutated object.
+webhook::AdmissionResponse Admit(const Harness& h, const std::string& kind, const json& object,
+                                 const json& stored) {
+  const bool sts = kind == "StatefulSet";
+  const webhook::AdmissionResponse mutated =
+      sts ? h.handlers->MutateStatefulSet(Request("UPDATE", object, stored))
+          : h.handlers->MutateDaemonSet(Request("UPDATE", object, stored));
+  const webhook::AdmissionRequest validate = Request("UPDATE", Patched(object, mutated), stored);
+  return sts ? h.handlers->ValidateStatefulSet(validate) : h.handlers->ValidateDaemonSet(validate);
+}
+
+// A StatefulSet or DaemonSet held under Enforce, as the mutating webhook left it.
+json Held(const Harness& h, const std::string& kind) {
+  const bool sts = kind == "StatefulSet";
+  const json changed = sts ? StatefulSet("web:2") : DaemonSet("web:2");
+  const json stored = sts ? StatefulSet("web:1") : DaemonSet("web:1");
+  const webhook::AdmissionResponse r =
+      sts ? h.handlers->MutateStatefulSet(Request("UPDATE", changed, stored))
+          : h.handlers->MutateDaemonSet(Request("UPDATE", changed, stored));
+  return Patched(changed, r);
+}
+
+// What a user who may edit the object writes to roll the held template out
+// by hand: the override annotation, and the pinned field released.
+json OverriddenByHand(json held, const std::string& kind) {
+  held["metadata"]["annotations"][api::kOverrideHoldAnnotation] = "INC-9: ship it";
+  if (kind == "StatefulSet") {
+    held["spec"]["updateStrategy"]["rollingUpdate"]["partition"] = 0;
+  } else {
+    held["spec"]["updateStrategy"] = {{"type", "RollingUpdate"}};
+  }
+  return held;
+}
+
+class HoldOverrideTest : public ::testing::TestWithParam<std::string> {};
+
+// Without the override permission, the override is refused, and so is
+// every other way of lifting the hold; with it, the override is allowed
+// and recorded.
+TEST_P(HoldOverrideTest, LiftingAHoldNeedsTheOverridePermission) {
+  const std::string kind = GetParam();
+  Harness h("Enforce");
+  const json held = Held(h, kind);
+  ASSERT_TRUE(api::HoldsRollout(api::ParseDeployment(held).metadata));
+
+  h.api->allowed = false;
+  webhook::AdmissionResponse r = Admit(h, kind, OverriddenByHand(held, kind), held);
+  EXPECT_FALSE(r.allowed);
+  EXPECT_THAT(r.status_message, HasSubstr("sets allocguard.io/override-hold=\"INC-9: ship it\""));
+  EXPECT_THAT(r.status_message, HasSubstr("only to users with the override verb on "
+                                          "allocatorpolicies.allocguard.io"));
+  EXPECT_THAT(r.status_message, HasSubstr("user \"alice\" may not override"));
+
+  json unmarked = held;
+  unmarked["metadata"]["annotations"].erase(api::kHeldCandidateAnnotation);
+  r = Admit(h, kind, unmarked, held);
+  EXPECT_FALSE(r.allowed);
+  EXPECT_THAT(r.status_message, HasSubstr("removes allocguard.io/held-candidate"));
+
+  json opted_out = held;
+  opted_out["metadata"]["annotations"][api::kInjectAnnotation] = "false";
+  r = Admit(h, kind, opted_out, held);
+  EXPECT_FALSE(r.allowed);
+  EXPECT_THAT(r.status_message, HasSubstr("opts out with allocguard.io/inject=false"));
+
+  // Releasing the pinned field alone is pinned again by the mutating webhook.
+  json unpinned = OverriddenByHand(held, kind);
+  unpinned["metadata"]["annotations"].erase(api::kOverrideHoldAnnotation);
+  EXPECT_TRUE(Admit(h, kind, unpinned, held).allowed);
+  const webhook::AdmissionResponse repinned =
+      kind == "StatefulSet" ? h.handlers->MutateStatefulSet(Request("UPDATE", unpinned, held))
+                            : h.handlers->MutateDaemonSet(Request("UPDATE", unpinned, held));
+  EXPECT_EQ(Patched(unpinned, repinned)["spec"]["updateStrategy"], held["spec"]["updateStrategy"]);
+  // ...and refused when the mutating webhook did not see the update.
+  r = kind == "StatefulSet" ? h.handlers->ValidateStatefulSet(Request("UPDATE", unpinned, held))
+                            : h.handlers->ValidateDaemonSet(Request("UPDATE", unpinned, held));
+  EXPECT_FALSE(r.allowed);
+  EXPECT_THAT(r.status_message, HasSubstr("spec.updateStrategy: this " + kind + " is held"));
+
+  h.api->allowed = true;
+  const int reviews = h.api->access_reviews;
+  r = Admit(h, kind, OverriddenByHand(held, kind), held);
+  EXPECT_TRUE(r.allowed) << r.status_message;
+  EXPECT_EQ(h.api->access_reviews, reviews + 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, HoldOverrideTest, ::testing::Values("StatefulSet", "DaemonSet"));
+
+TEST(AdmissionHandlersTest, ScalingAHeldStatefulSetAsksNobody) {
+  Harness h("Enforce");
+  const json held = Held(h, "StatefulSet");
+  json scaled = held;
+  scaled["spec"]["replicas"] = 5;
+  h.api->allowed = false;
+  EXPECT_TRUE(Admit(h, "StatefulSet", scaled, held).allowed);
+  EXPECT_EQ(h.api->access_reviews, 0);
+}
+
+TEST(AdmissionHandlersTest, DeletingAnEnforcePolicyThatHoldsAStatefulSetNeedsTheOverride) {
+  Harness h("Enforce");
+  kube::Store statefulsets, daemonsets;
+  for (kube::Store* s : {&statefulsets, &daemonsets}) controllers::AddNamespaceIndex(*s);
+  AdmissionHandlers handlers(
+      AdmissionHandlerOptions{"allocguard-system", "registry.example/allocguard:test", ""},
+      AdmissionHandlerDeps{&h.client, &h.policies, &h.canaries, &h.deployments, &h.events,
+                           &statefulsets, &daemonsets});
+  h.api->allowed = false;
+  EXPECT_TRUE(handlers.ValidatePolicy(Request("DELETE", json(), Policy("Enforce"))).allowed);
+  statefulsets.Upsert(Held(h, "StatefulSet"));
+  daemonsets.Upsert(Held(h, "DaemonSet"));
+  webhook::AdmissionResponse r =
+      handlers.ValidatePolicy(Request("DELETE", json(), Policy("Enforce")));
+  EXPECT_FALSE(r.allowed);
+  EXPECT_THAT(r.status_message,
+              HasSubstr("lifts the hold of statefulset/web, daemonset/web: it deletes policy"));
+}
+
+TEST(AdmissionHandlersTest, MalformedHeldWorkloadUpdatesNeverThrow) {
+  Harness h("Enforce");
+  for (const json& garbage :
+       {json(), json(5), json("x"), json::array(),
+        json{{"metadata", {{"annotations", {{api::kHeldCandidateAnnotation, 3}}}}},
+             {"spec", {{"template", 2}, {"updateStrategy", {{"rollingUpdate", "y"}}}}}}}) {
+    EXPECT_NO_THROW(h.handlers->ValidateStatefulSet(Request("UPDATE", garbage, garbage)));
+    EXPECT_NO_THROW(h.handlers->ValidateDaemonSet(Request("UPDATE", garbage, garbage)));
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "operator/api/deployment.h"
 #include "operator/api/names.h"
+#include "operator/api/workload_kinds.h"
 
 namespace allocguard::admission {
 namespace {
@@ -82,23 +83,37 @@ bool SelectorsOverlap(const api::LabelSelector& a, const api::LabelSelector& b,
   return true;
 }
 
-ValidationDecision ValidateDeploymentUpdate(const json& old_deployment, const json& new_deployment,
-                                            Requester requester) {
-  return ValidateDeploymentUpdate(api::ParseDeployment(old_deployment),
-                                  api::ParseDeployment(new_deployment), requester);
-}
+namespace {
 
-ValidationDecision ValidateDeploymentUpdate(const api::Deployment& old_deployment,
-                                            const api::Deployment& new_deployment,
-                                            Requester requester) {
-  const api::ObjectMeta& old_meta = old_deployment.metadata;
-  const api::ObjectMeta& new_meta = new_deployment.metadata;
-  const std::string held = old_meta.Annotation(api::kHeldCandidateAnnotation);
-  if (!old_meta.HasAnnotation(api::kHeldCandidateAnnotation) || !old_deployment.paused) {
-    return {};
-  }
+// One version of a workload as the hold-lifting check reads it.
+struct HoldView {
+  const api::ObjectMeta& metadata;
+  const std::string& template_hash;
+  bool pinned;  // the field the hold pins (spec.paused, a partition, a strategy) holds it
+};
+
+// What differs between the kinds in the check and its messages.
+struct HoldKind {
+  const char* kind;        // "Deployment"
+  const char* pin_field;   // the field a refusal names
+  const char* unpin_what;  // "cannot be unpaused by hand"
+};
+
+// The one check behind ValidateDeploymentUpdate, ValidateStatefulSetUpdate
+// and ValidateDaemonSetUpdate (validation.h). `held`: the stored object is
+// under a hold this check guards.
+ValidationDecision ValidateHoldLift(const HoldKind& kind, bool held, const HoldView& before,
+                                    const HoldView& now, Requester requester) {
+  if (!held) return {};
+  const api::ObjectMeta& old_meta = before.metadata;
+  const api::ObjectMeta& new_meta = now.metadata;
+  const std::string held_hash = old_meta.Annotation(api::kHeldCandidateAnnotation);
   const std::string override_reason = new_meta.Annotation(api::kOverrideHoldAnnotation);
   const bool still_marked = new_meta.HasAnnotation(api::kHeldCandidateAnnotation);
+  // The mutating webhook released the hold because the new template is Flat.
+  const bool released_as_flat =
+      !still_marked && !now.template_hash.empty() && now.template_hash != before.template_hash &&
+      new_meta.Annotation(api::kReleasedCandidateAnnotation) == now.template_hash;
   const std::string how_to_override =
       std::string("wait for its ReplayCanary to be Flat, or set the annotation ") +
       api::kOverrideHoldAnnotation + " to your reason (recorded in an event)";
@@ -110,35 +125,101 @@ ValidationDecision ValidateDeploymentUpdate(const api::Deployment& old_deploymen
     lifts.push_back("sets " + std::string(api::kOverrideHoldAnnotation) + "=\"" + override_reason +
                     "\"");
   }
-  if (!still_marked) {
+  if (!still_marked && !released_as_flat) {
     lifts.push_back("removes " + std::string(api::kHeldCandidateAnnotation));
   }
   if (new_meta.Annotation(api::kInjectAnnotation) == "false" &&
       old_meta.Annotation(api::kInjectAnnotation) != "false") {
     lifts.push_back("opts out with " + std::string(api::kInjectAnnotation) + "=false");
   }
-  if (!new_deployment.paused && still_marked && override_reason.empty()) {
-    return Refuse("spec.paused: this Deployment is held by allocguard until its pod template " +
-                  held + " has a Flat replay canary and cannot be unpaused by hand; " +
-                  how_to_override);
+  if (before.pinned && !now.pinned && still_marked && override_reason.empty()) {
+    return Refuse(std::string(kind.pin_field) + ": this " + kind.kind +
+                  " is held by allocguard until its pod template " + held_hash +
+                  " has a Flat replay canary and " + kind.unpin_what + "; " + how_to_override);
   }
   ValidationDecision decision;
   if (!lifts.empty() && requester != Requester::kOperator) {
     std::string what;
     for (const std::string& l : lifts) what += (what.empty() ? "" : " and ") + l;
-    decision.needs_override = "lifts the hold of template " + held + ": it " + what;
+    decision.needs_override = "lifts the hold of template " + held_hash + ": it " + what;
   }
-  if (!override_reason.empty() && (!new_deployment.paused || !still_marked)) {
-    decision.event_reason = "hold of template " + held + " overridden by hand: " + override_reason;
+  if (!override_reason.empty() && (!now.pinned || !still_marked)) {
+    decision.event_reason =
+        "hold of template " + held_hash + " overridden by hand: " + override_reason;
   }
   return decision;
 }
 
+// A StatefulSet's partition as the hold pins it (rule S1 of workload_hold.h).
+bool PartitionPinned(const api::StatefulSet& set) {
+  return set.metadata.HasAnnotation(api::kUserPartitionAnnotation) &&
+         set.update_strategy.type == api::UpdateStrategyType::kRollingUpdate;
+}
+
+// A DaemonSet's strategy as the hold pins it (rule D1).
+bool StrategyPinned(const api::DaemonSet& set) {
+  return set.metadata.HasAnnotation(api::kUserUpdateStrategyAnnotation) &&
+         set.update_strategy.type == api::UpdateStrategyType::kOnDelete;
+}
+
+}  // namespace
+
+ValidationDecision ValidateDeploymentUpdate(const json& old_deployment, const json& new_deployment,
+                                            Requester requester) {
+  return ValidateDeploymentUpdate(api::ParseDeployment(old_deployment),
+                                  api::ParseDeployment(new_deployment), requester);
+}
+
+ValidationDecision ValidateDeploymentUpdate(const api::Deployment& old_deployment,
+                                            const api::Deployment& new_deployment,
+                                            Requester requester) {
+  static constexpr HoldKind kDeployment{"Deployment", "spec.paused", "cannot be unpaused by hand"};
+  const bool held =
+      old_deployment.metadata.HasAnnotation(api::kHeldCandidateAnnotation) && old_deployment.paused;
+  return ValidateHoldLift(
+      kDeployment, held,
+      {old_deployment.metadata, old_deployment.pod_template.hash, old_deployment.paused},
+      {new_deployment.metadata, new_deployment.pod_template.hash, new_deployment.paused},
+      requester);
+}
+
+ValidationDecision ValidateStatefulSetUpdate(const json& old_statefulset,
+                                             const json& new_statefulset, Requester requester) {
+  static constexpr HoldKind kStatefulSet{
+      "StatefulSet", "spec.updateStrategy",
+      "its partition cannot be lowered, nor its update strategy switched to OnDelete, by hand"};
+  const api::StatefulSet before = api::ParseStatefulSet(old_statefulset);
+  const api::StatefulSet now = api::ParseStatefulSet(new_statefulset);
+  const bool pinned_before = PartitionPinned(before);
+  // Lowered: below the stored pin (an absent partition is 0), or not RollingUpdate.
+  const bool still_pinned =
+      PartitionPinned(now) &&
+      now.update_strategy.partition.value_or(0) >= before.update_strategy.partition.value_or(0);
+  return ValidateHoldLift(
+      kStatefulSet, before.metadata.HasAnnotation(api::kHeldCandidateAnnotation),
+      {before.metadata, before.pod_template.hash, pinned_before},
+      {now.metadata, now.pod_template.hash, pinned_before && still_pinned}, requester);
+}
+
+ValidationDecision ValidateDaemonSetUpdate(const json& old_daemonset, const json& new_daemonset,
+                                           Requester requester) {
+  static constexpr HoldKind kDaemonSet{
+      "DaemonSet", "spec.updateStrategy",
+      "its update strategy cannot be switched back from OnDelete by hand"};
+  const api::DaemonSet before = api::ParseDaemonSet(old_daemonset);
+  const api::DaemonSet now = api::ParseDaemonSet(new_daemonset);
+  const bool pinned_before = StrategyPinned(before);
+  return ValidateHoldLift(
+      kDaemonSet, before.metadata.HasAnnotation(api::kHeldCandidateAnnotation),
+      {before.metadata, before.pod_template.hash, pinned_before},
+      {now.metadata, now.pod_template.hash, pinned_before && StrategyPinned(now)}, requester);
+}
+
 ValidationDecision ValidatePolicyChange(const api::AllocatorPolicy& old_policy,
                                         const api::AllocatorPolicy* new_policy,
-                                        const std::vector<std::string>& held_deployments) {
+                                        const std::vector<std::string>& held) {
   ValidationDecision decision;
-  if (held_deployments.empty() || old_policy.spec.rollout.mode != api::RolloutMode::kEnforce) {
+  if (held.empty() || old_policy.spec.rollout.mode != api::RolloutMode::kEnforce) {
     return decision;
   }
   std::string why;
@@ -151,11 +232,11 @@ ValidationDecision ValidatePolicyChange(const api::AllocatorPolicy& old_policy,
     return decision;
   }
   std::string names;
-  for (size_t i = 0; i < held_deployments.size() && i < 5; ++i) {
-    names += (i == 0 ? "" : ", ") + held_deployments[i];
+  for (size_t i = 0; i < held.size() && i < 5; ++i) {
+    names += (i == 0 ? "" : ", ") + held[i];
   }
-  if (held_deployments.size() > 5) {
-    names += " and " + std::to_string(held_deployments.size() - 5) + " more";
+  if (held.size() > 5) {
+    names += " and " + std::to_string(held.size() - 5) + " more";
   }
   decision.needs_override = "lifts the hold of " + names + ": it " + why;
   return decision;

@@ -59,13 +59,39 @@ ValidationDecision ValidateDeploymentUpdate(const nlohmann::json& old_deployment
                                             const nlohmann::json& new_deployment,
                                             Requester requester = Requester::kUnknown);
 
+// The same rules for a held StatefulSet or DaemonSet (the hold of
+// workload_hold.h: api::kHeldCandidateAnnotation, with or without a pinned
+// field), through the same check as a Deployment's:
+//   - the field the hold pinned is released by hand while the object is
+//     still marked and has no api::kOverrideHoldAnnotation: refused, as a
+//     manual unpause is. A StatefulSet's is pinned when it has
+//     api::kUserPartitionAnnotation and type RollingUpdate; a partition
+//     below the stored one, or type OnDelete, releases it. A DaemonSet's is
+//     pinned when it has api::kUserUpdateStrategyAnnotation and type
+//     OnDelete; any other type releases it. (The mutating webhook, which
+//     runs first, pins again whatever a user writes there; this refusal
+//     covers an update it did not see.) A recorded-only hold (OnDelete of
+//     the user's own) pins nothing.
+//   - setting the override annotation, removing the held annotation or
+//     opting out lifts the hold: needs_override, as for a Deployment.
+// For the three kinds, the held annotation removed by the mutating webhook
+// itself (the new template has a Flat verdict, so it released the hold in
+// the same admission: the template changed and api::kReleasedCandidateAnnotation
+// is the new template's hash) lifts nothing.
+ValidationDecision ValidateStatefulSetUpdate(const nlohmann::json& old_statefulset,
+                                             const nlohmann::json& new_statefulset,
+                                             Requester requester = Requester::kUnknown);
+ValidationDecision ValidateDaemonSetUpdate(const nlohmann::json& old_daemonset,
+                                           const nlohmann::json& new_daemonset,
+                                           Requester requester = Requester::kUnknown);
+
 // Deleting an Enforce policy (new_policy null) or setting its rollout mode to
-// Audit or Off lifts the hold of every Deployment it holds
-// (`held_deployments`, names): the decision's needs_override says so. Any
-// other change needs nothing.
+// Audit or Off lifts the hold of every workload it holds (`held`, names as
+// the message shows them: "web", "statefulset/db", "daemonset/agent"): the
+// decision's needs_override says so. Any other change needs nothing.
 ValidationDecision ValidatePolicyChange(const api::AllocatorPolicy& old_policy,
                                         const api::AllocatorPolicy* new_policy,
-                                        const std::vector<std::string>& held_deployments);
+                                        const std::vector<std::string>& held);
 
 // Checks an AllocatorPolicy (CREATE or UPDATE) against the other policies of
 // its namespace. `others_in_namespace` may include the stored version of the

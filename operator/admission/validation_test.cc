@@ -1,5 +1,7 @@
 #include "operator/admission/validation.h"
 
+#include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -7,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "operator/api/deployment.h"
 #include "operator/api/names.h"
 
 namespace allocguard::admission {
@@ -113,6 +116,181 @@ INSTANTIATE_TEST_SUITE_P(
                     Requester::kOther, true, "", ""},
         UnpauseCase{"annotation_without_pause_is_not_held", Deployment(false, "abc"),
                     Deployment(false, "abc"), Requester::kOther, true, "", ""}),
+    [](const auto& test_case) { return test_case.param.label; });
+
+// A Deployment with a pod template whose image is `image`.
+json DeploymentWithImage(bool paused, const char* held, const std::string& image) {
+  json d = Deployment(paused, held);
+  d["spec"]["template"] = {{"spec", {{"containers", {{{"name", "app"}, {"image", image}}}}}}};
+  return d;
+}
+
+// The mutating webhook released the hold itself: the new template has a
+// Flat verdict (rule 3 of deployment_gate.h, rule 4 of workload_hold.h).
+TEST(ValidateDeploymentUpdateTest, AReleaseByTheGateOnAFlatTemplateLiftsNothing) {
+  const json before = DeploymentWithImage(true, "abc", "web:1");
+  json after = DeploymentWithImage(false, nullptr, "web:2");
+  after["metadata"]["annotations"][api::kReleasedCandidateAnnotation] =
+      api::PodTemplateHash(after["spec"]["template"]);
+  ValidationDecision d = ValidateDeploymentUpdate(before, after, Requester::kOther);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_THAT(d.needs_override, IsEmpty());
+  // The same update with the template unchanged is a user removing the mark.
+  json same = DeploymentWithImage(false, nullptr, "web:1");
+  same["metadata"]["annotations"][api::kReleasedCandidateAnnotation] =
+      api::PodTemplateHash(same["spec"]["template"]);
+  EXPECT_THAT(ValidateDeploymentUpdate(before, same, Requester::kOther).needs_override,
+              HasSubstr("removes allocguard.io/held-candidate"));
+}
+
+// A StatefulSet held with its partition pinned (rule S1 of workload_hold.h),
+// or, with `pin` empty, recorded only (OnDelete, rule S3).
+json HeldStatefulSet(std::optional<int64_t> partition, const char* held = "abc",
+                     const char* override_reason = nullptr) {
+  json s = json::parse(R"({"metadata": {"name": "db", "annotations": {}},
+                           "spec": {"replicas": 2, "updateStrategy": {"type": "RollingUpdate"},
+                                    "template": {"spec": {"containers": [{"name": "db"}]}}}})");
+  if (held != nullptr) s["metadata"]["annotations"][api::kHeldCandidateAnnotation] = held;
+  if (override_reason != nullptr) {
+    s["metadata"]["annotations"][api::kOverrideHoldAnnotation] = override_reason;
+  }
+  if (partition) {
+    s["metadata"]["annotations"][api::kUserPartitionAnnotation] = "1";
+    s["spec"]["updateStrategy"]["rollingUpdate"] = {{"partition", *partition}};
+  } else {
+    s["spec"]["updateStrategy"] = {{"type", "OnDelete"}};
+  }
+  return s;
+}
+
+json HeldDaemonSet(bool pinned, const char* held = "abc", const char* override_reason = nullptr) {
+  json s = json::parse(R"({"metadata": {"name": "agent", "annotations": {}},
+                           "spec": {"updateStrategy": {"type": "OnDelete"},
+                                    "template": {"spec": {"containers": [{"name": "a"}]}}}})");
+  if (held != nullptr) s["metadata"]["annotations"][api::kHeldCandidateAnnotation] = held;
+  if (override_reason != nullptr) {
+    s["metadata"]["annotations"][api::kOverrideHoldAnnotation] = override_reason;
+  }
+  if (pinned) {
+    s["metadata"]["annotations"][api::kUserUpdateStrategyAnnotation] =
+        R"({"type":"RollingUpdate"})";
+  }
+  return s;
+}
+
+json Unpinned(json daemonset) {
+  daemonset["spec"]["updateStrategy"] = {{"type", "RollingUpdate"}};
+  return daemonset;
+}
+
+struct WorkloadLiftCase {
+  std::string label;
+  bool statefulset;  // else a DaemonSet
+  json old_object;
+  json new_object;
+  Requester requester;
+  bool allowed;
+  std::string message_part;  // in the refusal
+  std::string needs_part;    // in needs_override; empty: needs none
+  std::string event_part;    // in event_reason; empty: no event
+};
+
+void PrintTo(const WorkloadLiftCase& c, std::ostream* os) { *os << c.label; }
+
+class ValidateHeldWorkloadUpdateTest : public ::testing::TestWithParam<WorkloadLiftCase> {};
+
+TEST_P(ValidateHeldWorkloadUpdateTest, Decides) {
+  const WorkloadLiftCase& c = GetParam();
+  ValidationDecision d = c.statefulset
+                             ? ValidateStatefulSetUpdate(c.old_object, c.new_object, c.requester)
+                             : ValidateDaemonSetUpdate(c.old_object, c.new_object, c.requester);
+  EXPECT_EQ(d.allowed, c.allowed) << d.message;
+  if (c.allowed) {
+    EXPECT_THAT(d.message, IsEmpty());
+  } else {
+    EXPECT_THAT(d.message, HasSubstr(c.message_part));
+    EXPECT_THAT(d.message, HasSubstr(api::kOverrideHoldAnnotation));
+  }
+  if (c.needs_part.empty()) {
+    EXPECT_THAT(d.needs_override, IsEmpty());
+  } else {
+    EXPECT_THAT(d.needs_override, HasSubstr(c.needs_part));
+  }
+  if (c.event_part.empty()) {
+    EXPECT_THAT(d.event_reason, IsEmpty());
+  } else {
+    EXPECT_THAT(d.event_reason, HasSubstr(c.event_part));
+  }
+}
+
+constexpr int64_t kPin = 2147483647;
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ValidateHeldWorkloadUpdateTest,
+    ::testing::Values(
+        WorkloadLiftCase{"sts_partition_lowered_by_hand_refused", true, HeldStatefulSet(kPin),
+                         HeldStatefulSet(0), Requester::kOther, false,
+                         "spec.updateStrategy: this StatefulSet is held by allocguard until its "
+                         "pod template abc has a Flat replay canary and its partition cannot be "
+                         "lowered",
+                         ""},
+        WorkloadLiftCase{"sts_switched_to_on_delete_refused", true, HeldStatefulSet(kPin),
+                         [] {
+                           json s = HeldStatefulSet(kPin);
+                           s["spec"]["updateStrategy"] = {{"type", "OnDelete"}};
+                           return s;
+                         }(),
+                         Requester::kOther, false, "switched to OnDelete", ""},
+        WorkloadLiftCase{"sts_pin_raised_from_an_earlier_version", true, HeldStatefulSet(2),
+                         HeldStatefulSet(kPin), Requester::kOther, true, "", ""},
+        WorkloadLiftCase{"sts_scaled_while_held", true, HeldStatefulSet(kPin),
+                         [] {
+                           json s = HeldStatefulSet(kPin);
+                           s["spec"]["replicas"] = 5;
+                           return s;
+                         }(),
+                         Requester::kOther, true, "", ""},
+        WorkloadLiftCase{"sts_override_needs_the_permission_and_is_recorded", true,
+                         HeldStatefulSet(kPin), HeldStatefulSet(0, "abc", "INC-9"),
+                         Requester::kOther, true, "", "sets allocguard.io/override-hold=\"INC-9\"",
+                         "overridden by hand: INC-9"},
+        WorkloadLiftCase{"sts_mark_removed_needs_the_permission", true, HeldStatefulSet(kPin),
+                         HeldStatefulSet(kPin, nullptr), Requester::kUnknown, true, "",
+                         "removes allocguard.io/held-candidate"},
+        WorkloadLiftCase{"sts_opt_out_needs_the_permission", true, HeldStatefulSet(kPin),
+                         [] {
+                           json s = HeldStatefulSet(kPin);
+                           s["metadata"]["annotations"][api::kInjectAnnotation] = "false";
+                           return s;
+                         }(),
+                         Requester::kOther, true, "", "opts out"},
+        WorkloadLiftCase{"sts_recorded_hold_mark_removed_needs_the_permission", true,
+                         HeldStatefulSet(std::nullopt), HeldStatefulSet(std::nullopt, nullptr),
+                         Requester::kOther, true, "", "removes allocguard.io/held-candidate"},
+        WorkloadLiftCase{"sts_operator_release", true, HeldStatefulSet(kPin),
+                         [] {
+                           json s = HeldStatefulSet(1, nullptr);
+                           s["metadata"]["annotations"].erase(api::kUserPartitionAnnotation);
+                           return s;
+                         }(),
+                         Requester::kOperator, true, "", ""},
+        WorkloadLiftCase{"sts_not_held", true, HeldStatefulSet(kPin, nullptr),
+                         HeldStatefulSet(0, nullptr), Requester::kOther, true, "", ""},
+        WorkloadLiftCase{"ds_switched_back_to_rolling_update_refused", false, HeldDaemonSet(true),
+                         Unpinned(HeldDaemonSet(true)), Requester::kOther, false,
+                         "its update strategy cannot be switched back from OnDelete", ""},
+        WorkloadLiftCase{"ds_override_needs_the_permission_and_is_recorded", false,
+                         HeldDaemonSet(true), Unpinned(HeldDaemonSet(true, "abc", "INC-9")),
+                         Requester::kOther, true, "", "override-hold=\"INC-9\"", "INC-9"},
+        WorkloadLiftCase{"ds_mark_removed_needs_the_permission", false, HeldDaemonSet(true),
+                         Unpinned(HeldDaemonSet(true, nullptr)), Requester::kOther, true, "",
+                         "removes allocguard.io/held-candidate"},
+        WorkloadLiftCase{"ds_recorded_hold_strategy_change_asks_nothing", false,
+                         HeldDaemonSet(false), Unpinned(HeldDaemonSet(false)), Requester::kOther,
+                         true, "", ""},
+        WorkloadLiftCase{"ds_operator_release", false, HeldDaemonSet(true),
+                         Unpinned(HeldDaemonSet(false, nullptr)), Requester::kOperator, true, "",
+                         ""}),
     [](const auto& test_case) { return test_case.param.label; });
 
 api::AllocatorPolicy Policy(std::string name, std::map<std::string, std::string> labels,

@@ -359,7 +359,8 @@ Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
   auto* webhooks = static_cast<WebhookServing*>(manager.Add(std::make_unique<WebhookServing>(
       options,
       WebhookServingDeps{client.get(), &caches.policies->store(), &caches.canaries->store(),
-                         &caches.deployments->store(), &events, &registry, clock})));
+                         &caches.deployments->store(), &events, &registry, clock,
+                         &caches.statefulsets->store(), &caches.daemonsets->store()})));
   manager.Add(std::make_unique<Ticker>("heap trim", clock, kHeapTrimPeriod, ReturnFreedHeap));
   manager.Add(std::make_unique<Ticker>("webhook upkeep", clock, kWebhookUpkeepPeriod,
                                        [webhooks] { webhooks->Tick(); }));

@@ -68,7 +68,8 @@ Status WebhookServing::Start(kube::Canceller* /*cancel*/) {
           // The webhook runs in the image the injection installs from.
           admission::StatsAgentShipped(admission::InjectionOptions{}.allocator_dir)},
       admission::AdmissionHandlerDeps{deps_.client, deps_.policies, deps_.canaries,
-                                      deps_.deployments, deps_.events});
+                                      deps_.deployments, deps_.events, deps_.statefulsets,
+                                      deps_.daemonsets});
   AG_ASSIGN_OR_RETURN(auto bind, ParseBindAddress(options_.webhook_bind_address));
   server_ = std::make_unique<WebhookServer>(WebhookServerOptions{
       .host = bind.first,

@@ -16,7 +16,11 @@
 // Paths:
 //   /mutate-v1-pod                       Pod CREATE: allocator injection
 //   /mutate-apps-v1-deployment           Deployment CREATE/UPDATE: the gate
+//   /mutate-apps-v1-statefulset          StatefulSet CREATE/UPDATE: the hold
+//   /mutate-apps-v1-daemonset            DaemonSet CREATE/UPDATE: the hold
 //   /validate-apps-v1-deployment         Deployment UPDATE: no manual unpause
+//   /validate-apps-v1-statefulset        StatefulSet UPDATE: no manual lifting of a hold
+//   /validate-apps-v1-daemonset          DaemonSet UPDATE: no manual lifting of a hold
 //   /validate-allocguard-io-v1alpha1-allocatorpolicy   overlapping policies
 //   /validate-allocguard-io-v1alpha1-replaycanary      unreadable canaries
 //
@@ -50,6 +54,8 @@ struct WebhookServingDeps {
   kube::EventRecorder* events = nullptr;
   metrics::Registry* metrics = nullptr;
   Clock* clock = nullptr;
+  kube::Store* statefulsets = nullptr;  // slim (api::SlimStatefulSet)
+  kube::Store* daemonsets = nullptr;    // slim (api::SlimDeployment)
 };
 
 // The flags that make an injected guard log as this operator does; none with

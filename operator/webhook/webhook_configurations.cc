@@ -54,12 +54,30 @@ std::vector<WebhookDefinition> MakeDefinitions() {
                    "out) by users without the override permission."}});
   defs.push_back(
       {.kind = WebhookKind::kValidating,
+       .name = "statefulsets.validate.allocguard.io",
+       .path = "/validate-apps-v1-statefulset",
+       .rules = {{{"UPDATE"}, "apps", "v1", "statefulsets"}},
+       .user_object_selector = true,
+       .comment = {"Refuses lowering a held StatefulSet's partition by hand without the",
+                   "override annotation, and lifting its hold (the override, removing the",
+                   "mark, opting out) by users without the override permission."}});
+  defs.push_back(
+      {.kind = WebhookKind::kValidating,
+       .name = "daemonsets.validate.allocguard.io",
+       .path = "/validate-apps-v1-daemonset",
+       .rules = {{{"UPDATE"}, "apps", "v1", "daemonsets"}},
+       .user_object_selector = true,
+       .comment = {"Refuses switching a held DaemonSet back from OnDelete by hand without",
+                   "the override annotation, and lifting its hold (the override, removing",
+                   "the mark, opting out) by users without the override permission."}});
+  defs.push_back(
+      {.kind = WebhookKind::kValidating,
        .name = "allocatorpolicies.validate.allocguard.io",
        .path = "/validate-allocguard-io-v1alpha1-allocatorpolicy",
        .rules = {{{"CREATE", "UPDATE", "DELETE"}, api::kGroup, api::kVersion, "allocatorpolicies"}},
        .comment = {"Refuses a policy whose selector overlaps another policy's, and deleting",
-                   "or relaxing an Enforce policy that holds a Deployment by users without",
-                   "the override permission."}});
+                   "or relaxing an Enforce policy that holds a Deployment, StatefulSet or",
+                   "DaemonSet by users without the override permission."}});
   defs.push_back(
       {.kind = WebhookKind::kValidating,
        .name = "replaycanaries.validate.allocguard.io",

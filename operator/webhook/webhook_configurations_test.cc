@@ -72,6 +72,11 @@ TEST(WebhookConfigurationsTest, UrlModeMatchesTheHandWrittenConfigurations) {
       {"webhooks",
        {ExpectedWebhook("deployments.validate.allocguard.io", base + "/validate-apps-v1-deployment",
                         json::array({ExpectedRule({"UPDATE"}, "apps", "v1", "deployments")})),
+        ExpectedWebhook("statefulsets.validate.allocguard.io",
+                        base + "/validate-apps-v1-statefulset",
+                        json::array({ExpectedRule({"UPDATE"}, "apps", "v1", "statefulsets")})),
+        ExpectedWebhook("daemonsets.validate.allocguard.io", base + "/validate-apps-v1-daemonset",
+                        json::array({ExpectedRule({"UPDATE"}, "apps", "v1", "daemonsets")})),
         ExpectedWebhook("allocatorpolicies.validate.allocguard.io",
                         base + "/validate-allocguard-io-v1alpha1-allocatorpolicy",
                         json::array({ExpectedRule({"CREATE", "UPDATE", "DELETE"}, "allocguard.io",
@@ -108,7 +113,7 @@ TEST(WebhookConfigurationsTest, NamesAndPathsAreUniqueAndMutatingComeFirst) {
     EXPECT_FALSE(seen_validating && def.kind == WebhookKind::kMutating) << def.name;
     EXPECT_FALSE(def.kind == WebhookKind::kValidating && def.reinvoke_if_needed) << def.name;
   }
-  EXPECT_EQ(names.size(), 7u);
+  EXPECT_EQ(names.size(), 9u);
 }
 
 TEST(WebhookConfigurationsTest, ChartTemplateNamesEveryWebhookAndPathOnce) {
