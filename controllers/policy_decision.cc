@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "controllers/canary_decision.h"
 #include "controllers/rollout_decision.h"
@@ -58,11 +59,11 @@ api::PolicyVerdict VerdictEntry(const api::ReplayCanarySummary& canary) {
 struct PolicyFacts {
   std::vector<std::string> governed_names;
   std::vector<std::string> held_blocked;  // "web (template h): Ratchet at ..."
-  std::vector<std::string> held_waiting;  // Deployment names
+  std::vector<std::string> held_waiting;  // names as governed_names
   std::vector<std::string> drifted_names;
 };
 
-// Rule 2: the governed Deployments, and the held ones by their canary.
+// Rule 2: the governed workloads, and the held ones by their canary.
 void GovernedRule(const PolicyInput& input, api::AllocatorPolicyStatus& status,
                   PolicyFacts& facts) {
   const api::AllocatorPolicy& policy = input.policy;
@@ -70,28 +71,37 @@ void GovernedRule(const PolicyInput& input, api::AllocatorPolicyStatus& status,
   std::map<std::string, const api::ReplayCanarySummary*> canary_by_name;
   for (const api::ReplayCanarySummary& c : input.canaries) canary_by_name[c.meta.name] = &c;
   status.governed.clear();
-  for (const api::DeploymentSummary& d : input.deployments) {
-    if (!api::SelectorMatches(policy.spec.selector, d.template_labels)) continue;
-    const std::string& name = d.meta.name;
-    facts.governed_names.push_back(name);
-    if (status.governed.size() < kMaxListed) {
-      status.governed.push_back({"Deployment", name, policy.ns});
+  // Deployments by name alone, as the conditions always named them.
+  const std::tuple<WorkloadKind, const std::vector<api::DeploymentSummary>*, const char*> kinds[] =
+      {{WorkloadKind::kDeployment, &input.deployments, ""},
+       {WorkloadKind::kStatefulSet, &input.statefulsets, "statefulset/"},
+       {WorkloadKind::kDaemonSet, &input.daemonsets, "daemonset/"}};
+  for (const auto& [kind, workloads, prefix] : kinds) {
+    for (const api::DeploymentSummary& d : *workloads) {
+      if (!api::SelectorMatches(policy.spec.selector, d.template_labels)) continue;
+      const std::string& name = d.meta.name;
+      if (name.empty()) continue;
+      const std::string shown = prefix + name;
+      facts.governed_names.push_back(shown);
+      if (status.governed.size() < kMaxListed) {
+        status.governed.push_back({kind, name, policy.ns});
+      }
+      const std::string held = d.meta.Annotation(api::kHeldCandidateAnnotation);
+      if (held.empty()) continue;
+      auto it = canary_by_name.find(CanaryName(name, held, policy_key));
+      const api::ReplayCanaryStatus cs =
+          it != canary_by_name.end() ? it->second->status : api::ReplayCanaryStatus{};
+      if (!Ended(cs.phase)) {
+        facts.held_waiting.push_back(shown);
+        continue;
+      }
+      std::string why = shown;
+      why.append(" (template ").append(held).append("): ");
+      why += api::RecordedVerdictName(cs.verdict, cs.unknown_verdict);
+      if (!cs.floor_slope.empty()) why += " at " + cs.floor_slope;
+      if (!cs.flat_variant.empty()) why += "; variant " + cs.flat_variant + " was flat instead";
+      facts.held_blocked.push_back(why);
     }
-    const std::string held = d.meta.Annotation(api::kHeldCandidateAnnotation);
-    if (held.empty()) continue;
-    auto it = canary_by_name.find(CanaryName(name, held, policy_key));
-    const api::ReplayCanaryStatus cs =
-        it != canary_by_name.end() ? it->second->status : api::ReplayCanaryStatus{};
-    if (!Ended(cs.phase)) {
-      facts.held_waiting.push_back(name);
-      continue;
-    }
-    std::string why = name;
-    why.append(" (template ").append(held).append("): ");
-    why += api::RecordedVerdictName(cs.verdict, cs.unknown_verdict);
-    if (!cs.floor_slope.empty()) why += " at " + cs.floor_slope;
-    if (!cs.flat_variant.empty()) why += "; variant " + cs.flat_variant + " was flat instead";
-    facts.held_blocked.push_back(why);
   }
   status.governed_count = static_cast<int64_t>(facts.governed_names.size());
 }
@@ -161,7 +171,7 @@ class Conditions {
 
   void Ready(const PolicyFacts& facts) {
     Set("Ready", "True", "Accepted",
-        "governs " + std::to_string(facts.governed_names.size()) + " Deployment(s) with " +
+        "governs " + std::to_string(facts.governed_names.size()) + " workload(s) with " +
             api::AllocatorName(policy_.spec.allocator.name) + "; rollout mode " +
             api::RolloutModeName(policy_.spec.rollout.mode));
   }

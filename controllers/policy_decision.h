@@ -7,7 +7,7 @@
 // when the condition's status does):
 //   Ready           True once the policy is accepted, with what it governs.
 //   CanaryPassed    the latest finished canary: True when Flat.
-//   RolloutBlocked  True while a governed Deployment is held by a finished,
+//   RolloutBlocked  True while a governed workload is held by a finished,
 //                   non-Flat canary; the message names the flat variant.
 //   InjectionDrift  True while governed Pods run without the injection
 //                   (created while the webhook was down, or before the policy).
@@ -33,8 +33,8 @@ struct PolicyInput {
   api::AllocatorPolicy policy;
   api::AllocatorPolicyStatus status;                // current .status
   std::vector<api::DeploymentSummary> deployments;  // in the policy's namespace
-  // StatefulSets and DaemonSets of the namespace, as their caches keep them
-  // (the same summary as a Deployment's).
+  // The StatefulSets and DaemonSets of the namespace, as
+  // api::ParseDeploymentSummary reads any of the three kinds.
   std::vector<api::DeploymentSummary> statefulsets;
   std::vector<api::DeploymentSummary> daemonsets;
   std::vector<api::PodSummary> pods;               // in the policy's namespace
@@ -70,9 +70,11 @@ std::vector<DriftedPod> FindInjectionDrift(const api::AllocatorPolicy& policy,
 
 // The whole status, as the rules below compute it in this order:
 //   1. observedGeneration: the policy's generation;
-//   2. governed, governedCount: Deployments whose template labels match the
-//      selector (at most 50 listed); held ones are blocked (their canary
-//      ended) or waiting;
+//   2. governed, governedCount: Deployments, StatefulSets and DaemonSets
+//      (in that order, each by name) whose template labels match the
+//      selector (at most 50 listed, all counted); held ones are blocked
+//      (their canary ended) or waiting, and named in the conditions as
+//      `allocguard gate` takes them ("web", "statefulset/db");
 //   3. verdicts, lastVerdict: finished canaries, newest first (at most 50);
 //   4. injectionDrift: FindInjectionDrift (at most 50 listed);
 //   5. injectionSuspended: DecideInjectionBreaker;

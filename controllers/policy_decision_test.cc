@@ -123,6 +123,37 @@ TEST(DecidePolicyStatusTest, CountsGovernedAndReportsReady) {
   EXPECT_EQ((*Condition(a.status, "RolloutBlocked"))["status"], "False");
 }
 
+TEST(DecidePolicyStatusTest, ListsGovernedStatefulSetsAndDaemonSetsWithTheirKind) {
+  PolicyInput in;
+  in.policy = Policy();
+  in.deployments = Deployments({Deployment("web", "web")});
+  in.statefulsets = Deployments({Deployment("db", "web", "hash1"), Deployment("cache", "other")});
+  in.daemonsets = Deployments({Deployment("agent", "web", "hash2")});
+  in.canaries =
+      Canaries({Canary("db", "hash1", "AllocatorRetention", "2026-11-29T10:00:00Z", "jemalloc")});
+  in.now_rfc3339 = "2026-11-29T10:01:00Z";
+  PolicyActions a = DecidePolicyStatus(in);
+  const json written = Json(a.status);
+  EXPECT_EQ(written["governedCount"], 3);
+  EXPECT_EQ(written["governed"],
+            json({{{"kind", "Deployment"}, {"name", "web"}, {"namespace", "shop"}},
+                  {{"kind", "StatefulSet"}, {"name", "db"}, {"namespace", "shop"}},
+                  {{"kind", "DaemonSet"}, {"name", "agent"}, {"namespace", "shop"}}}));
+  EXPECT_EQ((*Condition(a.status, "Ready"))["message"].get<std::string>().rfind("governs 3 ", 0),
+            0u);
+  const std::optional<json> blocked = Condition(a.status, "RolloutBlocked");
+  EXPECT_EQ((*blocked)["status"], "True");
+  EXPECT_NE((*blocked)["message"].get<std::string>().find(
+                "statefulset/db (template hash1): AllocatorRetention"),
+            std::string::npos)
+      << (*blocked)["message"];
+  // The DaemonSet's canary has not finished: it waits.
+  in.canaries.clear();
+  a = DecidePolicyStatus(in);
+  EXPECT_EQ((*Condition(a.status, "RolloutBlocked"))["message"],
+            "waiting for canaries of statefulset/db, daemonset/agent");
+}
+
 TEST(DecidePolicyStatusTest, BlockedRolloutNamesTheFlatVariant) {
   PolicyInput in;
   in.policy = Policy();

@@ -207,7 +207,8 @@ std::optional<api::AllocatorPolicy> GoverningPolicy(
 namespace {
 
 // What DecidePolicyStatus reads besides the policy: the namespace's
-// Deployments, Pods and the policy's canaries from the caches.
+// Deployments, StatefulSets, DaemonSets, Pods and the policy's canaries from
+// the caches.
 PolicyInput ReadPolicyInput(const ControllerContext& ctx, const api::AllocatorPolicy& policy,
                             api::AllocatorPolicyStatus current, const std::string& now) {
   PolicyInput input;
@@ -216,12 +217,11 @@ PolicyInput ReadPolicyInput(const ControllerContext& ctx, const api::AllocatorPo
   for (const json& d : ctx.deployments->ByIndex(kNamespaceIndex, policy.ns)) {
     input.deployments.push_back(api::ParseDeploymentSummary(d));
   }
-  const std::pair<kube::Store*, std::vector<api::DeploymentSummary>*> held_kinds[] = {
-      {ctx.statefulsets, &input.statefulsets}, {ctx.daemonsets, &input.daemonsets}};
-  for (const auto& [store, summaries] : held_kinds) {
+  for (auto [store, out] : {std::pair{ctx.statefulsets, &input.statefulsets},
+                            std::pair{ctx.daemonsets, &input.daemonsets}}) {
     if (store == nullptr) continue;
     for (const json& w : store->ByIndex(kNamespaceIndex, policy.ns)) {
-      summaries->push_back(api::ParseDeploymentSummary(w));
+      out->push_back(api::ParseDeploymentSummary(w));
     }
   }
   for (const json& p : ctx.pods->ByIndex(kNamespaceIndex, policy.ns)) {

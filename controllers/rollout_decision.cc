@@ -27,26 +27,6 @@ std::string ProofKey(const api::AllocatorSpec& allocator, api::Libc libc,
 
 }  // namespace
 
-const char* WorkloadKindName(WorkloadKind kind) {
-  switch (kind) {
-    case WorkloadKind::kDeployment:
-      return "Deployment";
-    case WorkloadKind::kStatefulSet:
-      return "StatefulSet";
-    case WorkloadKind::kDaemonSet:
-      return "DaemonSet";
-  }
-  return "Deployment";
-}
-
-std::optional<WorkloadKind> WorkloadKindFromName(const std::string& name) {
-  for (WorkloadKind kind :
-       {WorkloadKind::kDeployment, WorkloadKind::kStatefulSet, WorkloadKind::kDaemonSet}) {
-    if (name == WorkloadKindName(kind)) return kind;
-  }
-  return std::nullopt;
-}
-
 std::string CanaryPolicyKey(const api::AllocatorPolicy& policy) {
   return ProofKey(policy.spec.allocator, policy.spec.libc, policy.spec.canary, policy.spec.limits);
 }

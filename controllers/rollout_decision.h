@@ -37,16 +37,15 @@
 
 #include "operator/api/names.h"
 #include "operator/api/types.h"
+#include "operator/api/workload_kinds.h"
 #include "operator/api/workloads.h"
 
 namespace allocguard::controllers {
 
-// The kinds whose rollouts are gated.
-enum class WorkloadKind { kDeployment, kStatefulSet, kDaemonSet };
-// "Deployment", "StatefulSet", "DaemonSet".
-const char* WorkloadKindName(WorkloadKind kind);
-// The kind of that name; nullopt for any other.
-std::optional<WorkloadKind> WorkloadKindFromName(const std::string& name);
+// The kinds whose rollouts are gated (operator/api/workload_kinds.h).
+using api::WorkloadKind;
+using api::WorkloadKindFromName;
+using api::WorkloadKindName;
 
 // clang-tidy 14 reports the implicit special members of a struct holding
 // nlohmann::json as throwing (bugprone-exception-escape); they throw nothing here.
@@ -96,9 +95,10 @@ using api::CanaryName;
 // The first of these rules that applies decides:
 //   1. a hold without an Enforce policy behind it is released (HoldReleased);
 //   2. a hold the user overrode and unpaused is cleared (HoldCleared;
-//      Deployments only: no validating webhook asks a StatefulSet's or a
-//      DaemonSet's editor for the override permission, so their override
-//      annotation releases nothing here);
+//      Deployments only: a StatefulSet's or DaemonSet's override, which
+//      the validating webhook allows only with the override permission,
+//      is the admin's own edit of the pinned field, and its annotations
+//      stay until a Flat canary releases it);
 //   3. no policy, or mode Off: nothing;
 //   4. opted out: nothing, and a hold stays (RolloutHeld);
 //   5. the current template was released already: nothing;

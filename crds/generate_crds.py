@@ -343,6 +343,8 @@ def conditions():
     }
 
 
+# api::WorkloadKind (operator/api/workload_kinds.h).
+WORKLOAD_KINDS = ["Deployment", "StatefulSet", "DaemonSet"]
 VERDICTS = ["Flat", "Ratchet", "AllocatorRetention", "Leak", "OOMKilled", "Errors",
             "Inconclusive", "Failed"]
 
@@ -367,11 +369,14 @@ def policy_status():
         "governedCount": integer("How many workloads the policy governs."),
         "governed": {
             "type": "array",
+            "description": "The workloads whose pod template the selector matches, of the kinds "
+                           "whose rollouts the policy gates (at most 50; governedCount counts "
+                           "all).",
             "items": obj("A governed workload.", {
-                "kind": string("Kind."),
-                "name": string("Name."),
+                "kind": string("Kind.", enum=WORKLOAD_KINDS),
+                "name": string("Name.", minLength=1),
                 "namespace": string("Namespace."),
-            }),
+            }, required=["kind", "name", "namespace"]),
             "x-kubernetes-list-type": "atomic",
         },
         "lastVerdict": verdict_record("The most recent canary verdict."),

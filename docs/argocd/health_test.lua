@@ -35,7 +35,7 @@ local function policy(generation, observed, conditions)
 end
 
 local P = "allocatorpolicy-health.lua"
-local ready = cond("Ready", "True", "Accepted", "governs 1 Deployment(s) with jemalloc; rollout mode Enforce")
+local ready = cond("Ready", "True", "Accepted", "governs 1 workload(s) with jemalloc; rollout mode Enforce")
 expect(P, "no status yet", { metadata = { name = "p", generation = 1 } }, "Progressing")
 expect(P, "old generation", policy(2, 1, { ready }), "Progressing", "generation 2")
 expect(P, "accepted", policy(1, 1, { ready, cond("RolloutBlocked", "False", "NothingHeld"),

@@ -93,9 +93,22 @@ AllocatorPolicyStatus ParseAllocatorPolicyStatus(const json& status,
   r.Objects("governed", [&](const json& item, const std::string& path) {
     GovernedWorkload g;
     Reader w(item, path, problems);
-    w.String("kind", &g.kind);
+    std::string kind;
+    w.String("kind", &kind);
     w.String("name", &g.name);
     w.String("namespace", &g.namespace_name);
+    const std::optional<WorkloadKind> parsed = WorkloadKindFromName(kind);
+    if (!parsed.has_value() || g.name.empty()) {
+      if (problems != nullptr) {
+        problems->push_back(path +
+                            (parsed.has_value()
+                                 ? std::string(".name: must not be empty")
+                                 : ".kind: must be Deployment, StatefulSet or DaemonSet, got " +
+                                       json(kind).dump()));
+      }
+      return;
+    }
+    g.kind = *parsed;
     out.governed.push_back(std::move(g));
   });
   if (const json* last = r.Object("lastVerdict")) {
@@ -154,7 +167,8 @@ json AllocatorPolicyStatusToJson(const AllocatorPolicyStatus& status) {
   if (status.governed_count.has_value()) out["governedCount"] = *status.governed_count;
   json governed = json::array();
   for (const GovernedWorkload& g : status.governed) {
-    governed.push_back({{"kind", g.kind}, {"name", g.name}, {"namespace", g.namespace_name}});
+    governed.push_back(
+        {{"kind", WorkloadKindName(g.kind)}, {"name", g.name}, {"namespace", g.namespace_name}});
   }
   out["governed"] = std::move(governed);
   if (status.last_verdict.has_value())

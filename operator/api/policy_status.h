@@ -17,13 +17,17 @@
 #include <nlohmann/json.hpp>
 
 #include "operator/api/canary_status.h"
+#include "operator/api/workload_kinds.h"
 #include "operator/common/verdict.h"
 
 namespace allocguard::api {
 
-// status.governed[]: a workload the policy's selector matches.
+// status.governed[]: a workload whose pod template the policy's selector
+// matches, of a kind whose rollouts it gates. An entry whose kind is none of
+// these, or whose name is empty, is reported and left out when read (the
+// CRD refuses it: kind is an enum, every member is required).
 struct GovernedWorkload {
-  std::string kind;
+  WorkloadKind kind = WorkloadKind::kDeployment;
   std::string name;
   std::string namespace_name;  // namespace
 

@@ -94,6 +94,26 @@ TEST(AllocatorPolicyStatusTest, NeverWritesAnInvalidDateTime) {
   EXPECT_FALSE(written["injectionSuspended"][0].contains("policyGeneration"));
 }
 
+TEST(AllocatorPolicyStatusTest, GovernedListsEveryGatedKindAndLeavesOutWhatTheCrdRefuses) {
+  json s = FullStatus();
+  s["governed"] = {{{"kind", "StatefulSet"}, {"name", "db"}, {"namespace", "shop"}},
+                   {{"kind", "DaemonSet"}, {"name", "agent"}, {"namespace", "shop"}},
+                   {{"kind", "CronJob"}, {"name", "nightly"}, {"namespace", "shop"}},
+                   {{"kind", "Deployment"}, {"name", ""}, {"namespace", "shop"}}};
+  std::vector<std::string> problems;
+  const AllocatorPolicyStatus status = ParseAllocatorPolicyStatus(s, &problems);
+  ASSERT_EQ(status.governed.size(), 2u);
+  EXPECT_EQ(status.governed[0].kind, WorkloadKind::kStatefulSet);
+  EXPECT_EQ(status.governed[1].kind, WorkloadKind::kDaemonSet);
+  EXPECT_THAT(problems, Contains(HasSubstr("status.governed[2].kind: must be Deployment, "
+                                           "StatefulSet or DaemonSet, got \"CronJob\"")));
+  EXPECT_THAT(problems, Contains(HasSubstr("status.governed[3].name: must not be empty")));
+  const json written = AllocatorPolicyStatusToJson(status);
+  EXPECT_EQ(written["governed"][0],
+            json({{"kind", "StatefulSet"}, {"name", "db"}, {"namespace", "shop"}}));
+  EXPECT_EQ(written["governed"][1]["kind"], "DaemonSet");
+}
+
 TEST(AllocatorPolicyStatusTest, HostileStatusNeverThrowsAndNamesTheField) {
   json s = FullStatus();
   s["governedCount"] = "one";

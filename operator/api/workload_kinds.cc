@@ -6,6 +6,27 @@
 #include "operator/api/workloads.h"
 
 namespace allocguard::api {
+
+const char* WorkloadKindName(WorkloadKind kind) {
+  switch (kind) {
+    case WorkloadKind::kDeployment:
+      return "Deployment";
+    case WorkloadKind::kStatefulSet:
+      return "StatefulSet";
+    case WorkloadKind::kDaemonSet:
+      return "DaemonSet";
+  }
+  return "Deployment";
+}
+
+std::optional<WorkloadKind> WorkloadKindFromName(const std::string& name) {
+  for (WorkloadKind kind :
+       {WorkloadKind::kDeployment, WorkloadKind::kStatefulSet, WorkloadKind::kDaemonSet}) {
+    if (name == WorkloadKindName(kind)) return kind;
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 using json_fields::Reader;

@@ -24,6 +24,14 @@
 
 namespace allocguard::api {
 
+// The kinds whose rollouts allocguard gates (holds, canaries, releases),
+// as the reconcilers, the gate and the policy status name them.
+enum class WorkloadKind { kDeployment, kStatefulSet, kDaemonSet };
+// "Deployment", "StatefulSet", "DaemonSet".
+const char* WorkloadKindName(WorkloadKind kind);
+// The kind of that name; nullopt for any other.
+std::optional<WorkloadKind> WorkloadKindFromName(const std::string& name);
+
 // An intstr.IntOrString as rolling updates use it (maxUnavailable,
 // maxSurge): a count or a percentage such as "25%".
 struct IntOrPercent {
