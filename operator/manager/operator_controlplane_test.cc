@@ -23,9 +23,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "controllers/rollout_decision.h"
 #include "operator/admission/deployment_gate.h"
@@ -413,6 +416,44 @@ class OperatorTest : public ::testing::Test {
     auto parsed = api::ParseAllocatorPolicy(*p);
     if (!parsed.ok()) return "";
     return controllers::CanaryName(deployment, hash, controllers::CanaryPolicyKey(*parsed));
+  }
+
+  // Plays every Job of `canary` (each variant with results[variant]) until
+  // the canary has completed.
+  static void RunCanary(const std::string& canary,
+                        const std::map<std::string, replay::CanaryResult>& results) {
+    std::set<std::string> finished;
+    ASSERT_TRUE(Eventually(
+        [&] {
+          auto c = client_->Get(kube::ReplayCanaries(), ns_, canary);
+          if (c.ok() && Str(Field(*c, "status"), "phase") == "Completed") return true;
+          for (const auto& [variant, job] : CanaryJobs(canary)) {
+            const std::string name = job["metadata"]["name"];
+            if (finished.contains(name) || !results.contains(variant)) continue;
+            FinishCanaryJob(job, results.at(variant));
+            finished.insert(name);
+          }
+          return false;
+        },
+        std::chrono::seconds(120)))
+        << "canary " << canary << " did not complete\n"
+        << OperatorLog();
+  }
+
+  // `allocguard gate TARGET -o json`, as a CI job runs it: its exit code and
+  // its answer (the JSON line on stdout; progress goes to stderr, which
+  // RunCommand mixes in).
+  static std::pair<int, json> Gate(const std::string& target, const std::string& timeout) {
+    CommandResult r =
+        RunCommand(std::string(ALLOCGUARD_BINARY) + " gate --kubeconfig " + kubeconfig_ + " -n " +
+                   ns_ + " --poll-interval 200ms -o json " + "--timeout " + timeout + " " + target);
+    std::istringstream lines(r.output);
+    json answer(r.output);
+    for (std::string line; std::getline(lines, line);) {
+      json parsed = json::parse(line, nullptr, false);
+      if (parsed.is_object()) answer = std::move(parsed);
+    }
+    return {r.exit_code, answer};
   }
 
   static inline kube::Client* client_ = nullptr;
@@ -917,6 +958,244 @@ TEST_F(OperatorTest, SwitchingTheHeldPolicysAllocatorRunsANewCanaryThatReleases)
   auto old = client_->Get(kube::ReplayCanaries(), ns_, glibc_canary);
   ASSERT_TRUE(old.ok()) << "the earlier verdict stays on record";
   EXPECT_EQ((*old)["status"]["verdict"], "Leak");
+}
+
+// A StatefulSet (2 replicas, its own partition, a volumeClaimTemplate) and a
+// DaemonSet (its own RollingUpdate) under an Enforce policy: a template
+// change is held in the same admission, a scale does not release it, an
+// AllocatorRetention verdict keeps it held naming the flat variant, lifting
+// the hold by hand needs the override verb, and once the policy is switched
+// the new canary's Flat verdict releases both with the user's own partition
+// and strategy restored. `allocguard gate` answers for both kinds
+// throughout, and the policy's status lists both.
+TEST_F(OperatorTest, StatefulSetAndDaemonSetAreHeldAndReleasedWithTheirOwnStrategy) {
+  json policy = Policy("kinds", "kinds", "Enforce");
+  policy["spec"]["allocator"] = {{"name", "glibc"}};
+  policy["spec"]["canary"]["variants"] = {
+      {{"name", "jemalloc"}, {"allocator", {{"name", "jemalloc"}}}}};
+  ASSERT_TRUE(client_->Create(kube::AllocatorPolicies(), ns_, policy).ok());
+  ASSERT_TRUE(PolicyReady("kinds"));
+
+  const json pod_template = {
+      {"metadata", {{"labels", {{"app", "kinds"}}}}},
+      {"spec",
+       {{"containers",
+         {{{"name", "server"},
+           {"image", "web:1"},
+           {"ports", {{{"containerPort", 8080}}}},
+           {"volumeMounts", {{{"name", "data"}, {"mountPath", "/data"}}}}}}}}}};
+  json sts = {
+      {"apiVersion", "apps/v1"},
+      {"kind", "StatefulSet"},
+      {"metadata", {{"name", "kinds-db"}, {"namespace", ns_}}},
+      {"spec",
+       {{"replicas", 2},
+        {"serviceName", "kinds-db"},
+        {"selector", {{"matchLabels", {{"app", "kinds"}}}}},
+        {"updateStrategy", {{"type", "RollingUpdate"}, {"rollingUpdate", {{"partition", 1}}}}},
+        {"template", pod_template},
+        {"volumeClaimTemplates",
+         {{{"metadata", {{"name", "data"}}},
+           {"spec",
+            {{"accessModes", {"ReadWriteOnce"}},
+             {"resources", {{"requests", {{"storage", "1Gi"}}}}}}}}}}}}};
+  json ds_template = pod_template;
+  ds_template["spec"]["containers"][0].erase("volumeMounts");
+  json ds = {
+      {"apiVersion", "apps/v1"},
+      {"kind", "DaemonSet"},
+      {"metadata", {{"name", "kinds-agent"}, {"namespace", ns_}}},
+      {"spec",
+       {{"selector", {{"matchLabels", {{"app", "kinds"}}}}},
+        {"updateStrategy", {{"type", "RollingUpdate"}, {"rollingUpdate", {{"maxUnavailable", 2}}}}},
+        {"template", ds_template}}}};
+  auto created_sts = client_->Create(kube::StatefulSets(), ns_, sts);
+  ASSERT_TRUE(created_sts.ok()) << created_sts.status().ToString();
+  auto created_ds = client_->Create(kube::DaemonSets(), ns_, ds);
+  ASSERT_TRUE(created_ds.ok()) << created_ds.status().ToString();
+  // As stored, with the API server's defaults: what the release must restore.
+  const json ds_strategy = (*created_ds)["spec"]["updateStrategy"];
+  // Running before their first change: adopted as the baseline, not held.
+  for (const auto& [type, name, object] :
+       {std::tuple{kube::StatefulSets(), "kinds-db", *created_sts},
+        std::tuple{kube::DaemonSets(), "kinds-agent", *created_ds}}) {
+    EXPECT_EQ(Annotation(object, api::kHeldCandidateAnnotation), "") << name;
+    const std::string first = admission::TemplateHash(object["spec"]["template"]);
+    ASSERT_TRUE(Eventually([&] {
+      auto w = client_->Get(type, ns_, name);
+      return w.ok() && Annotation(*w, api::kReleasedCandidateAnnotation) == first;
+    })) << name
+        << "\n"
+        << OperatorLog();
+  }
+
+  // The template change: held in the same admission.
+  const json new_image = {
+      {"spec",
+       {{"template", {{"spec", {{"containers", {{{"name", "server"}, {"image", "web:2"}}}}}}}}}}};
+  auto held_sts = client_->Patch(kube::StatefulSets(), ns_, "kinds-db",
+                                 kube::PatchType::kStrategicMerge, new_image);
+  ASSERT_TRUE(held_sts.ok()) << held_sts.status().ToString();
+  const std::string sts_hash = admission::TemplateHash((*held_sts)["spec"]["template"]);
+  EXPECT_EQ(Annotation(*held_sts, api::kHeldCandidateAnnotation), sts_hash);
+  EXPECT_EQ((*held_sts)["spec"]["updateStrategy"]["rollingUpdate"]["partition"], 2147483647)
+      << "no pod is replaced";
+  EXPECT_EQ(Annotation(*held_sts, api::kUserPartitionAnnotation), "1");
+  auto held_ds = client_->Patch(kube::DaemonSets(), ns_, "kinds-agent",
+                                kube::PatchType::kStrategicMerge, new_image);
+  ASSERT_TRUE(held_ds.ok()) << held_ds.status().ToString();
+  const std::string ds_hash = admission::TemplateHash((*held_ds)["spec"]["template"]);
+  EXPECT_EQ(Annotation(*held_ds, api::kHeldCandidateAnnotation), ds_hash);
+  EXPECT_EQ((*held_ds)["spec"]["updateStrategy"], json({{"type", "OnDelete"}}));
+  EXPECT_EQ(json::parse(Annotation(*held_ds, api::kUserUpdateStrategyAnnotation), nullptr, false),
+            ds_strategy);
+
+  // Scaling (through /scale, and through the object) does not release it.
+  EXPECT_EQ(Kubectl("scale statefulset kinds-db --replicas=3 -n " + ns_).exit_code, 0);
+  ASSERT_TRUE(client_
+                  ->Patch(kube::StatefulSets(), ns_, "kinds-db", kube::PatchType::kMerge,
+                          {{"spec", {{"replicas", 4}}}})
+                  .ok());
+  auto scaled = client_->Get(kube::StatefulSets(), ns_, "kinds-db");
+  ASSERT_TRUE(scaled.ok());
+  EXPECT_EQ((*scaled)["spec"]["replicas"], 4);
+  EXPECT_EQ((*scaled)["spec"]["updateStrategy"]["rollingUpdate"]["partition"], 2147483647);
+  EXPECT_EQ(Annotation(*scaled, api::kHeldCandidateAnnotation), sts_hash);
+
+  // While the canaries run, the gate waits.
+  auto [waiting_code, waiting] = Gate("statefulset/kinds-db", "1s");
+  EXPECT_EQ(waiting_code, 4) << waiting.dump();
+  EXPECT_EQ(Field(waiting, "state"), "TimedOut") << waiting.dump();
+
+  // The first canaries: the glibc candidate ratchets, jemalloc stays flat.
+  const std::string sts_canary = CanaryFor("kinds-db", sts_hash, "kinds");
+  const std::string ds_canary = CanaryFor("kinds-agent", ds_hash, "kinds");
+  json sts_job;
+  ASSERT_TRUE(Eventually([&] {
+    auto jobs = CanaryJobs(sts_canary);
+    if (!jobs.contains("candidate")) return false;
+    sts_job = jobs["candidate"];
+    return true;
+  })) << OperatorLog();
+  bool claim_volume = false;
+  for (const json& v : Field(sts_job["spec"]["template"]["spec"], "volumes")) {
+    if (v.value("name", "") == "data" && v.contains("emptyDir")) {
+      claim_volume = Field(v["emptyDir"], "sizeLimit").is_string();
+    }
+  }
+  EXPECT_TRUE(claim_volume) << "the claim is a sized emptyDir: " << sts_job.dump();
+  const std::map<std::string, replay::CanaryResult> retention = {
+      {"candidate", Result("candidate", "Ratchet", 2.6)},
+      {"jemalloc", Result("jemalloc", "Flat", 0.02)}};
+  RunCanary(sts_canary, retention);
+  RunCanary(ds_canary, retention);
+  for (const std::string& c : {sts_canary, ds_canary}) {
+    auto canary = client_->Get(kube::ReplayCanaries(), ns_, c);
+    ASSERT_TRUE(canary.ok());
+    EXPECT_EQ((*canary)["status"]["verdict"], "AllocatorRetention") << c;
+    EXPECT_EQ((*canary)["status"]["flatVariant"], "jemalloc") << c;
+  }
+  for (const std::string target : {"statefulset/kinds-db", "daemonset/kinds-agent"}) {
+    ASSERT_TRUE(Eventually([&] {
+      CommandResult events = Kubectl("events -n " + ns_ + " --for " + target);
+      return events.output.find("RolloutHeld") != std::string::npos &&
+             events.output.find("variant jemalloc stayed flat") != std::string::npos;
+    })) << target
+        << "\n"
+        << Kubectl("events -n " + ns_ + " --for " + target).output;
+    auto [held_code, held] = Gate(target, "30s");
+    EXPECT_EQ(held_code, 2) << target << " " << held.dump();
+    EXPECT_EQ(Field(held, "state"), "Held") << held.dump();
+    EXPECT_EQ(Field(held, "verdict"), "AllocatorRetention") << held.dump();
+  }
+  auto still = client_->Get(kube::StatefulSets(), ns_, "kinds-db");
+  EXPECT_EQ((*still)["spec"]["updateStrategy"]["rollingUpdate"]["partition"], 2147483647);
+  auto still_ds = client_->Get(kube::DaemonSets(), ns_, "kinds-agent");
+  EXPECT_EQ((*still_ds)["spec"]["updateStrategy"], json({{"type", "OnDelete"}}));
+
+  // The policy's status lists both, with their kind.
+  ASSERT_TRUE(Eventually([&] {
+    auto p = client_->Get(kube::AllocatorPolicies(), ns_, "kinds");
+    if (!p.ok()) return false;
+    const json& governed = Field(Field(*p, "status"), "governed");
+    return governed.is_array() &&
+           governed.dump().find(R"({"kind":"StatefulSet","name":"kinds-db")") !=
+               std::string::npos &&
+           governed.dump().find(R"({"kind":"DaemonSet","name":"kinds-agent")") != std::string::npos;
+  })) << OperatorLog();
+
+  // Lifting the hold by hand needs the override verb: "kinds-dev" may patch
+  // StatefulSets and DaemonSets (RBAC lets the patch through) but not override.
+  const std::string role = R"(
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: kinds-dev}
+rules:
+- {apiGroups: [apps], resources: [statefulsets, daemonsets], verbs: [get, patch, update]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: kinds-dev}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: kinds-dev}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: kinds-dev}]
+)";
+  ASSERT_EQ(Kubectl("apply -n " + ns_ + " -f -", role).exit_code, 0);
+  CommandResult by_dev =
+      Kubectl("patch statefulset kinds-db -n " + ns_ +
+              R"( --as=kinds-dev --type merge -p '{"metadata":{"annotations":{")" +
+              std::string(api::kOverrideHoldAnnotation) +
+              R"(":"now"}},"spec":{"updateStrategy":{"rollingUpdate":{"partition":0}}}}')");
+  EXPECT_NE(by_dev.exit_code, 0) << by_dev.output;
+  EXPECT_NE(
+      by_dev.output.find("user \"kinds-dev\" may not override allocatorpolicies.allocguard.io"),
+      std::string::npos)
+      << by_dev.output;
+  CommandResult ds_by_dev = Kubectl(
+      "patch daemonset kinds-agent -n " + ns_ +
+      R"( --as=kinds-dev --type json -p '[{"op":"remove","path":"/metadata/annotations/allocguard.io~1held-candidate"}]')");
+  EXPECT_NE(ds_by_dev.exit_code, 0) << ds_by_dev.output;
+  EXPECT_NE(ds_by_dev.output.find("removes allocguard.io/held-candidate"), std::string::npos)
+      << ds_by_dev.output;
+
+  // The user follows the advice: the policy's allocator becomes jemalloc; the
+  // new canaries are Flat and release both, each with its own strategy back.
+  auto switched = client_->Patch(
+      kube::AllocatorPolicies(), ns_, "kinds", kube::PatchType::kMerge,
+      {{"spec",
+        {{"allocator", {{"name", "jemalloc"}}},
+         {"canary", {{"variants", {{{"name", "glibc"}, {"allocator", {{"name", "glibc"}}}}}}}}}}});
+  ASSERT_TRUE(switched.ok()) << switched.status().ToString();
+  ASSERT_TRUE(PolicyReady("kinds"));
+  const std::map<std::string, replay::CanaryResult> flat = {
+      {"candidate", Result("candidate", "Flat", 0.02)}, {"glibc", Result("glibc", "Ratchet", 2.6)}};
+  RunCanary(CanaryFor("kinds-db", sts_hash, "kinds"), flat);
+  RunCanary(CanaryFor("kinds-agent", ds_hash, "kinds"), flat);
+  ASSERT_TRUE(Eventually([&] {
+    auto w = client_->Get(kube::StatefulSets(), ns_, "kinds-db");
+    return w.ok() && Annotation(*w, api::kReleasedCandidateAnnotation) == sts_hash;
+  })) << OperatorLog();
+  auto released = client_->Get(kube::StatefulSets(), ns_, "kinds-db");
+  EXPECT_EQ((*released)["spec"]["updateStrategy"]["rollingUpdate"]["partition"], 1)
+      << "the user's own partition";
+  EXPECT_EQ(Annotation(*released, api::kHeldCandidateAnnotation), "");
+  EXPECT_EQ(Annotation(*released, api::kUserPartitionAnnotation), "");
+  EXPECT_EQ((*released)["spec"]["replicas"], 4);
+  ASSERT_TRUE(Eventually([&] {
+    auto w = client_->Get(kube::DaemonSets(), ns_, "kinds-agent");
+    return w.ok() && Annotation(*w, api::kReleasedCandidateAnnotation) == ds_hash;
+  })) << OperatorLog();
+  auto released_ds = client_->Get(kube::DaemonSets(), ns_, "kinds-agent");
+  EXPECT_EQ((*released_ds)["spec"]["updateStrategy"], ds_strategy) << "the user's own strategy";
+  EXPECT_EQ(Annotation(*released_ds, api::kUserUpdateStrategyAnnotation), "");
+  for (const std::string target : {"statefulset/kinds-db", "daemonset/kinds-agent"}) {
+    auto [code, answer] = Gate(target, "30s");
+    EXPECT_EQ(code, 0) << target << " " << answer.dump();
+    EXPECT_EQ(Field(answer, "state"), "Proceed") << answer.dump();
+    EXPECT_TRUE(Eventually([&] {
+      CommandResult events = Kubectl("events -n " + ns_ + " --for " + target);
+      return events.output.find("RolloutReleased") != std::string::npos;
+    })) << target;
+  }
 }
 
 TEST_F(OperatorTest, ADeploymentRunningBeforeAnEnforcePolicyIsAdoptedWithoutACanary) {
