@@ -483,9 +483,9 @@ for a in json.load(sys.stdin):
   expect_eq "CA Secret owned by the MutatingWebhookConfiguration (deleted with it)" \
     "$(jget secret "$name-webhook-tls-ca" '{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}/{.metadata.ownerReferences[0].uid}' "$ns" 2>/dev/null)" \
     "MutatingWebhookConfiguration/$name/$uid_m"
-  for _ in $(seq 60); do [[ $(bundles) == "7 $(short "$secret_ca")" ]] && break; sleep 0.5; done
+  for _ in $(seq 60); do [[ $(bundles) == "9 $(short "$secret_ca")" ]] && break; sleep 0.5; done
   if [[ -n $secret_ca ]]; then
-    expect_eq "caBundle written by the operator (the Secret's ca.crt)" "$(bundles)" "7 $(short "$secret_ca")"
+    expect_eq "caBundle written by the operator (the Secret's ca.crt)" "$(bundles)" "9 $(short "$secret_ca")"
   else
     fail "the operator wrote no certificate Secret"
   fi
@@ -505,7 +505,7 @@ for a in json.load(sys.stdin):
   expect_eq "metrics: this replica leads"     "$(grep -c '^allocguard_leader_election_is_leader{lease="allocguard-operator"} 1$' <<<"$scrape")" 1
   expiry=$(sed -n 's/^allocguard_webhook_certificate_expiry_seconds //p' <<<"$scrape")
   expect_eq "metrics: certificate valid for more than a day"     "$(python3 -c 'import sys; print(float(sys.argv[1] or 0) > 86400)' "$expiry")" True
-  expect_eq "metrics: request counters of the 7 webhook paths"     "$(grep -c '^allocguard_webhook_requests_total{path="/[a-z0-9-]*",outcome="denied"} ' <<<"$scrape")" 7
+  expect_eq "metrics: request counters of the 9 webhook paths"     "$(grep -c '^allocguard_webhook_requests_total{path="/[a-z0-9-]*",outcome="denied"} ' <<<"$scrape")" 9
   expect_eq "metrics: queue depth of the 4 controllers"     "$(grep -c '^allocguard_workqueue_depth{controller="[a-z]*"} ' <<<"$scrape")" 4
   kill -TERM "$operator_pid" 2>/dev/null || true
   op_exit=0
@@ -560,7 +560,7 @@ o=json.load(sys.stdin)
 for w in o["webhooks"]: w["clientConfig"]["caBundle"]=sys.argv[1]
 print(json.dumps(o))' "$ca" | "$kubectl" replace -f - >/dev/null
   done
-  expect_eq "caBundle written" "$(bundles)" "7 $(short "$ca")"
+  expect_eq "caBundle written" "$(bundles)" "9 $(short "$ca")"
 fi
 
 echo "== helm upgrade keeps the caBundle (the operator is stopped: nothing rewrites it)"
@@ -572,7 +572,7 @@ else
 fi
 expect_eq "timeout after upgrade" \
   "$(jget validatingwebhookconfiguration "$name" '{.webhooks[1].timeoutSeconds}')" 7
-expect_eq "caBundle after upgrade" "$(bundles)" "7 $(short "$ca")"
+expect_eq "caBundle after upgrade" "$(bundles)" "9 $(short "$ca")"
 check_webhooks upgrade
 expect_eq "same MutatingWebhookConfiguration (not recreated)" "$(jget mutatingwebhookconfiguration "$name" '{.metadata.uid}')" "$uid_m"
 expect_eq "same ValidatingWebhookConfiguration (not recreated)" "$(jget validatingwebhookconfiguration "$name" '{.metadata.uid}')" "$uid_v"
@@ -581,7 +581,7 @@ if out=$("$helm" upgrade "$release" "$chart" -n "$ns" --reuse-values 2>&1); then
 else
   fail "helm upgrade (no change): $out"
 fi
-expect_eq "caBundle after an unchanged upgrade" "$(bundles)" "7 $(short "$ca")"
+expect_eq "caBundle after an unchanged upgrade" "$(bundles)" "9 $(short "$ca")"
 expect_eq "revision" "$("$helm" status "$release" -n "$ns" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')" 3
 
 echo "== helm upgrade changes a CRD (crds.install)"
