@@ -16,7 +16,8 @@ TEST(WebhookDefinitionsTest, EveryDefinedWebhookIsServedAndEveryServedPathDefine
   const std::set<std::string> served = {
       admission::kPodMutationPath,          admission::kDeploymentMutationPath,
       admission::kStatefulSetMutationPath,  admission::kDaemonSetMutationPath,
-      admission::kDeploymentValidationPath, admission::kPolicyValidationPath,
+      admission::kDeploymentValidationPath, admission::kStatefulSetValidationPath,
+      admission::kDaemonSetValidationPath,  admission::kPolicyValidationPath,
       admission::kCanaryValidationPath};
   std::set<std::string> defined;
   for (const webhook::WebhookDefinition& def : webhook::WebhookDefinitions()) {
