@@ -35,6 +35,8 @@ struct EvaluateArgs {
   bool ratchet_checks_differences = memory::StepJudgeOptions({}).ratchet_checks_differences;
   double new_false_flat_rate = memory::StepJudgeOptions({}).false_flat_rate;
   double new_spending_rho = memory::StepJudgeOptions({}).spending_rho;
+  double new_extension_share = memory::StepJudgeOptions({}).extension_share;
+  bool late_growth_hinge = memory::StepJudgeOptions({}).late_growth_hinge;
   int traces_per_class = 1000;
   uint64_t seed = 1;
   double max_slope_gib_per_h = 0.5;
@@ -58,6 +60,8 @@ memory::JudgeOptions NewJudgeOptions(const memory::JudgeOptions& base, const Eva
   out.ratchet_checks_differences = args.ratchet_checks_differences;
   out.false_flat_rate = args.new_false_flat_rate;
   out.spending_rho = args.new_spending_rho;
+  out.extension_share = args.new_extension_share;
+  out.late_growth_hinge = args.late_growth_hinge;
   return out;
 }
 
@@ -679,15 +683,18 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
       "fixed = least squares at the planned end; seq = today's sequential judge planned for %d "
       "minutes;\nseq %d of %d = the same judge planned for %d minutes that runs on to %d when "
       "undecided (%.0f%% of each budget kept for the looks after the plan);\nnew = that plan "
-      "with the large-steps rule (noise ceiling %.0f MiB) and the difference-based check of a "
-      "Ratchet%s;\nnew+rerun = new, and a run "
+      "with the large-steps rule (noise ceiling %.0f MiB), the difference-based check of a "
+      "Ratchet%s,\n%.0f%% of each budget kept for the looks after the plan and a false-Flat "
+      "budget of %.0f%%%s;\nnew+rerun = new, and a run "
       "that ends Inconclusive is run once more on a fresh trace of the same instance, as a "
       "canary\nreruns its candidate (canary.inconclusiveReruns 1); its minutes are those of "
       "both runs\n\n",
       args.traces_per_class, static_cast<unsigned long long>(args.seed), threshold,
       args.max_minutes, args.planned_minutes, args.planned_minutes, args.max_minutes,
       args.planned_minutes, args.max_minutes, 100 * args.extension_share, args.noise_ceiling_mib,
-      args.ratchet_checks_differences ? "" : " (off)");
+      args.ratchet_checks_differences ? "" : " (off)", 100 * next.extension_share,
+      100 * next.false_flat_rate,
+      next.late_growth_hinge ? ", the broken-line late-growth scan" : "");
   std::printf("%-34s %-11s", "class", "truth");
   for (const auto& r : rules) std::printf(" | %-26s", r.name.c_str());
   std::printf("\n%-34s %-11s", "", "");
@@ -813,6 +820,44 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
                     }).MissedRatchetRate());
       },
       "");
+  // A trace whose last judged floor came before its growth began was level
+  // in every floor the judge saw: a stopping judge cannot be blamed for it.
+  row(
+      "missed Ratchet, growth begun by the verdict",
+      [&](size_t r) {
+        int traces = 0;
+        int missed = 0;
+        for (size_t k = 0; k < corpus.size(); ++k) {
+          if (corpus[k].truth != memory::TraceTruth::kRatchet) continue;
+          const VerdictCounts& c = counts[k][r];
+          traces += c.traces - c.not_ratchet_before_growth;
+          missed += c.traces - c.ratchet - c.not_ratchet_before_growth;
+        }
+        return Rate(traces ? static_cast<double>(missed) / traces : 0);
+      },
+      "");
+  row(
+      "false Ratchet by test: whole/late/steps",
+      [&](size_t r) {
+        int traces = 0;
+        int late = 0;
+        int steps = 0;
+        int all = 0;
+        for (size_t k = 0; k < corpus.size(); ++k) {
+          if (corpus[k].truth != memory::TraceTruth::kNotRatchet) continue;
+          const VerdictCounts& c = counts[k][r];
+          traces += c.traces;
+          all += c.ratchet;
+          late += c.ratchet_late_growth;
+          steps += c.ratchet_large_steps;
+        }
+        const auto pct = [&](int n) { return traces ? 100.0 * n / traces : 0.0; };
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.2f/%.2f/%.2f", pct(all - late - steps), pct(late),
+                      pct(steps));
+        return std::string(buf);
+      },
+      "");
   row(
       "flat truth (|slope| <= threshold/2) Inconcl.",
       [&](size_t r) { return Rate(flat_truth_inconclusive(r)); }, "<= 3%");
@@ -828,6 +873,23 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
   row(
       "  p90", [&](size_t r) { return minutes(memory::MinutesQuantile(minutes_at(r, 2.5), 0.9)); },
       "");
+  // Where the default judge's false Ratchets come from, class by class.
+  std::printf(
+      "  %s false Ratchets of 1%% or more (whole-run test / late-growth scan / large "
+      "steps):",
+      rules[3].name.c_str());
+  for (size_t k = 0; k < corpus.size(); ++k) {
+    const VerdictCounts& c = counts[k][3];
+    if (corpus[k].truth != memory::TraceTruth::kNotRatchet || c.traces == 0 ||
+        c.ratchet * 100 < c.traces) {
+      continue;
+    }
+    std::printf("\n    %-34s %s (%d / %d / %d of %d)", corpus[k].name.c_str(),
+                Percent(c.ratchet, c.traces).c_str(),
+                c.ratchet - c.ratchet_late_growth - c.ratchet_large_steps, c.ratchet_late_growth,
+                c.ratchet_large_steps, c.traces);
+  }
+  std::printf("\n");
   for (size_t r = 0; r < rule_count; ++r) {
     std::printf(
         "  %s: worst false %s; worst missed %s\n", rules[r].name.c_str(),
@@ -981,6 +1043,15 @@ void RegisterEvaluateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--new-spending-rho", args->new_spending_rho,
                   "The new judge's spending exponent (alpha * t^rho)")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--new-extension-share", args->new_extension_share,
+                  "Share of each error budget the new judge keeps for the looks after the "
+                  "planned end")
+      ->check(CLI::Range(0.0, 0.9))
+      ->capture_default_str();
+  cmd->add_option("--late-growth-hinge", args->late_growth_hinge,
+                  "The new judge's late-growth scan fits a broken line to all the floors "
+                  "instead of each tail alone")
       ->capture_default_str();
   cmd->add_option("--samples", args->sample_traces_per_class,
                   "Traces per class of the sample-level corpus (2 s samples; compares floor "

@@ -30,4 +30,17 @@ LateGrowth FindLateGrowth(std::span<const MinuteFloor> floors, double threshold_
                           double alpha, int min_segment,
                           SlopeNoise noise = SlopeNoise::kQuadraticResiduals);
 
+// The same scan with every start judged on all the floors, not on its tail
+// alone: a broken line y = a + b t + c max(0, t - start), level-continuous at
+// the start, is fitted to the whole run, and the tail's slope b + c gets its
+// variance from the residuals of that fit (n - 3 degrees of freedom) with
+// their lag-1 correlation (bias-corrected as FitSlopeInterval does, clamped
+// to [0, 0.9]) taken into the exact AR(1) variance of b + c. A tail of 5-8
+// floors estimates its own noise from 2-5 degrees of freedom and cannot see
+// slow wander in it; the floors before the start can. The floors must be
+// consecutive minutes. tail.slope, low, high, std_error, dof and
+// lag1_autocorrelation describe b + c; tail.n is the tail's floors.
+LateGrowth FindHingeGrowth(std::span<const MinuteFloor> floors, double threshold_bytes_per_minute,
+                           double alpha, int min_segment);
+
 }  // namespace allocguard::memory

@@ -56,6 +56,11 @@ struct FloorJudgement {
   // planned_minutes) and before max_minutes: the run would have ended here
   // undecided, and goes on instead.
   bool past_planned_end = false;
+  // Which of the sequential judge's tests called a Ratchet (kWholeRun for
+  // every other verdict and judge): evaluate-verdicts counts false Ratchets
+  // by it.
+  enum class Rule { kWholeRun, kLateGrowth, kLargeSteps };
+  Rule ratchet_rule = Rule::kWholeRun;
 };
 
 struct JudgeOptions {
@@ -97,6 +102,9 @@ struct JudgeOptions {
   // starts mid-run, and the fewest floors that check fits a rising segment to.
   double late_growth_share = 0.2;
   int late_growth_min_floors = 5;
+  // When set, each start of that check is judged on a broken line fitted to
+  // all the floors (FindHingeGrowth), not on its tail alone (FindLateGrowth).
+  bool late_growth_hinge = false;
   // The large-steps rule: a few minutes of climb far beyond anything floor
   // noise can make decide a Ratchet without waiting for the noise to be
   // estimated. It assumes the floor noise has an sd of at most

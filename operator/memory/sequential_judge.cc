@@ -115,6 +115,7 @@ class SequentialJudge final : public FloorJudge {
         j.slope_high_gib_per_h = BytesPerMinuteToGiBPerHour(steps.high);
         j.confidence = 1 - 2 * budget.steps;
         j.decision = FloorDecision::kRatchet;
+        j.ratchet_rule = FloorJudgement::Rule::kLargeSteps;
         j.explanation = "floor rises " + Gib(iv.slope) + " GiB/h over " + Minutes(n) +
                         ", more than floor noise up to " +
                         Fixed(options_.noise_ceiling_mib, "%.0f") + " MiB can make (at least " +
@@ -137,8 +138,11 @@ class SequentialJudge final : public FloorJudge {
       return j;
     }
 
-    const LateGrowth late = FindLateGrowth(floors, threshold, budget.late_growth,
-                                           options_.late_growth_min_floors, noise);
+    const LateGrowth late = options_.late_growth_hinge
+                                ? FindHingeGrowth(floors, threshold, budget.late_growth,
+                                                  options_.late_growth_min_floors)
+                                : FindLateGrowth(floors, threshold, budget.late_growth,
+                                                 options_.late_growth_min_floors, noise);
     if (late.found) {
       const auto tail = floors.subspan(static_cast<size_t>(n - late.tail.n));
       const double tail_sen = TheilSenSlope(tail);
@@ -150,6 +154,7 @@ class SequentialJudge final : public FloorJudge {
         j.trend_p_value = tail_mk.p_increasing;
         j.growth_start_minute = late.start_minute;
         j.decision = FloorDecision::kRatchet;
+        j.ratchet_rule = FloorJudgement::Rule::kLateGrowth;
         j.explanation = "floor rises " + Gib(late.tail.slope) + " GiB/h since minute " +
                         std::to_string(late.start_minute) + " " +
                         IntervalText(late.tail, tail_confidence) + ", Theil–Sen " + Gib(tail_sen) +

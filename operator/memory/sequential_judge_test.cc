@@ -248,6 +248,7 @@ TEST(SequentialJudgeTest, LateGrowthCheckCatchesWhatTheWholeRunFitDilutes) {
   EXPECT_EQ(j.decision, FloorDecision::kRatchet) << j.explanation;
   EXPECT_GE(j.growth_start_minute, 9) << j.explanation;
   EXPECT_NEAR(j.slope_gib_per_h, 4, 1);
+  EXPECT_EQ(j.ratchet_rule, FloorJudgement::Rule::kLateGrowth);
 }
 
 TEST(SequentialJudgeTest, FallingFloorIsStillSettling) {
@@ -375,6 +376,7 @@ TEST(LargeStepRuleTest, TheDemosGlibcClimbIsARatchetByMinuteFive) {
   const FloorJudgement j = judge->Judge(std::span(floors).first(5), false);
   ASSERT_EQ(j.decision, FloorDecision::kRatchet) << j.explanation;
   EXPECT_NEAR(j.slope_gib_per_h, 16.887, 0.001);
+  EXPECT_EQ(j.ratchet_rule, FloorJudgement::Rule::kLargeSteps);
   // The interval reported is the rule's, not the estimated-noise one (about
   // -149 to +183 GiB/h here), so it does not straddle zero beside a Ratchet.
   EXPECT_NEAR(j.slope_low_gib_per_h, 115.623 * 60 / 1024, 0.001);

@@ -28,6 +28,8 @@ void VerdictCounts::Add(const RunOutcome& outcome) {
   switch (outcome.judgement.decision) {
     case FloorDecision::kRatchet:
       ++ratchet;
+      ratchet_late_growth += outcome.judgement.ratchet_rule == FloorJudgement::Rule::kLateGrowth;
+      ratchet_large_steps += outcome.judgement.ratchet_rule == FloorJudgement::Rule::kLargeSteps;
       break;
     case FloorDecision::kFlat:
       ++flat;
@@ -45,6 +47,9 @@ void VerdictCounts::Merge(const VerdictCounts& other) {
   ratchet += other.ratchet;
   flat += other.flat;
   inconclusive += other.inconclusive;
+  ratchet_late_growth += other.ratchet_late_growth;
+  ratchet_large_steps += other.ratchet_large_steps;
+  not_ratchet_before_growth += other.not_ratchet_before_growth;
   minutes.insert(minutes.end(), other.minutes.begin(), other.minutes.end());
 }
 
@@ -78,14 +83,23 @@ std::vector<std::vector<VerdictCounts>> EvaluateRules(std::span<const TraceClass
           return ReplayJudge(*rules[r].judge, std::span(trace).first(seen));
         };
         RunOutcome outcome = judge(floors);
+        // Minutes into the last run (the one whose verdict counts) at its verdict.
+        int last_run_minutes = outcome.minutes_elapsed;
         for (int rerun = 1;
              rerun <= rules[r].reruns && outcome.judgement.decision == FloorDecision::kInconclusive;
              ++rerun) {
           RunOutcome next = judge(GenerateFloorTrace(spec, RerunFloorSeed(trace_seed, rerun)));
+          last_run_minutes = next.minutes_elapsed;
           next.minutes_elapsed += outcome.minutes_elapsed;
           outcome = next;
         }
         out[k][r].Add(outcome);
+        // The last floor judged is that of minute last_run_minutes - 1; the
+        // floor first rises at minute growth_start_minute + 1.
+        if (spec.growth_start_minute > 0 && outcome.judgement.decision != FloorDecision::kRatchet &&
+            last_run_minutes - 1 <= spec.growth_start_minute) {
+          ++out[k][r].not_ratchet_before_growth;
+        }
       }
     }
   }

@@ -32,6 +32,15 @@ struct VerdictCounts {
   int flat = 0;
   int inconclusive = 0;
   std::vector<int> minutes;  // minutes_elapsed of every trace
+  // Ratchets called by the sequential judge's late-growth scan and by its
+  // large-steps rule (FloorJudgement::ratchet_rule); the rest by its
+  // whole-run test.
+  int ratchet_late_growth = 0;
+  int ratchet_large_steps = 0;
+  // Traces whose growth starts mid-run (TraceSpec::growth_start_minute) that
+  // did not end Ratchet although the last floor judged was before the growth
+  // began: no judge that stops there could have seen it (EvaluateRules).
+  int not_ratchet_before_growth = 0;
 
   void Add(const RunOutcome& outcome);
   void Merge(const VerdictCounts& other);

@@ -81,6 +81,47 @@ TEST(EvaluateRulesTest, AnInconclusiveRunIsJudgedAgainOnAFreshTrace) {
   EXPECT_NE(RerunFloorSeed(7, 1), RerunFloorSeed(7, 2));
 }
 
+// A trace whose growth starts after the last floor a judge saw was level in
+// every floor it judged: the count of those lets evaluate-verdicts tell a
+// missed ratchet from one no stopping judge could see.
+TEST(EvaluateRulesTest, CountsVerdictsGivenBeforeTheGrowthBegan) {
+  // Growth from minute 6 (the floor of minute 7 is the first that rises),
+  // 15-minute traces: floors of minutes 1..14.
+  const TraceClass late{.name = "late",
+                        .spec = {.slope_gib_per_h = 5, .growth_start_minute = 6, .minutes = 15},
+                        .truth = TraceTruth::kRatchet};
+  const DecidesAt flat_at_6(6, FloorDecision::kFlat);        // last floor minute 6: before it
+  const DecidesAt flat_at_7(7, FloorDecision::kFlat);        // minute 7: the growth has begun
+  const DecidesAt ratchet_at_4(4, FloorDecision::kRatchet);  // a Ratchet is never counted
+  const RuleUnderTest rules[] = {
+      {"flat 6", &flat_at_6, 100}, {"flat 7", &flat_at_7, 100}, {"ratchet 4", &ratchet_at_4, 100}};
+  const auto counts = EvaluateRules(std::span(&late, 1), 4, 1, rules);
+  EXPECT_EQ(counts[0][0].flat, 4);
+  EXPECT_EQ(counts[0][0].not_ratchet_before_growth, 4);
+  EXPECT_EQ(counts[0][1].not_ratchet_before_growth, 0);
+  EXPECT_EQ(counts[0][2].ratchet, 4);
+  EXPECT_EQ(counts[0][2].not_ratchet_before_growth, 0);
+}
+
+// Ratchets are counted by the test of the sequential judge that called them.
+TEST(VerdictCountsTest, CountsRatchetsByTheTestThatCalledThem) {
+  VerdictCounts c;
+  FloorJudgement whole{.decision = FloorDecision::kRatchet};
+  FloorJudgement late = whole;
+  late.ratchet_rule = FloorJudgement::Rule::kLateGrowth;
+  FloorJudgement steps = whole;
+  steps.ratchet_rule = FloorJudgement::Rule::kLargeSteps;
+  FloorJudgement flat{.decision = FloorDecision::kFlat};
+  for (const FloorJudgement& j : {whole, late, late, steps, flat}) c.Add({.judgement = j});
+  EXPECT_EQ(c.ratchet, 4);
+  EXPECT_EQ(c.ratchet_late_growth, 2);
+  EXPECT_EQ(c.ratchet_large_steps, 1);
+  VerdictCounts twice = c;
+  twice.Merge(c);
+  EXPECT_EQ(twice.ratchet_late_growth, 4);
+  EXPECT_EQ(twice.ratchet_large_steps, 2);
+}
+
 TEST(VerdictCountsTest, CountsAndMedian) {
   VerdictCounts c;
   EXPECT_TRUE(std::isnan(c.MedianMinutes()));
