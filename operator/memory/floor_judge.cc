@@ -140,7 +140,8 @@ JudgeOptions StepJudgeOptions(JudgeOptions base) {
   base.noise_ceiling_mib = 64;
   base.noise_ceiling_ar1 = 0.9;
   base.ratchet_checks_differences = true;
-  base.false_flat_rate = 0.10;
+  base.false_flat_rate = 0.15;
+  base.extension_share = 0.4;
   return base;
 }
 
