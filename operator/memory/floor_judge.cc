@@ -142,6 +142,7 @@ JudgeOptions StepJudgeOptions(JudgeOptions base) {
   base.ratchet_checks_differences = true;
   base.false_flat_rate = 0.15;
   base.extension_share = 0.4;
+  base.noise = SlopeNoise::kScreenedQuadraticResiduals;
   return base;
 }
 

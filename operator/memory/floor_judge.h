@@ -154,9 +154,11 @@ std::unique_ptr<FloorJudge> NewSequentialJudge(const JudgeOptions& options);
 // `base` with the rules of the step-aware judge switched on: the large-steps
 // rule (noise ceiling 64 MiB, lag-1 correlation 0.9), the difference-based
 // check of the whole-run Ratchet, a false-Flat budget of 15 % at a slope of
-// exactly the threshold (far less at twice it), and 40 % of each budget kept
-// for the looks after the planned end (docs/verdicts.md measures both). The
-// other fields, the plan's lengths among them, are base's.
+// exactly the threshold (far less at twice it), 40 % of each budget kept for
+// the looks after the planned end, and the whole-run noise estimate with one
+// outlier minute left out (SlopeNoise::kScreenedQuadraticResiduals;
+// docs/verdicts.md measures each). The other fields, the plan's lengths among
+// them, are base's.
 JudgeOptions StepJudgeOptions(JudgeOptions base);
 
 // The default judge of this build: the sequential judge with

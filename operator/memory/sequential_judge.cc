@@ -51,6 +51,14 @@ void Describe(const SlopeInterval& iv, double confidence, FloorJudgement* j) {
   }
 }
 
+// The late-growth scan judges up to 20 tails at every look: a screen for one
+// outlier minute that now and then leaves out an ordinary floor would, over
+// that many tails, narrow some tail's interval at almost every look
+// (docs/verdicts.md measures it). The tails are judged without it.
+SlopeNoise TailNoise(SlopeNoise noise) {
+  return noise == SlopeNoise::kScreenedQuadraticResiduals ? SlopeNoise::kQuadraticResiduals : noise;
+}
+
 FloorJudgement Undecided(FloorJudgement j, bool final, std::string why) {
   if (!final) return j;
   j.decision = FloorDecision::kInconclusive;
@@ -142,7 +150,7 @@ class SequentialJudge final : public FloorJudge {
                                 ? FindHingeGrowth(floors, threshold, budget.late_growth,
                                                   options_.late_growth_min_floors)
                                 : FindLateGrowth(floors, threshold, budget.late_growth,
-                                                 options_.late_growth_min_floors, noise);
+                                                 options_.late_growth_min_floors, TailNoise(noise));
     if (late.found) {
       const auto tail = floors.subspan(static_cast<size_t>(n - late.tail.n));
       const double tail_sen = TheilSenSlope(tail);

@@ -264,6 +264,22 @@ SlopeInterval FitSlopeInterval(std::span<const MinuteFloor> floors, double one_s
       ConsecutiveMinutes(floors)) {
     return DifferenceInterval(floors, one_sided_alpha, iv);
   }
+  if (noise == SlopeNoise::kScreenedQuadraticResiduals && iv.n >= kOutlierScreenMinFloors &&
+      ConsecutiveMinutes(floors)) {
+    std::vector<double> d1;
+    d1.reserve(floors.size());
+    for (size_t i = 0; i + 1 < floors.size(); ++i) {
+      d1.push_back(floors[i + 1].floor_bytes - floors[i].floor_bytes);
+    }
+    const int outlier = OutlierMinuteIndex(d1);
+    if (outlier >= 0) {
+      std::vector<MinuteFloor> rest(floors.begin(), floors.end());
+      rest.erase(rest.begin() + outlier);
+      SlopeInterval out = FitSlopeInterval(rest, one_sided_alpha, SlopeNoise::kQuadraticResiduals);
+      out.outlier_minute = floors[static_cast<size_t>(outlier)].minute;
+      return out;
+    }
+  }
 
   // The noise (its size and its lag-1 autocorrelation) is estimated from the
   // residuals of a quadratic fit when there are enough floors. Ratchets

@@ -45,8 +45,9 @@ struct SlopeInterval {
   double t_quantile = 0;  // upper one-sided quantile at the requested alpha
   double low = 0;         // slope - t_quantile * std_error
   double high = 0;        // slope + t_quantile * std_error
-  // SlopeNoise::kDifferences only: the minute left out as one outlier minute
-  // (slope, noise and dof are then those of the other floors); 0 for none.
+  // SlopeNoise::kDifferences and kScreenedQuadraticResiduals: the minute left
+  // out as one outlier minute (slope, noise and dof are then those of the
+  // other floors); 0 for none.
   int outlier_minute = 0;
   // False when there are fewer than 3 floors or all floors share one minute;
   // low and high are then -inf and +inf.
@@ -80,7 +81,20 @@ enum class SlopeNoise {
   // left out. Below 5 floors (too few two-minute differences) the
   // straight-line residuals are used, as kQuadraticResiduals does there.
   kDifferences,
+  // kQuadraticResiduals with one outlier minute left out, found by the
+  // screen of kDifferences (two neighbouring one-minute differences that
+  // stand out in opposite directions), from kOutlierScreenMinFloors
+  // consecutive floors on: slope, noise and interval are then those of the
+  // other floors, with n - 3 degrees of freedom (SlopeInterval::
+  // outlier_minute names it). One floor held 300 MiB high for a minute
+  // otherwise inflates the residuals' spread for the rest of the run.
+  kScreenedQuadraticResiduals,
 };
+
+// kScreenedQuadraticResiduals looks for an outlier minute from this many
+// floors on; with fewer, the median absolute deviation of 4-6 differences
+// is too unsteady to tell one minute from ordinary noise.
+inline constexpr int kOutlierScreenMinFloors = 8;
 
 // Fits floor_bytes against minute. Each side of the interval excludes the
 // true slope with probability one_sided_alpha (so the two-sided coverage is

@@ -266,6 +266,47 @@ TEST(DifferenceNoiseTest, TheScreenLeavesOutOutliersNotOrdinaryNoise) {
 // under AR(1) noise: the slope is (y3 - y1) / 2, variance s^2 (1 - r^2) / 2,
 // largest at r = 0. Four floors: s^2 (5 + 2.5 r - 3 r^2 - 4.5 r^3) / 25, whose
 // largest value on the 0.05 grid is at r = 0.25: 5.3671875 / 25 s^2.
+// The whole-run estimate with the screen: minute 5 of the alternating floors
+// held 300 MiB high is left out, and the other eight, at x = m - 5 = -4 -3 -2
+// -1 1 2 3 4 with values -5 5 -5 5 5 -5 5 -5, are fitted by a quadratic. The
+// values are even in x, so the slope is 0 and the quadratic a + c x^2 solves
+// [8 60; 60 708] (a c) = (0 -100): a = 6000/2064, c = -800/2064. Residuals
+// -1.705426 5.581395 -6.356589 2.480620 (mirrored), SSE = 200 - 100 * 800/2064
+// = 161.240310; lag-1 -0.715564, + 3/8 for the bias, clamped to 0; se =
+// sqrt(161.240310 / (8 - 3) / 60) = 0.733122 MiB/min with 6 degrees of
+// freedom.
+TEST(ScreenedQuadraticNoiseTest, HandComputedOneOutlierMinuteIsLeftOut) {
+  const auto floors = FloorsMiB({-5, 5, -5, 5, 295, 5, -5, 5, -5});
+  const SlopeInterval iv = FitSlopeInterval(floors, 0.025, SlopeNoise::kScreenedQuadraticResiduals);
+  ASSERT_TRUE(iv.valid);
+  EXPECT_EQ(iv.outlier_minute, 5);
+  EXPECT_NEAR(iv.slope / kBytesPerMiB, 0, 1e-9);
+  EXPECT_NEAR(iv.lag1_autocorrelation, -0.715564, 1e-6);
+  EXPECT_NEAR(iv.std_error / kBytesPerMiB, std::sqrt((200 - 100 * 800.0 / 2064) / 5 / 60), 1e-9);
+  EXPECT_NEAR(iv.std_error / kBytesPerMiB, 0.733122, 1e-6);
+  EXPECT_DOUBLE_EQ(iv.dof, 6);
+  // Without the screen the minute inflates the residuals: the interval is
+  // more than ten times as wide.
+  const SlopeInterval plain = FitSlopeInterval(floors, 0.025);
+  EXPECT_EQ(plain.outlier_minute, 0);
+  EXPECT_GT(plain.std_error, 10 * iv.std_error);
+}
+
+// Below kOutlierScreenMinFloors floors, or with nothing that stands out, the
+// screened estimate is the plain one.
+TEST(ScreenedQuadraticNoiseTest, NoOutlierOrTooFewFloorsChangesNothing) {
+  for (const auto& floors :
+       {FloorsMiB({-5, 5, -5, 5, -5, 5, -5, 5, -5}), FloorsMiB({-5, 5, -5, 295, 5, -5, 5})}) {
+    const SlopeInterval screened =
+        FitSlopeInterval(floors, 0.025, SlopeNoise::kScreenedQuadraticResiduals);
+    const SlopeInterval plain = FitSlopeInterval(floors, 0.025);
+    EXPECT_EQ(screened.outlier_minute, 0);
+    EXPECT_DOUBLE_EQ(screened.std_error, plain.std_error);
+    EXPECT_DOUBLE_EQ(screened.slope, plain.slope);
+    EXPECT_DOUBLE_EQ(screened.dof, plain.dof);
+  }
+}
+
 TEST(WorstCaseSlopeVarianceTest, HandComputedShortRuns) {
   const double s = 64 * kBytesPerMiB;
   auto three = FloorsMiB({0, 0, 0});
