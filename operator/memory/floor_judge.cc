@@ -143,6 +143,7 @@ JudgeOptions StepJudgeOptions(JudgeOptions base) {
   base.false_flat_rate = 0.15;
   base.extension_share = 0.4;
   base.noise = SlopeNoise::kScreenedQuadraticResiduals;
+  base.late_growth_hinge = true;
   return base;
 }
 

@@ -156,9 +156,10 @@ std::unique_ptr<FloorJudge> NewSequentialJudge(const JudgeOptions& options);
 // check of the whole-run Ratchet, a false-Flat budget of 15 % at a slope of
 // exactly the threshold (far less at twice it), 40 % of each budget kept for
 // the looks after the planned end, and the whole-run noise estimate with one
-// outlier minute left out (SlopeNoise::kScreenedQuadraticResiduals;
-// docs/verdicts.md measures each). The other fields, the plan's lengths among
-// them, are base's.
+// outlier minute left out (SlopeNoise::kScreenedQuadraticResiduals), and
+// the late-growth scan on a broken line through all the floors
+// (late_growth_hinge; docs/verdicts.md measures each). The other fields, the
+// plan's lengths among them, are base's.
 JudgeOptions StepJudgeOptions(JudgeOptions base);
 
 // The default judge of this build: the sequential judge with
