@@ -37,6 +37,8 @@ struct EvaluateArgs {
   double new_spending_rho = memory::StepJudgeOptions({}).spending_rho;
   double new_extension_share = memory::StepJudgeOptions({}).extension_share;
   bool late_growth_hinge = memory::StepJudgeOptions({}).late_growth_hinge;
+  bool outlier_screen =
+      memory::StepJudgeOptions({}).noise == memory::SlopeNoise::kScreenedQuadraticResiduals;
   int traces_per_class = 1000;
   uint64_t seed = 1;
   double max_slope_gib_per_h = 0.5;
@@ -62,6 +64,8 @@ memory::JudgeOptions NewJudgeOptions(const memory::JudgeOptions& base, const Eva
   out.spending_rho = args.new_spending_rho;
   out.extension_share = args.new_extension_share;
   out.late_growth_hinge = args.late_growth_hinge;
+  out.noise = args.outlier_screen ? memory::SlopeNoise::kScreenedQuadraticResiduals
+                                  : memory::SlopeNoise::kQuadraticResiduals;
   return out;
 }
 
@@ -685,7 +689,7 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
       "undecided (%.0f%% of each budget kept for the looks after the plan);\nnew = that plan "
       "with the large-steps rule (noise ceiling %.0f MiB), the difference-based check of a "
       "Ratchet%s,\n%.0f%% of each budget kept for the looks after the plan and a false-Flat "
-      "budget of %.0f%%%s;\nnew+rerun = new, and a run "
+      "budget of %.0f%%%s%s;\nnew+rerun = new, and a run "
       "that ends Inconclusive is run once more on a fresh trace of the same instance, as a "
       "canary\nreruns its candidate (canary.inconclusiveReruns 1); its minutes are those of "
       "both runs\n\n",
@@ -694,6 +698,9 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
       args.planned_minutes, args.max_minutes, 100 * args.extension_share, args.noise_ceiling_mib,
       args.ratchet_checks_differences ? "" : " (off)", 100 * next.extension_share,
       100 * next.false_flat_rate,
+      next.noise == memory::SlopeNoise::kScreenedQuadraticResiduals
+          ? ", one outlier minute left out"
+          : "",
       next.late_growth_hinge ? ", the broken-line late-growth scan" : "");
   std::printf("%-34s %-11s", "class", "truth");
   for (const auto& r : rules) std::printf(" | %-26s", r.name.c_str());
@@ -1048,6 +1055,9 @@ void RegisterEvaluateCommand(CLI::App& app, int* exit_code) {
                   "Share of each error budget the new judge keeps for the looks after the "
                   "planned end")
       ->check(CLI::Range(0.0, 0.9))
+      ->capture_default_str();
+  cmd->add_option("--outlier-screen", args->outlier_screen,
+                  "The new judge's whole-run and Flat intervals leave out one outlier minute")
       ->capture_default_str();
   cmd->add_option("--late-growth-hinge", args->late_growth_hinge,
                   "The new judge's late-growth scan fits a broken line to all the floors "
