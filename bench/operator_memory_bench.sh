@@ -4,6 +4,7 @@
 #   bench/operator_memory_bench.sh [--deployments N] [--batch 500] [--parallel 2]
 #                                  [--mode Audit|Enforce|Off] [--allocguard PATH]
 #                                  [--no-operator] [--no-webhooks] [--present] [--pods N]
+#                                  [--templates N]
 #                                  [--peer full|strip|metadata|metadata-strip [--peer-restart]]
 #
 # Starts a control plane of its own (e2e/cluster/up.sh; no kubelet, no
@@ -20,6 +21,12 @@
 # control plane and the creation. --present creates the Deployments first and
 # then starts the operator, so its initial list carries all of them (no idle
 # figure then; per Deployment is its whole RSS over the count).
+#
+# --templates N gives the Deployments N distinct pod templates (Deployment i
+# gets template i mod N: its image and one env value), as a fleet of
+# identical services or a template stamped per tenant would have; each keeps
+# labels of its own (app=bench, instance=bench-<i>), which no canary
+# measures. Without it every Deployment's template is distinct.
 #
 # --pods N creates N bare Pods labelled app=bench instead of Deployments (the
 # same container; with no scheduler they stay Pending, so their status is
@@ -51,6 +58,7 @@ allocguard=$repo/build/release/operator/cli/allocguard
 governed_metric=${ALLOCGUARD_GOVERNED_METRIC:-allocguard_cached_deployments}
 peer=
 peer_restart=0
+templates=0
 while (($#)); do
   case $1 in
     --deployments) deployments=$2; shift 2 ;;
@@ -64,6 +72,7 @@ while (($#)); do
     --pods) kind=Pod; deployments=$2; governed_metric=allocguard_cached_pods; shift 2 ;;
     --peer) peer=$2; with_webhooks=0; governed_metric=peer_cached_deployments; shift 2 ;;
     --peer-restart) peer_restart=1; shift ;;
+    --templates) templates=$2; shift 2 ;;
     *) echo "operator_memory_bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -210,9 +219,10 @@ fi
 # Files of $batch Deployments each, as a user's manifests would look: one
 # container with ports, resources, env and probes (about 1.5 KiB in etcd).
 log "writing $deployments ${kind}s in files of $batch"
-python3 - "$work" "$deployments" "$batch" "$bench_ns" "$kind" <<'PY'
+python3 - "$work" "$deployments" "$batch" "$bench_ns" "$kind" "$templates" <<'PY'
 import sys
 work, total, batch, ns, kind = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+templates = int(sys.argv[6])
 pod = """apiVersion: v1
 kind: Pod
 metadata:
@@ -247,9 +257,9 @@ spec:
     spec:
       containers:
       - name: server
-        image: registry.example/bench/server:1.{i}
+        image: registry.example/bench/server:1.{t}
         ports: [{{containerPort: 8080, name: http}}]
-        env: [{{name: MODE, value: production}}, {{name: INSTANCE, value: bench-{i:05d}}}]
+        env: [{{name: MODE, value: production}}, {{name: INSTANCE, value: bench-{t:05d}}}]
         resources:
           requests: {{cpu: 100m, memory: 128Mi}}
           limits: {{memory: 512Mi}}
@@ -260,7 +270,8 @@ if kind == "Pod":
     doc = pod
 for start in range(0, total, batch):
     with open(f"{work}/deployments-{start:05d}.yaml", "w") as f:
-        f.write("---\n".join(doc.format(i=i, ns=ns) for i in range(start, min(total, start + batch))))
+        f.write("---\n".join(doc.format(i=i, t=i % templates if templates > 0 else i, ns=ns)
+                              for i in range(start, min(total, start + batch))))
 PY
 
 read -r api_rss_before _ < <(mem_kib "$apiserver_pid")
@@ -351,7 +362,9 @@ webhooks_note=", webhooks registered"
 ((with_webhooks)) || webhooks_note=", webhooks not registered"
 ((with_operator)) || webhooks_note=", no operator"
 [[ -n $peer ]] && webhooks_note=", the controller-runtime peer's informer (--mode $peer) instead of the operator"
-echo "operator memory benchmark: $created ${kind}s labelled app=bench, AllocatorPolicy in $mode mode$webhooks_note"
+templates_note=
+((templates > 0)) && templates_note=" ($templates distinct pod templates)"
+echo "operator memory benchmark: $created ${kind}s labelled app=bench$templates_note, AllocatorPolicy in $mode mode$webhooks_note"
 echo "  creation: $created ${kind}s in ${create_seconds} s ($parallel kubectl create of $batch each)," \
   "$object_bytes bytes of JSON each"
 if ((with_operator)); then
