@@ -10,6 +10,7 @@
 #include "controllers/injection_breaker.h"
 #include "controllers/policy_decision.h"
 #include "operator/admission/deployment_gate.h"
+#include "operator/api/deployment.h"
 #include "operator/api/names.h"
 #include "operator/api/pod_template.h"
 #include "operator/api/policy.h"
@@ -240,7 +241,7 @@ bool ReusableMeasurement(const api::VariantStatus& variant_status) {
 std::string RefuseTemplateRights(const api::ReplayCanary& canary,
                                  const std::string& target_template_hash) {
   const json tmpl = json::parse(canary.spec.pod_template_json, nullptr, false);
-  if (!target_template_hash.empty() && admission::TemplateHash(tmpl) == target_template_hash) {
+  if (!target_template_hash.empty() && api::MeasuredTemplateHash(tmpl) == target_template_hash) {
     return "";
   }
   const std::vector<std::string> fields = api::RightsBeyondAnOrdinaryPod(tmpl);
@@ -249,7 +250,8 @@ std::string RefuseTemplateRights(const api::ReplayCanary& canary,
   for (const std::string& f : fields)
     list += (list.empty() ? "" : ", ") + std::string("spec.template.") + f;
   return "the template asks for " + list + ", and it is not the current template of " +
-         canary.spec.target_kind + "/" + canary.spec.target_name +
+         canary.spec.target_kind + "/" + canary.spec.target_name + " nor of any " +
+         canary.spec.target_kind + " of the namespace" +
          ": allocguard runs such a template only for the workload that has it (a hand-made "
          "ReplayCanary gets no more than an ordinary pod of the namespace)";
 }

@@ -261,9 +261,11 @@ void SetCanaryConditions(api::ReplayCanaryStatus& status, int64_t generation,
 // Why the operator may not run `canary`'s template in a Job of its own, or ""
 // when it may. Canary Jobs are created with the operator's account, which may
 // create Jobs in every namespace, so a template is run as it stands only when
-// it is the target workload's own current template (TemplateHash equal to
-// `target_template_hash`, the target Deployment's as the cache shows it; ""
-// when there is no such Deployment). Any other template (a hand-made canary's)
+// it is the current template of a workload of the target's kind in the
+// canary's namespace (api::MeasuredTemplateHash equal to
+// `target_template_hash`, that workload's as the cache shows it: the target's,
+// or another's that measures alike when the canary is shared; "" when there
+// is no such workload). Any other template (a hand-made canary's)
 // may not ask for more than an ordinary pod of the namespace: no host
 // namespaces, privileged containers, added capabilities, hostPath volumes or
 // fixed nodeName, and no ServiceAccount other than "default"

@@ -13,6 +13,7 @@
 
 #include "controllers/canary_decision.h"
 #include "controllers/rollout_decision.h"
+#include "operator/api/deployment.h"
 #include "operator/api/policy.h"
 
 namespace allocguard::controllers::testing {
@@ -23,8 +24,10 @@ inline nlohmann::json TrustedCanaryOf(WorkloadKind kind, const nlohmann::json& w
                                       const std::string& template_hash, const std::string& phase,
                                       const std::string& verdict,
                                       const std::string& flat_variant = "") {
-  nlohmann::json canary =
-      BuildReplayCanary(api::ParseDeploymentSummary(workload), policy, template_hash, kind);
+  // The template the workload has now (the canary is of its template).
+  EXPECT_EQ(template_hash, api::PodTemplateHash(workload["spec"]["template"]));
+  nlohmann::json canary = BuildReplayCanary(api::ParseDeploymentSummary(workload), policy,
+                                            MeasuredTemplateOf(kind, workload));
   auto parsed = api::ParseReplayCanary(canary);
   EXPECT_TRUE(parsed.ok()) << parsed.status().message();
   nlohmann::json status = {{"phase", phase}, {"explanation", "test explanation"}};

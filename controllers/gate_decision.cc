@@ -210,9 +210,10 @@ struct GateFacts {
   WorkloadKind kind;
   std::string held;  // the held-candidate annotation
   // From rule 4 on.
-  std::string hash;        // the pod template's
-  std::string released;    // the released-candidate annotation
-  std::string overridden;  // the overridden-candidate annotation
+  std::string hash;           // the pod template's
+  MeasuredTemplate measured;  // what its canary measures
+  std::string released;       // the released-candidate annotation
+  std::string overridden;     // the overridden-candidate annotation
   std::optional<api::ReplayCanarySummary> canary;
   bool finished = false;  // the canary exists and has ended
   GateAnswer base;        // what the answer rests on so far
@@ -369,8 +370,7 @@ std::optional<GateAnswer> CanaryCouldNotJudge(const GateFacts& f) {
 std::optional<GateAnswer> FlatCanary(const GateFacts& f) {
   if (f.base.verdict != Verdict::kFlat) return std::nullopt;
   const std::string& canary = f.base.canary;
-  if (const std::string why = CanaryDistrust(*f.canary, f.deployment, f.hash, f.policy, f.kind);
-      !why.empty()) {
+  if (const std::string why = CanaryDistrust(*f.canary, f.measured, f.policy); !why.empty()) {
     return Say(f, GateState::kHeld, "CanaryNotTrusted",
                "template " + f.hash + " is held: canary " + canary +
                    " is Flat but cannot release it: " + why +
@@ -419,7 +419,8 @@ GateAnswer AnswerDeploymentGate(const json& object,
   facts.released = meta.Annotation(api::kReleasedCandidateAnnotation);
   facts.overridden = meta.Annotation(api::kOverriddenCandidateAnnotation);
   facts.base.template_hash = facts.hash;
-  facts.base.canary = CanaryName(meta.name, facts.hash, CanaryPolicyKey(policy));
+  facts.measured = MeasuredTemplateOf(kind, object);
+  facts.base.canary = CanaryName(CanaryKey(facts.measured, CanaryPolicyKey(policy)));
   if (canaries) {
     if (std::optional<json> found = canaries(facts.base.canary)) {
       facts.canary = api::ParseReplayCanarySummary(*found);

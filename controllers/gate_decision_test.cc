@@ -125,7 +125,7 @@ TEST(AnswerDeploymentGateTest, StatefulSet) {
   EXPECT_EQ(a.reason, "Releasing") << a.message;
   a = answer(set(held), canary_of(WorkloadKind::kDeployment, "Flat"));
   EXPECT_EQ(a.reason, "CanaryNotTrusted") << a.message;
-  EXPECT_NE(a.message.find("not StatefulSet/web"), std::string::npos) << a.message;
+  EXPECT_NE(a.message.find("not a StatefulSet"), std::string::npos) << a.message;
 
   a = answer(set({{api::kReleasedCandidateAnnotation, Hash()}}), std::nullopt);
   EXPECT_EQ(a.state, GateState::kProceed);
@@ -211,10 +211,10 @@ TEST(AnswerDeploymentGateTest, Table) {
       {"held, Flat, but not a canary the operator trusts", enforce, Deployment(held, true),
        [] {
          json c = Canary("Completed", "Flat");
-         c["metadata"].erase("ownerReferences");
+         c["spec"]["template"]["spec"]["containers"][0]["image"] = "web:flat";
          return c;
        }(),
-       GateState::kHeld, "CanaryNotTrusted", "not owned"},
+       GateState::kHeld, "CanaryNotTrusted", "is not template"},
       {"released after Flat", enforce, Deployment(released), Canary("Completed", "Flat"),
        GateState::kProceed, "Released", "found Flat (floor slope +2.40 GiB/h)"},
       {"released baseline, no canary", enforce, Deployment(released), std::nullopt,
@@ -253,7 +253,9 @@ TEST(AnswerDeploymentGateTest, Table) {
     if (c.policies.size() == 1 && c.policies[0].spec.rollout.mode != api::RolloutMode::kOff &&
         a.reason != "OptedOut" && a.reason != "OptedOutWhileHeld") {
       // The canary looked up is the one the rollout reconciler creates.
-      EXPECT_EQ(asked, CanaryName("web", Hash(), CanaryPolicyKey(c.policies[0])));
+      EXPECT_EQ(asked,
+                CanaryName(CanaryKey(MeasuredTemplateOf(WorkloadKind::kDeployment, c.deployment),
+                                     CanaryPolicyKey(c.policies[0]))));
       EXPECT_EQ(a.template_hash, Hash());
       EXPECT_EQ(a.policy, c.policies[0].name);
     } else {

@@ -63,13 +63,38 @@ struct PolicyFacts {
   std::vector<std::string> drifted_names;
 };
 
+// The canary of a workload's held template, when the cache shows that
+// template (its measured hash is cached beside its hash); else null (not
+// known yet). A StatefulSet's key also holds its claims, which the summary
+// does not keep: its canary is found by kind and measured template among
+// the policy's canaries instead. For the status only; trust is decided by
+// CanaryDistrust where a verdict is acted on.
+const api::ReplayCanarySummary* HeldCanary(const PolicyInput& input, WorkloadKind kind,
+                                           const api::DeploymentSummary& workload,
+                                           const std::string& held, const std::string& policy_key) {
+  if (!workload.cached_template_hash.empty() && workload.cached_template_hash != held) {
+    return nullptr;
+  }
+  MeasuredTemplate measured;
+  measured.kind = kind;
+  measured.hash = api::MeasuredHashOf(workload);
+  const std::string name = CanaryName(CanaryKey(measured, policy_key));
+  for (const api::ReplayCanarySummary& c : input.canaries) {
+    if (kind != WorkloadKind::kStatefulSet) {
+      if (c.meta.name == name) return &c;
+    } else if (c.template_hash == measured.hash && c.parsed.has_value() &&
+               c.parsed->spec.target_kind == WorkloadKindName(kind)) {
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
 // Rule 2: the governed workloads, and the held ones by their canary.
 void GovernedRule(const PolicyInput& input, api::AllocatorPolicyStatus& status,
                   PolicyFacts& facts) {
   const api::AllocatorPolicy& policy = input.policy;
   const std::string policy_key = CanaryPolicyKey(policy);
-  std::map<std::string, const api::ReplayCanarySummary*> canary_by_name;
-  for (const api::ReplayCanarySummary& c : input.canaries) canary_by_name[c.meta.name] = &c;
   status.governed.clear();
   // Deployments by name alone, as the conditions always named them.
   const std::tuple<WorkloadKind, const std::vector<api::DeploymentSummary>*, const char*> kinds[] =
@@ -88,9 +113,9 @@ void GovernedRule(const PolicyInput& input, api::AllocatorPolicyStatus& status,
       }
       const std::string held = d.meta.Annotation(api::kHeldCandidateAnnotation);
       if (held.empty()) continue;
-      auto it = canary_by_name.find(CanaryName(name, held, policy_key));
+      const api::ReplayCanarySummary* canary = HeldCanary(input, kind, d, held, policy_key);
       const api::ReplayCanaryStatus cs =
-          it != canary_by_name.end() ? it->second->status : api::ReplayCanaryStatus{};
+          canary != nullptr ? canary->status : api::ReplayCanaryStatus{};
       if (!Ended(cs.phase)) {
         facts.held_waiting.push_back(shown);
         continue;

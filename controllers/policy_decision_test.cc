@@ -27,11 +27,22 @@ api::AllocatorPolicy Policy() {
   return p;
 }
 
+// The measured hash the slim cache keeps for a template whose hash is
+// `hash`: the same, for templates whose labels count for nothing here.
+std::string MeasuredOf(const std::string& hash) { return hash; }
+
+// A Deployment as the slim cache keeps it; a held one shows its held
+// template.
 json Deployment(const std::string& name, const std::string& app, const std::string& held = "") {
   json annotations = json::object();
   if (!held.empty()) annotations[api::kHeldCandidateAnnotation] = held;
-  return {{"metadata", {{"name", name}, {"namespace", "shop"}, {"annotations", annotations}}},
-          {"spec", {{"template", {{"metadata", {{"labels", {{"app", app}}}}}}}}}};
+  json d = {{"metadata", {{"name", name}, {"namespace", "shop"}, {"annotations", annotations}}},
+            {"spec", {{"template", {{"metadata", {{"labels", {{"app", app}}}}}}}}}};
+  if (!held.empty()) {
+    d[api::kCachedTemplateHashField] = held;
+    d[api::kCachedMeasuredHashField] = MeasuredOf(held);
+  }
+  return d;
 }
 
 json Pod(const std::string& name, const std::string& ns, json annotations,
@@ -43,8 +54,10 @@ json Pod(const std::string& name, const std::string& ns, json annotations,
 
 json Canary(const std::string& deployment, const std::string& hash, const std::string& verdict,
             const std::string& time, const std::string& flat_variant = "") {
-  return {{"metadata", {{"name", CanaryName(deployment, hash, CanaryPolicyKey(Policy()))}}},
-          {"spec", {{"target", {{"name", deployment}}}, {"templateHash", hash}}},
+  MeasuredTemplate measured;
+  measured.hash = MeasuredOf(hash);
+  return {{"metadata", {{"name", CanaryName(CanaryKey(measured, CanaryPolicyKey(Policy())))}}},
+          {"spec", {{"target", {{"name", deployment}}}, {"templateHash", measured.hash}}},
           {"status",
            {{"phase", "Completed"},
             {"verdict", verdict},

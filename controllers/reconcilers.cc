@@ -193,6 +193,15 @@ void AddCanaryJobIndex(kube::Store& pods) {
   });
 }
 
+void AddMeasuredTemplateIndex(kube::Store& workloads) {
+  workloads.AddIndex(kMeasuredTemplateIndex, [](const json& object) {
+    const api::DeploymentSummary summary = api::ParseDeploymentSummary(object);
+    if (summary.cached_measured_hash.empty()) return std::vector<std::string>{};
+    return std::vector<std::string>{summary.meta.namespace_name + "/" +
+                                    summary.cached_measured_hash};
+  });
+}
+
 std::optional<api::AllocatorPolicy> GoverningPolicy(
     const std::vector<api::AllocatorPolicy>& policies,
     const std::map<std::string, std::string>& labels) {
@@ -379,12 +388,24 @@ CanaryJobBuild BuildVariantJob(const ControllerContext& ctx, const CanaryInput& 
   job_options.containers = input.containers;
   job_options.rerun = RerunOf(status.FindVariant(variant));
   canary::CanaryJobInfo info;
+  // The workload whose template this is: the target when it still has it,
+  // else any workload of the kind in the namespace that does (a shared
+  // canary outlives its first asker's template).
   std::string target_hash;
   const std::optional<WorkloadKind> kind = WorkloadKindFromName(canary.spec.target_kind);
   kube::Store* targets = kind ? WorkloadStore(ctx, *kind) : nullptr;
   if (targets != nullptr) {
-    if (auto target = targets->Get(canary.ns + "/" + canary.spec.target_name)) {
-      target_hash = api::ParseDeploymentSummary(*target).cached_template_hash;
+    const std::string measured = api::MeasuredTemplateHash(
+        json::parse(canary.spec.pod_template_json, nullptr, /*allow_exceptions=*/false));
+    kube::ObjectRef target = targets->Get(canary.ns + "/" + canary.spec.target_name);
+    if (target == nullptr ||
+        api::ParseDeploymentSummary(*target).cached_measured_hash != measured) {
+      const kube::ObjectRefs alike =
+          targets->ByIndex(kMeasuredTemplateIndex, canary.ns + "/" + measured);
+      target = alike.empty() ? nullptr : alike.refs().front();
+    }
+    if (target != nullptr) {
+      target_hash = api::ParseDeploymentSummary(*target).cached_measured_hash;
       // A StatefulSet's template mounts its claims, which the Job gets as
       // emptyDirs (its cache keeps their names and sizes).
       if (*kind == WorkloadKind::kStatefulSet) {
@@ -499,8 +520,7 @@ namespace {
 // and the canary of its current template. nullopt when no policy governs
 // the Deployment and no hold is left on it (nothing to decide).
 std::optional<RolloutInput> ReadRolloutInput(const ControllerContext& ctx, WorkloadKind kind,
-                                             const json& deployment, const std::string& ns,
-                                             const std::string& name) {
+                                             const json& deployment, const std::string& ns) {
   RolloutInput input;
   input.kind = kind;
   input.deployment = api::ParseDeploymentSummary(deployment);
@@ -516,9 +536,10 @@ std::optional<RolloutInput> ReadRolloutInput(const ControllerContext& ctx, Workl
   if (input.template_hash.empty()) {
     input.template_hash = admission::TemplateHash(input.deployment.pod_template);
   }
+  input.measured = MeasuredTemplateOf(kind, deployment);
   if (input.policy.has_value()) {
     if (kube::ObjectRef canary = ctx.canaries->Get(
-            ns + "/" + CanaryName(name, input.template_hash, CanaryPolicyKey(*input.policy)))) {
+            ns + "/" + CanaryName(CanaryKey(input.measured, CanaryPolicyKey(*input.policy))))) {
       input.canary = api::ParseReplayCanarySummary(*canary);
     }
   }
@@ -565,7 +586,7 @@ Result<ReconcileResult> RolloutReconciler::Reconcile(const std::string& key) {
   kube::ObjectRef deployment = workloads->Get(key);
   if (deployment == nullptr) return ReconcileResult{};
   auto [ns, name] = SplitKey(key);
-  std::optional<RolloutInput> input = ReadRolloutInput(ctx_, kind_, *deployment, ns, name);
+  std::optional<RolloutInput> input = ReadRolloutInput(ctx_, kind_, *deployment, ns);
   if (!input.has_value()) return ReconcileResult{};
   RolloutActions actions = DecideRollout(*input);
   if (actions.create_canary.has_value()) {
@@ -601,7 +622,26 @@ Result<ReconcileResult> RolloutReconciler::ApplyRolloutActions(const json& deplo
     }
     if (created.ok()) {
       RecordEvent(ctx_, deployment, false, actions.event_reason, actions.event_note);
+    } else {
+      // Another worker created it a moment ago for a workload that
+      // measures alike: join it once the cache shows it.
+      return ReconcileResult{std::chrono::seconds(1)};
     }
+    return ReconcileResult{};
+  }
+  if (actions.join_canary.has_value()) {
+    // Conditional on the canary's resourceVersion (in the patch): two
+    // workloads joining at once must not drop each other's reference.
+    auto patched = ctx_.client->Patch(kube::ReplayCanaries(), ns, input.canary->meta.name,
+                                      kube::PatchType::kMerge, *actions.join_canary);
+    if (!patched.ok() && (patched.error().IsConflict() || patched.error().IsNotFound())) {
+      return ReconcileResult{std::chrono::seconds(1)};  // look again
+    }
+    if (!patched.ok()) {
+      return ApiStatus(patched.error(), "joining ReplayCanary " + ns + "/" +
+                                            input.canary->meta.name + " for " + key);
+    }
+    RecordEvent(ctx_, deployment, false, actions.event_reason, actions.event_note);
     return ReconcileResult{};
   }
   if (actions.release_pinned_hold) return ReleasePinnedHold(deployment, input, actions);

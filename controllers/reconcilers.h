@@ -44,8 +44,12 @@ namespace allocguard::controllers {
 // Indexes the reconcilers use; add them before the stores fill.
 inline constexpr char kNamespaceIndex[] = "namespace";
 inline constexpr char kCanaryIndex[] = "canary-job";  // canary pods by "ns/job-name"
+// Deployments, StatefulSets and DaemonSets by "ns/<api::MeasuredHashOf>":
+// the workloads a shared canary serves.
+inline constexpr char kMeasuredTemplateIndex[] = "measured-template";
 void AddNamespaceIndex(kube::Store& store);
 void AddCanaryJobIndex(kube::Store& pods);
+void AddMeasuredTemplateIndex(kube::Store& workloads);
 
 // Objects in the stores carry apiVersion and kind (list items do not; the
 // manager's informer transform sets them), so they can be written back and
@@ -167,7 +171,7 @@ class RolloutReconciler : public Reconciler {
   Result<ReconcileResult> Reconcile(const std::string& key) override;
 
  private:
-  // Creates the canary, patches the workload (conditional on the
+  // Creates or joins the canary, patches the workload (conditional on the
   // resourceVersion `input` was read at) and records the event `actions`
   // asks for; `deployment` is the workload as cached.
   Result<ReconcileResult> ApplyRolloutActions(const nlohmann::json& deployment,

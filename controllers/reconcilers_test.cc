@@ -17,6 +17,7 @@
 #include "controllers/rollout_decision.h"
 #include "operator/admission/deployment_gate.h"
 #include "operator/admission/workload_hold.h"
+#include "operator/api/deployment.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 #include "operator/api/workload_kinds.h"
@@ -80,6 +81,9 @@ class ReconcilerTest : public ::testing::Test {
       AddNamespaceIndex(*s);
     }
     AddCanaryJobIndex(pods_);
+    for (kube::Store* s : {&deployments_, &statefulsets_, &daemonsets_}) {
+      AddMeasuredTemplateIndex(*s);
+    }
     ctx_.client = &client_;
     ctx_.policies = &policies_;
     ctx_.canaries = &canaries_;
@@ -169,7 +173,7 @@ TEST_F(ReconcilerTest, PolicyStatusIsWrittenWithoutInvalidDateTimes) {
   Put(kube::Deployments(), deployments_, deployment);
   auto parsed = api::ParseAllocatorPolicy(policy);
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
-  json canary = BuildReplayCanary(deployment, *parsed, "h1");
+  json canary = BuildReplayCanary(deployment, *parsed);
   canary["metadata"]["creationTimestamp"] = "";
   canary["status"] = {{"phase", "Completed"}, {"verdict", "Flat"}, {"explanation", "flat"}};
   Put(kube::ReplayCanaries(), canaries_, canary);
@@ -255,10 +259,88 @@ TEST_F(ReconcilerTest, RolloutStartsACanaryForAHeldTemplate) {
   ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/web").ok());
   const std::vector<json> created = server_->List(kube::ReplayCanaries(), kNs);
   ASSERT_EQ(created.size(), 1u);
-  EXPECT_EQ(created[0]["spec"]["templateHash"], hash);
+  EXPECT_EQ(created[0]["spec"]["templateHash"],
+            api::MeasuredTemplateHash(deployment["spec"]["template"]));
   EXPECT_EQ(created[0]["spec"]["template"], deployment["spec"]["template"])
       << "the full template, read from the API, not the cache's slim one";
   EXPECT_THAT(EventReasons(), Contains("CanaryStarted"));
+}
+
+// Two Deployments whose templates differ only in their labels: the first
+// starts the canary, the second joins it (an owner beside the first), and
+// the canary's verdict reaches both, each with an event that names it.
+TEST_F(ReconcilerTest, TwoDeploymentsWithOneTemplateShareOneCanaryAndItsVerdict) {
+  const api::AllocatorPolicy policy = PutPolicy("Audit");
+  json web = Put(kube::Deployments(), deployments_, DeploymentObject());
+  json sibling = DeploymentObject();
+  sibling["metadata"]["name"] = "web-b";
+  sibling["spec"]["template"]["metadata"]["labels"]["instance"] = "b";
+  sibling = Put(kube::Deployments(), deployments_, sibling);
+
+  RolloutReconciler reconciler(ctx_);
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/web").ok());
+  std::vector<json> canaries = server_->List(kube::ReplayCanaries(), kNs);
+  ASSERT_EQ(canaries.size(), 1u);
+  canaries_.Upsert(canaries[0]);  // as the informer shows it
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/web-b").ok());
+  canaries = server_->List(kube::ReplayCanaries(), kNs);
+  ASSERT_EQ(canaries.size(), 1u) << "one canary for one measured template";
+  const std::string name = canaries[0]["metadata"]["name"];
+  const json& owners = canaries[0]["metadata"]["ownerReferences"];
+  ASSERT_EQ(owners.size(), 2u) << owners;
+  EXPECT_EQ(owners[0]["name"], "web");
+  EXPECT_EQ(owners[1]["name"], "web-b");
+  EXPECT_EQ(owners[1]["uid"], sibling["metadata"]["uid"]);
+  EXPECT_THAT(EventReasons(), Contains("CanaryShared"));
+
+  // The canary finishes Flat (as the canary reconciler would write it).
+  json finished = testing::TrustedCanaryOf(WorkloadKind::kDeployment, web, policy,
+                                           admission::TemplateHash(web["spec"]["template"]),
+                                           "Completed", "Flat");
+  finished["metadata"] = canaries[0]["metadata"];
+  ASSERT_TRUE(client_.UpdateStatus(kube::ReplayCanaries(), finished).ok());
+  canaries_.Upsert(*server_->Get(kube::ReplayCanaries(), kNs, name));
+  for (const json& w : {web, sibling}) {
+    const std::string n = w["metadata"]["name"];
+    ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/" + n).ok()) << n;
+    std::optional<json> recorded = server_->Get(kube::Deployments(), kNs, n);
+    ASSERT_TRUE(recorded.has_value());
+    EXPECT_EQ((*recorded)["metadata"]["annotations"][api::kReleasedCandidateAnnotation],
+              admission::TemplateHash(w["spec"]["template"]))
+        << n;
+  }
+  int passed = 0;
+  for (const json& e : server_->List(kube::EventsV1(), "")) {
+    if (e.value("reason", "") != "CanaryPassed") continue;
+    ++passed;
+    EXPECT_THAT(e.value("note", ""), HasSubstr(name));
+  }
+  EXPECT_EQ(passed, 2) << "one event per Deployment, naming the canary";
+}
+
+// A ReplayCanary a user created under the shared name with another template:
+// the waiting Deployment neither joins it nor takes its verdict.
+TEST_F(ReconcilerTest, AHostileCanaryWithTheSharedNameIsNotJoined) {
+  const api::AllocatorPolicy policy = PutPolicy("Audit");
+  json web = Put(kube::Deployments(), deployments_, DeploymentObject());
+  json hostile = testing::TrustedCanaryOf(WorkloadKind::kDeployment, web, policy,
+                                          admission::TemplateHash(web["spec"]["template"]),
+                                          "Completed", "Flat");
+  hostile["spec"]["template"]["spec"]["containers"][0]["image"] = "web:flat";
+  hostile["metadata"]["ownerReferences"] = json::array();
+  hostile = Put(kube::ReplayCanaries(), canaries_, hostile);
+
+  RolloutReconciler reconciler(ctx_);
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/web").ok());
+  std::optional<json> after =
+      server_->Get(kube::ReplayCanaries(), kNs, hostile["metadata"]["name"]);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_TRUE((*after)["metadata"]["ownerReferences"].empty()) << "not joined";
+  std::optional<json> now = server_->Get(kube::Deployments(), kNs, "web");
+  EXPECT_FALSE((*now)["metadata"].contains("annotations") &&
+               (*now)["metadata"]["annotations"].contains(api::kReleasedCandidateAnnotation))
+      << "no verdict recorded from it";
+  EXPECT_THAT(EventReasons(), Contains("CanaryNotTrusted"));
 }
 
 TEST_F(ReconcilerTest, CanaryCreatesTheJobOfItsFirstVariantAndSaysSo) {
@@ -267,8 +349,7 @@ TEST_F(ReconcilerTest, CanaryCreatesTheJobOfItsFirstVariantAndSaysSo) {
   ASSERT_TRUE(parsed.ok());
   json deployment = Put(kube::Deployments(), deployments_, DeploymentObject());
   const std::string hash = admission::TemplateHash(deployment["spec"]["template"]);
-  json canary =
-      Put(kube::ReplayCanaries(), canaries_, BuildReplayCanary(deployment, *parsed, hash));
+  json canary = Put(kube::ReplayCanaries(), canaries_, BuildReplayCanary(deployment, *parsed));
 
   CanaryReconciler reconciler(ctx_);
   const std::string name = canary["metadata"]["name"];
@@ -292,7 +373,7 @@ TEST_F(ReconcilerTest, CanaryWhoseJobCannotBeBuiltFailsTheVariant) {
   const std::string hash = admission::TemplateHash(deployment["spec"]["template"]);
   json hostile = deployment;
   hostile["spec"]["template"]["spec"]["hostPID"] = true;
-  json canary = Put(kube::ReplayCanaries(), canaries_, BuildReplayCanary(hostile, *parsed, hash));
+  json canary = Put(kube::ReplayCanaries(), canaries_, BuildReplayCanary(hostile, *parsed));
 
   CanaryReconciler reconciler(ctx_);
   const std::string name = canary["metadata"]["name"];
@@ -319,12 +400,11 @@ TEST_F(ReconcilerTest, CanaryWaitsForASlotWithItsQueuePosition) {
   ASSERT_TRUE(parsed.ok());
   json deployment = Put(kube::Deployments(), deployments_, DeploymentObject());
   const std::string hash = admission::TemplateHash(deployment["spec"]["template"]);
-  json running = BuildReplayCanary(deployment, *parsed, "other-hash");
+  json running = BuildReplayCanary(deployment, *parsed);
   running["metadata"]["name"] = "running-canary";
   running["status"] = {{"phase", "Running"}};
   Put(kube::ReplayCanaries(), canaries_, running);
-  json canary =
-      Put(kube::ReplayCanaries(), canaries_, BuildReplayCanary(deployment, *parsed, hash));
+  json canary = Put(kube::ReplayCanaries(), canaries_, BuildReplayCanary(deployment, *parsed));
 
   CanaryReconciler reconciler(ctx_);
   const std::string name = canary["metadata"]["name"];
@@ -423,7 +503,7 @@ TEST_F(ReconcilerTest, StatefulSetHeldIsCanariedThenReleasedToItsOwnPartitionWhe
   const std::vector<json> created = server_->List(kube::ReplayCanaries(), kNs);
   ASSERT_EQ(created.size(), 1u);
   EXPECT_EQ(created[0]["spec"]["target"], json({{"kind", "StatefulSet"}, {"name", "db"}}));
-  EXPECT_EQ(created[0]["spec"]["templateHash"], hash);
+  EXPECT_EQ(created[0]["spec"]["templateHash"], api::MeasuredTemplateHash(set["spec"]["template"]));
   EXPECT_EQ(created[0]["spec"]["template"], set["spec"]["template"]);
   EXPECT_EQ(created[0]["metadata"]["ownerReferences"][0]["kind"], "StatefulSet");
   EXPECT_EQ(created[0]["metadata"]["ownerReferences"][0]["uid"], set["metadata"]["uid"]);
@@ -529,7 +609,7 @@ TEST_F(ReconcilerTest, StatefulSetCanaryJobMountsItsClaimAsASizedEmptyDir) {
   json set = Put(kube::StatefulSets(), statefulsets_, HeldStatefulSetObject());
   const std::string hash = admission::TemplateHash(set["spec"]["template"]);
   json canary = Put(kube::ReplayCanaries(), canaries_,
-                    BuildReplayCanary(set, policy, hash, WorkloadKind::kStatefulSet));
+                    BuildReplayCanary(set, policy, WorkloadKind::kStatefulSet));
 
   CanaryReconciler reconciler(ctx_);
   ASSERT_TRUE(

@@ -5,6 +5,7 @@
 #include "controllers/canary_decision.h"
 #include "operator/admission/deployment_gate.h"
 #include "operator/api/canary_status.h"
+#include "operator/api/deployment.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 
@@ -31,89 +32,138 @@ std::string CanaryPolicyKey(const api::AllocatorPolicy& policy) {
   return ProofKey(policy.spec.allocator, policy.spec.libc, policy.spec.canary, policy.spec.limits);
 }
 
-std::string CanaryDistrust(const api::ReplayCanarySummary& canary,
-                           const api::DeploymentSummary& deployment,
-                           const std::string& template_hash, const api::AllocatorPolicy& policy,
-                           WorkloadKind kind) {
+MeasuredTemplate MeasuredTemplateOf(WorkloadKind kind, const json& workload) {
+  MeasuredTemplate m;
+  m.kind = kind;
+  m.hash = api::MeasuredHashOf(api::ParseDeploymentSummary(workload));
+  if (kind == WorkloadKind::kStatefulSet) {
+    m.claims = api::ParseStatefulSet(workload).volume_claim_templates;
+  }
+  return m;
+}
+
+std::string CanaryKey(const MeasuredTemplate& measured, const std::string& policy_key) {
+  // One line per part; no part can contain a newline (hex digits, a kind,
+  // claim names are DNS labels), so two different inputs never join alike.
+  std::string text = std::string("kind ") + WorkloadKindName(measured.kind) + "\ntemplate " +
+                     measured.hash + "\npolicy " + policy_key + "\n";
+  for (const api::VolumeClaimTemplate& claim : measured.claims) {
+    text += "claim " + claim.name + " " +
+            (claim.storage_bytes ? std::to_string(*claim.storage_bytes) : std::string("-")) + "\n";
+  }
+  return api::Sha256Hex(text);
+}
+
+bool OwnsCanary(const api::ReplayCanarySummary& canary, WorkloadKind kind,
+                const api::ObjectMeta& owner) {
+  if (owner.uid.empty()) return false;
+  for (const api::OwnerReference& o : canary.meta.owner_references) {
+    if (o.kind == WorkloadKindName(kind) && o.name == owner.name && o.uid == owner.uid) {
+      return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+// CanaryDistrust but for the candidate's measurement, which a running canary
+// does not have yet: whether the canary is one a workload may join.
+std::string CanarySpecDistrust(const api::ReplayCanarySummary& canary,
+                               const MeasuredTemplate& measured,
+                               const api::AllocatorPolicy& policy) {
   if (!canary.parsed.has_value()) return "it does not parse: " + canary.parse_error;
   const api::ReplayCanarySpec& spec = canary.parsed->spec;
-  const std::string& name = deployment.meta.name;
-  const std::string& uid = deployment.meta.uid;
-  const std::string kind_name = WorkloadKindName(kind);
-  if (spec.target_kind != kind_name || spec.target_name != name) {
-    return "it targets " + spec.target_kind + "/" + spec.target_name + ", not " + kind_name + "/" +
-           name;
+  const std::string kind_name = WorkloadKindName(measured.kind);
+  if (spec.target_kind != kind_name) {
+    return "it targets a " + spec.target_kind + ", not a " + kind_name;
   }
-  bool owned = false;
-  for (const api::OwnerReference& o : canary.meta.owner_references) {
-    if (o.kind == kind_name && o.name == name && !uid.empty() && o.uid == uid) owned = true;
+  if (spec.template_hash != measured.hash) {
+    return "its spec.templateHash is " + spec.template_hash + ", not " + measured.hash;
   }
-  if (!owned) return "it is not owned by this " + kind_name + " (uid " + uid + ")";
-  if (spec.template_hash != template_hash) {
-    return "its spec.templateHash is " + spec.template_hash + ", not " + template_hash;
-  }
-  const std::string stored = admission::TemplateHash(canary.pod_template);
-  if (stored != template_hash) {
-    return "its spec.template is not template " + template_hash + " (it hashes to " + stored + ")";
+  const std::string stored = api::MeasuredTemplateHash(canary.pod_template);
+  if (stored != measured.hash) {
+    return "its spec.template is not template " + measured.hash + " (it hashes to " + stored + ")";
   }
   if (ProofKey(spec.candidate_allocator, spec.libc, spec.canary, spec.limits) !=
       CanaryPolicyKey(policy)) {
     return "its allocator, canary or limits are not those policy " + policy.name + " asks for";
   }
-  bool candidate_measured = false;
   for (const api::VariantStatus& v : canary.status.variants) {
     if (v.measurement_key.empty()) continue;
     if (v.measurement_key !=
         MeasurementKey(*canary.parsed, v.name, policy.spec.containers, RerunOf(&v))) {
       return "variant " + v.name + " was measured on another spec (the canary was edited)";
     }
-    if (v.name == "candidate") candidate_measured = true;
   }
-  if (!candidate_measured) return "it has no measurement of the candidate";
   return "";
 }
 
-std::string CanaryDistrust(const json& canary, const json& deployment,
-                           const std::string& template_hash, const api::AllocatorPolicy& policy,
-                           WorkloadKind kind) {
-  return CanaryDistrust(api::ParseReplayCanarySummary(canary),
-                        api::ParseDeploymentSummary(deployment), template_hash, policy, kind);
+}  // namespace
+
+std::string CanaryDistrust(const api::ReplayCanarySummary& canary, const MeasuredTemplate& measured,
+                           const api::AllocatorPolicy& policy) {
+  if (std::string why = CanarySpecDistrust(canary, measured, policy); !why.empty()) return why;
+  for (const api::VariantStatus& v : canary.status.variants) {
+    if (v.name == "candidate" && !v.measurement_key.empty()) return "";
+  }
+  return "it has no measurement of the candidate";
 }
 
+std::string CanaryDistrust(const json& canary, const json& workload,
+                           const api::AllocatorPolicy& policy, WorkloadKind kind) {
+  return CanaryDistrust(api::ParseReplayCanarySummary(canary), MeasuredTemplateOf(kind, workload),
+                        policy);
+}
+
+namespace {
+
+json OwnerReferenceJson(const std::string& api_version, const std::string& kind,
+                        const std::string& name, const std::string& uid, bool controller) {
+  return {{"apiVersion", api_version},
+          {"kind", kind},
+          {"name", name},
+          {"uid", uid},
+          {"controller", controller},
+          {"blockOwnerDeletion", false}};
+}
+
+}  // namespace
+
 json BuildReplayCanary(const api::DeploymentSummary& deployment, const api::AllocatorPolicy& policy,
-                       const std::string& template_hash, WorkloadKind kind) {
+                       const MeasuredTemplate& measured) {
   const api::ObjectMeta& meta = deployment.meta;
   const std::string& name = meta.name;
   api::ReplayCanarySpec spec;
   spec.policy = policy.name;
-  spec.target_kind = WorkloadKindName(kind);
+  spec.target_kind = WorkloadKindName(measured.kind);
   spec.target_name = name;
-  spec.template_hash = template_hash;
+  spec.template_hash = measured.hash;
   spec.candidate_allocator = policy.spec.allocator;
   spec.libc = policy.spec.libc;
   spec.canary = policy.spec.canary;
   spec.limits = policy.spec.limits;
   json spec_json = api::ReplayCanarySpecToJson(spec);
   spec_json["template"] = deployment.pod_template;
-  json owner = {
-      {"apiVersion", "apps/v1"}, {"kind", spec.target_kind}, {"name", name},
-      {"uid", meta.uid},         {"controller", false},      {"blockOwnerDeletion", false}};
   return {{"apiVersion", api::kApiVersion},
           {"kind", "ReplayCanary"},
           {"metadata",
-           {{"name", CanaryName(name, template_hash, CanaryPolicyKey(policy))},
+           {{"name", CanaryName(CanaryKey(measured, CanaryPolicyKey(policy)))},
             {"namespace", meta.namespace_name},
             {"labels",
              {{kPolicyLabel, policy.name},
               {kWorkloadLabel, name.substr(0, 63)},
               {api::kManagedByLabel, api::kManagedByValue}}},
-            {"ownerReferences", json::array({owner})}}},
+            {"ownerReferences",
+             json::array({OwnerReferenceJson("apps/v1", spec.target_kind, name, meta.uid,
+                                             /*controller=*/false)})}}},
           {"spec", spec_json}};
 }
 
 json BuildReplayCanary(const json& deployment, const api::AllocatorPolicy& policy,
-                       const std::string& template_hash, WorkloadKind kind) {
-  return BuildReplayCanary(api::ParseDeploymentSummary(deployment), policy, template_hash, kind);
+                       WorkloadKind kind) {
+  return BuildReplayCanary(api::ParseDeploymentSummary(deployment), policy,
+                           MeasuredTemplateOf(kind, deployment));
 }
 
 namespace {
@@ -275,9 +325,41 @@ std::optional<RolloutActions> StartCanary(const RolloutFacts& f) {
   if (f.input.canary.has_value()) return std::nullopt;
   const std::string& hash = f.input.template_hash;
   RolloutActions out;
-  out.create_canary = BuildReplayCanary(f.input.deployment, *f.input.policy, hash, f.input.kind);
+  out.create_canary = BuildReplayCanary(f.input.deployment, *f.input.policy, f.input.measured);
   out.event_reason = "CanaryStarted";
   out.event_note = "replay canary " + f.canary_name + " started for template " + hash +
+                   (f.holding() ? "; the rollout is held until it is flat"
+                                : " (audit: the rollout is not held)");
+  return out;
+}
+
+// Rule 7a: the canary of this measured template and policy key was started
+// for another workload (or for this one's earlier self): record this one as
+// an owner, so the canary lives while any of them does, and tell the user
+// whose verdict will be theirs. Only a canary that proves this template is
+// joined; any other is left to rule 9.
+std::optional<RolloutActions> JoinSharedCanary(const RolloutFacts& f) {
+  const api::ReplayCanarySummary& canary = *f.input.canary;
+  const api::ObjectMeta& meta = f.input.deployment.meta;
+  if (meta.uid.empty() || OwnsCanary(canary, f.input.kind, meta)) return std::nullopt;
+  if (canary.meta.owner_references.size() >= kMaxCanaryOwners) return std::nullopt;
+  if (!CanarySpecDistrust(canary, f.input.measured, *f.input.policy).empty()) return std::nullopt;
+  json owners = json::array();
+  for (const api::OwnerReference& o : canary.meta.owner_references) {
+    owners.push_back(OwnerReferenceJson(o.api_version, o.kind, o.name, o.uid, o.controller));
+  }
+  owners.push_back(OwnerReferenceJson("apps/v1", f.kind(), meta.name, meta.uid, false));
+  json patch = {{"metadata", {{"ownerReferences", std::move(owners)}}}};
+  if (!canary.meta.resource_version.empty()) {
+    patch["metadata"]["resourceVersion"] = canary.meta.resource_version;
+  }
+  RolloutActions out;
+  out.join_canary = std::move(patch);
+  out.event_reason = "CanaryShared";
+  const std::string& first = canary.parsed->spec.target_name;
+  out.event_note = "template " + f.input.template_hash + " measures alike with the template " +
+                   "replay canary " + f.canary_name + " runs (started for " + f.kind() + " " +
+                   first + "; labels do not count): its verdict is this " + f.kind() + "'s too" +
                    (f.holding() ? "; the rollout is held until it is flat"
                                 : " (audit: the rollout is not held)");
   return out;
@@ -297,8 +379,7 @@ std::optional<RolloutActions> DistrustedCanary(const RolloutFacts& f) {
   const bool flat = f.input.canary->status.verdict == Verdict::kFlat;
   if (!flat && f.holding()) return std::nullopt;
   const std::string& hash = f.input.template_hash;
-  const std::string why =
-      CanaryDistrust(*f.input.canary, f.input.deployment, hash, *f.input.policy, f.input.kind);
+  const std::string why = CanaryDistrust(*f.input.canary, f.input.measured, *f.input.policy);
   if (why.empty()) return std::nullopt;
   RolloutActions out;
   out.event_warning = true;
@@ -371,15 +452,14 @@ RolloutActions DecideRollout(const RolloutInput& input) {
   RolloutFacts facts{input, input.deployment.meta.Annotation(api::kHeldCandidateAnnotation),
                      input.deployment.meta.Annotation(api::kReleasedCandidateAnnotation), ""};
   if (input.policy.has_value()) {
-    facts.canary_name =
-        CanaryName(input.deployment.meta.name, input.template_hash, CanaryPolicyKey(*input.policy));
+    facts.canary_name = CanaryName(CanaryKey(input.measured, CanaryPolicyKey(*input.policy)));
   }
   // In the order of the header's list; rules 6 on may assume a policy
   // (rule 3), rules 8 on a canary (rule 7).
   static constexpr RolloutRule kRules[] = {
-      ReleaseOrphanedHold,  ClearOverriddenHold, NotGoverned,   OptedOut,         AlreadyReleased,
-      AdoptRunningTemplate, StartCanary,         WaitForCanary, DistrustedCanary, KeepHeld,
-      ReleaseOrRecord};
+      ReleaseOrphanedHold, ClearOverriddenHold,  NotGoverned, OptedOut,
+      AlreadyReleased,     AdoptRunningTemplate, StartCanary, JoinSharedCanary,
+      WaitForCanary,       DistrustedCanary,     KeepHeld,    ReleaseOrRecord};
   for (RolloutRule rule : kRules) {
     if (std::optional<RolloutActions> actions = rule(facts)) return std::move(*actions);
   }

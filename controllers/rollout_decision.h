@@ -32,6 +32,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -47,6 +48,40 @@ using api::WorkloadKind;
 using api::WorkloadKindFromName;
 using api::WorkloadKindName;
 
+// What a workload's canary measures of it: the kind (the canary's Job is
+// built for it), api::MeasuredTemplateHash of the candidate template (its
+// labels do not count: the canary's Pods carry labels of their own), and a
+// StatefulSet's volume claim templates (its Job mounts them as emptyDirs).
+// Workloads whose MeasuredTemplate and policy key are equal share one
+// canary (CanaryKey), whoever asked first.
+struct MeasuredTemplate {
+  WorkloadKind kind = WorkloadKind::kDeployment;
+  std::string hash;
+  std::vector<api::VolumeClaimTemplate> claims;
+
+  bool operator==(const MeasuredTemplate&) const = default;
+};
+
+// The MeasuredTemplate of a workload of `kind`, read whole or as the slim
+// cache keeps it (api::MeasuredHashOf; the StatefulSet cache keeps the
+// claims' names and sizes).
+MeasuredTemplate MeasuredTemplateOf(WorkloadKind kind, const nlohmann::json& workload);
+
+// The key a canary is shared by: a SHA-256 over the MeasuredTemplate and the
+// policy key (CanaryPolicyKey: allocator, libc, canary settings with the
+// load, durations and variants, limits with the thresholds). The namespace
+// is not in it because canaries are namespaced: the canary runs in the
+// namespace of the workloads it serves, and only they find it.
+// api::CanaryName(key) is the canary's name.
+std::string CanaryKey(const MeasuredTemplate& measured, const std::string& policy_key);
+
+// The most workloads a canary records as its owners. Garbage collection
+// deletes a canary when its last recorded owner is gone; a workload beyond
+// this many still gets the canary's verdict (trust is by content, see
+// CanaryDistrust) but is not recorded, so that a canary shared by
+// thousands stays a small object (an ownerReference is ~130 bytes).
+inline constexpr size_t kMaxCanaryOwners = 100;
+
 // clang-tidy 14 reports the implicit special members of a struct holding
 // nlohmann::json as throwing (bugprone-exception-escape); they throw nothing here.
 // NOLINTNEXTLINE(bugprone-exception-escape)
@@ -56,9 +91,11 @@ struct RolloutInput {
   // three kinds (a StatefulSet or DaemonSet is never `paused`).
   api::DeploymentSummary deployment;
   std::optional<api::AllocatorPolicy> policy;  // the governing policy, if any
-  // The ReplayCanary for (deployment, current template hash), if it exists.
+  // The ReplayCanary named for CanaryKey(measured, the policy's key), if it
+  // exists (whoever created it: DecideRollout checks what it proves).
   std::optional<api::ReplayCanarySummary> canary;
-  std::string template_hash;  // of the deployment's current template
+  std::string template_hash;  // PodTemplateHash of the deployment's current template
+  MeasuredTemplate measured;  // of the current template
   // More than one policy's selector matches the template (the validating
   // webhook refuses to create such an overlap; one may predate it).
   bool policy_ambiguous = false;
@@ -67,6 +104,9 @@ struct RolloutInput {
 struct RolloutActions {
   // Create this ReplayCanary (a complete object).
   std::optional<nlohmann::json> create_canary;
+  // Record the workload as an owner of the canary it shares: a merge patch
+  // of the canary, conditional on the resourceVersion it was read at.
+  std::optional<nlohmann::json> join_canary;
   // Merge patch for the workload: release the hold and/or record the
   // template hash that was let through.
   std::optional<nlohmann::json> deployment_patch;
@@ -89,7 +129,7 @@ struct RolloutActions {
 // anything else (the selector, the guard) does not.
 std::string CanaryPolicyKey(const api::AllocatorPolicy& policy);
 
-// The canary's name (moved to operator/api/names.h).
+// The canary's name, from its key (operator/api/names.h).
 using api::CanaryName;
 
 // The first of these rules that applies decides:
@@ -104,7 +144,14 @@ using api::CanaryName;
 //   5. the current template was released already: nothing;
 //   6. Enforce, never held nor released: the template is adopted as the
 //      baseline (TemplateAdopted);
-//   7. no canary for (template, policy key): create it (CanaryStarted);
+//   7. no canary for (measured template, policy key): create it
+//      (CanaryStarted);
+//   7a. a canary for the same measured template and policy key exists that
+//      this workload does not own yet: when its spec proves this template
+//      (CanaryDistrust, but a running canary need not have measured the
+//      candidate yet) and it records fewer than kMaxCanaryOwners owners,
+//      record this workload as an owner (CanaryShared; its verdict will be
+//      this workload's too);
 //   8. the canary runs: wait;
 //   9. a canary that would release or be recorded but cannot prove this
 //      template (CanaryDistrust): nothing, a Warning (RolloutHeld or
@@ -114,16 +161,17 @@ using api::CanaryName;
 //      (CanaryPassed or CanaryFailedAudit).
 RolloutActions DecideRollout(const RolloutInput& input);
 
-// Why `canary` cannot prove template `template_hash` of `deployment` under
-// `policy`, or "" when it can. A canary proves a template only when all of
-// these hold, each checked on the object itself, never on its name alone:
-//   - it parses (api::ParseReplayCanary) and targets this Deployment by kind
-//     and name;
-//   - it is owned by this Deployment: an ownerReference with the
-//     Deployment's UID (a Deployment deleted and created again under the
-//     same name has another UID);
-//   - its spec.template is the candidate itself: admission::TemplateHash of
-//     the stored template equals template_hash (and so does spec.templateHash);
+// Why `canary` cannot prove the template `measured` describes under
+// `policy`, or "" when it can. A canary is shared by every workload whose
+// template measures alike, so what it proves is read from its content,
+// never from its name, its target or its owners (anyone who may create a
+// ReplayCanary may pick the name and the owners). It proves a template only
+// when all of these hold:
+//   - it parses (api::ParseReplayCanary) and targets a workload of the
+//     same kind (its Job is built for that kind);
+//   - its spec.template is the candidate itself: api::MeasuredTemplateHash
+//     of the stored template equals measured.hash (and so does
+//     spec.templateHash);
 //   - it asks what the policy asks now: the allocator, libc, canary and
 //     limits give the policy's CanaryPolicyKey;
 //   - every finished variant was measured on this spec: its recorded
@@ -132,40 +180,46 @@ RolloutActions DecideRollout(const RolloutInput& input);
 //     edited during the run and edited back proves nothing, and the candidate
 //     variant has one.
 // A ReplayCanary anyone creates by hand with the expected name and another
-// template (or settings) is thus never taken for the operator's. The
-// validating webhook keeps users from writing status, which only the
-// operator's account may (the chart's RBAC).
+// template (or settings) is thus never taken for the operator's. One with
+// exactly the content the operator would have written is measured by the
+// operator's own Jobs, and its verdict is a true statement about the
+// template. The validating webhook keeps users from writing status, which
+// only the operator's account may (the chart's RBAC).
 // True when the user rolls the held template out by override: the
 // override annotation is set and the Deployment is unpaused. DecideRollout
 // then clears the hold (even after an opt-out, which alone never lifts it).
 bool RolledOutByOverride(const api::DeploymentSummary& deployment);
 
-// `kind` is the workload's: the canary must target and be owned by that kind.
-std::string CanaryDistrust(const api::ReplayCanarySummary& canary,
-                           const api::DeploymentSummary& deployment,
-                           const std::string& template_hash, const api::AllocatorPolicy& policy,
-                           WorkloadKind kind = WorkloadKind::kDeployment);
-// The same for objects as the API gives them (parsed here).
-std::string CanaryDistrust(const nlohmann::json& canary, const nlohmann::json& deployment,
-                           const std::string& template_hash, const api::AllocatorPolicy& policy,
+std::string CanaryDistrust(const api::ReplayCanarySummary& canary, const MeasuredTemplate& measured,
+                           const api::AllocatorPolicy& policy);
+// The same for objects as the API gives them (parsed here; the workload
+// read whole or from the slim cache, of `kind`).
+std::string CanaryDistrust(const nlohmann::json& canary, const nlohmann::json& workload,
+                           const api::AllocatorPolicy& policy,
                            WorkloadKind kind = WorkloadKind::kDeployment);
 
-// The ReplayCanary object for a workload's current template: a snapshot of
-// the template and of the policy's allocator, canary and limits, owned by the
-// workload of `kind` (deleted with it) and labelled with the policy's name.
-// The workload must have been read whole (its pod_template).
+// Whether `owner` (kind, name, uid) is among the canary's ownerReferences.
+bool OwnsCanary(const api::ReplayCanarySummary& canary, WorkloadKind kind,
+                const api::ObjectMeta& owner);
+
+// The ReplayCanary object for a workload's current template: named for
+// CanaryKey(measured, the policy's key), a snapshot of the template and of
+// the policy's allocator, canary and limits, spec.templateHash the measured
+// hash, targeting and owned by the workload that asked first (other
+// workloads join as owners, rule 7a; garbage collection deletes it with the
+// last), labelled with the policy's name. The workload must have been read
+// whole (its pod_template).
 nlohmann::json BuildReplayCanary(const api::DeploymentSummary& deployment,
                                  const api::AllocatorPolicy& policy,
-                                 const std::string& template_hash,
-                                 WorkloadKind kind = WorkloadKind::kDeployment);
-// The same for a workload as the API gives it (parsed here).
+                                 const MeasuredTemplate& measured);
+// The same for a workload of `kind` as the API gives it (parsed here).
 nlohmann::json BuildReplayCanary(const nlohmann::json& deployment,
                                  const api::AllocatorPolicy& policy,
-                                 const std::string& template_hash,
                                  WorkloadKind kind = WorkloadKind::kDeployment);
 
 // Labels on operator-created canaries.
 inline constexpr char kPolicyLabel[] = "allocguard.io/policy";
+// The workload that asked first (a shared canary serves others too).
 inline constexpr char kWorkloadLabel[] = "allocguard.io/workload";
 
 }  // namespace allocguard::controllers

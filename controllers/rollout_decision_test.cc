@@ -59,7 +59,27 @@ RolloutInput In(const json& deployment, std::optional<api::AllocatorPolicy> poli
   in.policy = std::move(policy);
   if (canary.has_value()) in.canary = api::ParseReplayCanarySummary(*canary);
   in.template_hash = template_hash;
+  in.measured = MeasuredTemplateOf(WorkloadKind::kDeployment, deployment);
   return in;
+}
+
+// Another Deployment of the shop, `name` with uid `uid`: the same template
+// as Deployment()'s but for its own labels (app=web, instance=<name>), which
+// no canary measures.
+json Sibling(const std::string& name, const std::string& uid, json annotations = json::object(),
+             bool paused = false) {
+  json d = Deployment(std::move(annotations), paused);
+  d["metadata"]["name"] = name;
+  d["metadata"]["uid"] = uid;
+  d["spec"]["template"]["metadata"]["labels"]["instance"] = name;
+  return d;
+}
+
+// The canary `canary` after the operator recorded `owner` as an owner (the
+// merge patch of rule 7a applied).
+json Joined(json canary, const RolloutActions& join) {
+  canary.merge_patch(*join.join_canary);
+  return canary;
 }
 
 TEST(DecideRolloutTest, Table) {
@@ -166,11 +186,10 @@ TEST(DecideRolloutTest, AFlatCanaryReleasesOnlyWhenItProvesTheHeldTemplate) {
       {"pre-created with another template, templateHash copied",
        [](json& c) { c["spec"]["template"]["spec"]["containers"][0]["image"] = "web:flat"; },
        "its spec.template is not template"},
-      {"owned by an earlier Deployment of the same name",
-       [](json& c) { c["metadata"]["ownerReferences"][0]["uid"] = "u-0"; }, "not owned"},
-      {"owned by nothing", [](json& c) { c["metadata"].erase("ownerReferences"); }, "not owned"},
-      {"another Deployment's canary", [](json& c) { c["spec"]["target"]["name"] = "api"; },
-       "targets Deployment/api"},
+      {"a StatefulSet's canary", [](json& c) { c["spec"]["target"]["kind"] = "StatefulSet"; },
+       "targets a StatefulSet"},
+      {"another template under the measured key",
+       [](json& c) { c["spec"]["templateHash"] = "0123456789abcdef"; }, "its spec.templateHash is"},
       {"a longer canary than the policy asks for",
        [](json& c) { c["spec"]["canary"]["duration"] = "20m"; }, "not those policy"},
       {"another allocator than the policy's",
@@ -211,6 +230,144 @@ TEST(DecideRolloutTest, AFlatCanaryReleasesOnlyWhenItProvesTheHeldTemplate) {
   RolloutInput in = In(Deployment(held, true), Policy(api::RolloutMode::kEnforce),
                        Canary("Completed", "Flat"), Hash());
   EXPECT_EQ(DecideRollout(in).event_reason, "RolloutReleased");
+}
+
+// Two Deployments whose templates differ only in their labels: one canary,
+// started for whichever asked first, and its verdict reaches both, each
+// with an event that names the canary.
+TEST(DecideRolloutTest, TwoDeploymentsWithOneTemplateShareOneCanaryAndItsVerdict) {
+  for (api::RolloutMode mode : {api::RolloutMode::kAudit, api::RolloutMode::kEnforce}) {
+    const bool enforce = mode == api::RolloutMode::kEnforce;
+    const json web = Deployment(
+        enforce ? json{{api::kHeldCandidateAnnotation, Hash()}} : json::object(), enforce);
+    json sibling = Sibling("web-b", "u-2", json::object(), enforce);
+    const std::string sibling_hash = admission::TemplateHash(sibling["spec"]["template"]);
+    ASSERT_NE(sibling_hash, Hash()) << "the labels differ, so the templates' own hashes do";
+    if (enforce) sibling["metadata"]["annotations"][api::kHeldCandidateAnnotation] = sibling_hash;
+
+    const RolloutActions first = DecideRollout(In(web, Policy(mode), std::nullopt, Hash()));
+    const RolloutActions second =
+        DecideRollout(In(sibling, Policy(mode), std::nullopt, sibling_hash));
+    ASSERT_TRUE(first.create_canary.has_value());
+    ASSERT_TRUE(second.create_canary.has_value());
+    const std::string name = (*first.create_canary)["metadata"]["name"];
+    EXPECT_EQ((*second.create_canary)["metadata"]["name"], name)
+        << "whichever asks first, both look for one canary";
+
+    // The canary exists (web's): the sibling joins it while it runs, or
+    // once it finished.
+    EXPECT_TRUE(DecideRollout(In(sibling, Policy(mode), Canary("Running", ""), sibling_hash))
+                    .join_canary.has_value());
+    const json canary = Canary("Completed", "Flat");
+    ASSERT_EQ(canary["metadata"]["name"], name);
+    const RolloutActions join = DecideRollout(In(sibling, Policy(mode), canary, sibling_hash));
+    ASSERT_TRUE(join.join_canary.has_value()) << join.event_reason << ": " << join.event_note;
+    EXPECT_FALSE(join.create_canary.has_value());
+    EXPECT_EQ(join.event_reason, "CanaryShared");
+    EXPECT_NE(join.event_note.find(name), std::string::npos) << join.event_note;
+    const json joined = Joined(canary, join);
+    ASSERT_EQ(joined["metadata"]["ownerReferences"].size(), 2u);
+    EXPECT_EQ(joined["metadata"]["ownerReferences"][0]["uid"], "u-1") << "web stays an owner";
+    EXPECT_EQ(joined["metadata"]["ownerReferences"][1]["uid"], "u-2");
+    EXPECT_FALSE(
+        DecideRollout(In(sibling, Policy(mode), joined, sibling_hash)).join_canary.has_value())
+        << "joined once";
+
+    // The verdict reaches both, each recorded under its own template hash.
+    const std::string released = enforce ? "RolloutReleased" : "CanaryPassed";
+    for (const auto& [workload, hash] :
+         {std::pair{web, Hash()}, std::pair{json(sibling), sibling_hash}}) {
+      const RolloutActions a = DecideRollout(In(workload, Policy(mode), joined, hash));
+      EXPECT_EQ(a.event_reason, released) << workload["metadata"]["name"] << ": " << a.event_note;
+      EXPECT_NE(a.event_note.find(name), std::string::npos) << a.event_note;
+      ASSERT_TRUE(a.deployment_patch.has_value());
+      EXPECT_EQ((*a.deployment_patch)["metadata"]["annotations"][api::kReleasedCandidateAnnotation],
+                hash);
+      if (enforce) {
+        EXPECT_EQ((*a.deployment_patch)["spec"]["paused"], false);
+      }
+    }
+  }
+}
+
+TEST(DecideRolloutTest, AnotherTemplateGetsACanaryOfItsOwn) {
+  json other = Sibling("api", "u-2");
+  other["spec"]["template"]["spec"]["containers"][0]["image"] = "api:1";
+  const std::string other_hash = admission::TemplateHash(other["spec"]["template"]);
+  const api::AllocatorPolicy audit = Policy(api::RolloutMode::kAudit);
+  const RolloutActions web = DecideRollout(In(Deployment(), audit, std::nullopt, Hash()));
+  const RolloutActions api = DecideRollout(In(other, audit, std::nullopt, other_hash));
+  ASSERT_TRUE(web.create_canary.has_value());
+  ASSERT_TRUE(api.create_canary.has_value());
+  EXPECT_NE((*web.create_canary)["metadata"]["name"], (*api.create_canary)["metadata"]["name"]);
+}
+
+// A ReplayCanary someone created under the shared name with another template
+// (a flat image), owned by nothing or naming the waiting Deployment as its
+// owner: it is neither joined nor trusted, whatever its verdict.
+TEST(DecideRolloutTest, AHostilePreCreatedCanaryWithTheSharedNameIsNotTrusted) {
+  const json held_sibling = [] {
+    json d = Sibling("web-b", "u-2", json::object(), true);
+    d["metadata"]["annotations"][api::kHeldCandidateAnnotation] =
+        admission::TemplateHash(d["spec"]["template"]);
+    return d;
+  }();
+  const std::string hash = admission::TemplateHash(held_sibling["spec"]["template"]);
+  for (bool forged_owner : {false, true}) {
+    json hostile = Canary("Completed", "Flat");
+    hostile["spec"]["template"]["spec"]["containers"][0]["image"] = "web:flat";
+    hostile["metadata"]["ownerReferences"] = json::array();
+    if (forged_owner) {
+      hostile["metadata"]["ownerReferences"].push_back(
+          {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}, {"name", "web-b"}, {"uid", "u-2"}});
+    }
+    RolloutActions a =
+        DecideRollout(In(held_sibling, Policy(api::RolloutMode::kEnforce), hostile, hash));
+    EXPECT_FALSE(a.join_canary.has_value()) << forged_owner;
+    EXPECT_FALSE(a.deployment_patch.has_value()) << forged_owner << ": released by it";
+    EXPECT_EQ(a.event_reason, "RolloutHeld") << forged_owner;
+    EXPECT_NE(a.event_note.find("is not template"), std::string::npos) << a.event_note;
+    a = DecideRollout(In(Sibling("web-b", "u-2"), Policy(api::RolloutMode::kAudit), hostile, hash));
+    EXPECT_FALSE(a.join_canary.has_value()) << forged_owner << " (audit)";
+    EXPECT_FALSE(a.deployment_patch.has_value()) << forged_owner << " (audit): recorded";
+    EXPECT_EQ(a.event_reason, "CanaryNotTrusted") << forged_owner;
+  }
+}
+
+// A canary shared by many records at most kMaxCanaryOwners of them; the
+// others still get its verdict.
+TEST(DecideRolloutTest, ACanaryRecordsABoundedNumberOfOwners) {
+  json canary = Canary("Completed", "Flat");
+  json& owners = canary["metadata"]["ownerReferences"];
+  while (owners.size() < kMaxCanaryOwners) {
+    const std::string n = std::to_string(owners.size());
+    owners.push_back(
+        {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}, {"name", "w" + n}, {"uid", "u" + n}});
+  }
+  const json sibling = Sibling("web-b", "u-b");
+  const std::string hash = admission::TemplateHash(sibling["spec"]["template"]);
+  const RolloutActions a =
+      DecideRollout(In(sibling, Policy(api::RolloutMode::kAudit), canary, hash));
+  EXPECT_FALSE(a.join_canary.has_value());
+  EXPECT_EQ(a.event_reason, "CanaryPassed") << a.event_note;
+}
+
+// One workload's template moves on: it gets a canary of its new template; the
+// shared canary, and the verdict it gives the others, stay as they were.
+TEST(DecideRolloutTest, OneWorkloadMovingOnLeavesTheOthersTheirVerdict) {
+  const api::AllocatorPolicy audit = Policy(api::RolloutMode::kAudit);
+  const json sibling = Sibling("web-b", "u-2");
+  const std::string sibling_hash = admission::TemplateHash(sibling["spec"]["template"]);
+  json canary = Canary("Completed", "Flat");
+  canary = Joined(canary, DecideRollout(In(sibling, audit, canary, sibling_hash)));
+
+  json moved = Deployment({{api::kReleasedCandidateAnnotation, Hash()}});
+  moved["spec"]["template"]["spec"]["containers"][0]["image"] = "web:3";
+  const std::string moved_hash = admission::TemplateHash(moved["spec"]["template"]);
+  const RolloutActions a = DecideRollout(In(moved, audit, std::nullopt, moved_hash));
+  ASSERT_TRUE(a.create_canary.has_value());
+  EXPECT_NE((*a.create_canary)["metadata"]["name"], canary["metadata"]["name"]);
+  EXPECT_EQ(DecideRollout(In(sibling, audit, canary, sibling_hash)).event_reason, "CanaryPassed");
 }
 
 // A candidate measured on its rerun (after an Inconclusive first run) proves
@@ -281,21 +438,65 @@ TEST(DecideRolloutTest, HeldWarningNamesTheFlatVariantAndTheOverride) {
 TEST(BuildReplayCanaryTest, SnapshotsTemplateAndPolicy) {
   api::AllocatorPolicy p = Policy(api::RolloutMode::kEnforce);
   p.spec.canary.duration = std::chrono::seconds(600);
-  json c = BuildReplayCanary(api::ParseDeploymentSummary(Deployment()), p, "0123456789abcdef");
+  const MeasuredTemplate measured = MeasuredTemplateOf(WorkloadKind::kDeployment, Deployment());
+  json c = BuildReplayCanary(api::ParseDeploymentSummary(Deployment()), p, measured);
   EXPECT_EQ(c["kind"], "ReplayCanary");
-  EXPECT_EQ(c["metadata"]["name"], "web-0123456789-" + CanaryPolicyKey(p).substr(0, 6));
+  EXPECT_EQ(c["metadata"]["name"], CanaryName(CanaryKey(measured, CanaryPolicyKey(p))));
   EXPECT_EQ(c["metadata"]["namespace"], "shop");
   EXPECT_EQ(c["metadata"]["labels"][kPolicyLabel], "web-policy");
   EXPECT_EQ(c["metadata"]["ownerReferences"][0]["uid"], "u-1");
-  EXPECT_EQ(c["spec"]["templateHash"], "0123456789abcdef");
+  EXPECT_EQ(c["spec"]["templateHash"], api::MeasuredTemplateHash(Deployment()["spec"]["template"]));
   EXPECT_EQ(c["spec"]["target"]["name"], "web");
   EXPECT_EQ(c["spec"]["template"]["spec"]["containers"][0]["image"], "web:2");
   EXPECT_EQ(c["spec"]["candidate"]["allocator"]["name"], "jemalloc");
 }
 
-TEST(CanaryNameTest, StableAndBounded) {
-  EXPECT_EQ(CanaryName("web", "0123456789abcdef", "fedcba9876543210"), "web-0123456789-fedcba");
-  EXPECT_LE(CanaryName(std::string(253, 'a'), "0123456789abcdef", "fedcba9876543210").size(), 253u);
+TEST(CanaryNameTest, StableDnsLabelFromTheKeyAlone) {
+  const std::string key = api::Sha256Hex("anything");
+  EXPECT_EQ(CanaryName(key), "replay-" + key.substr(0, 32));
+  EXPECT_EQ(CanaryName(key), CanaryName(key));
+  EXPECT_LE(CanaryName(key).size(), 63u);
+  for (char c : CanaryName(key)) {
+    EXPECT_TRUE((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-') << CanaryName(key);
+  }
+}
+
+// What is measured keys the canary; who asked does not.
+TEST(CanaryKeyTest, ChangesWithWhatIsMeasuredOnly) {
+  const api::AllocatorPolicy policy = Policy(api::RolloutMode::kAudit);
+  const std::string policy_key = CanaryPolicyKey(policy);
+  auto key_of = [&](WorkloadKind kind, const json& workload) {
+    return CanaryKey(MeasuredTemplateOf(kind, workload), policy_key);
+  };
+  const std::string web = key_of(WorkloadKind::kDeployment, Deployment());
+  EXPECT_EQ(key_of(WorkloadKind::kDeployment, Sibling("web-b", "u-2")), web)
+      << "another name, uid and labels measure alike";
+  json restarted = Sibling("web-c", "u-3");
+  restarted["spec"]["template"]["metadata"]["annotations"] = {
+      {"kubectl.kubernetes.io/restartedAt", "2026-12-05T10:00:00Z"}};
+  EXPECT_EQ(key_of(WorkloadKind::kDeployment, restarted), web);
+
+  json image = Deployment();
+  image["spec"]["template"]["spec"]["containers"][0]["image"] = "web:3";
+  EXPECT_NE(key_of(WorkloadKind::kDeployment, image), web) << "another image";
+  json libc = Deployment();
+  libc["spec"]["template"]["metadata"]["annotations"] = {{api::kLibcAnnotation, "musl"}};
+  EXPECT_NE(key_of(WorkloadKind::kDeployment, libc), web) << "allocguard's annotations count";
+  EXPECT_NE(key_of(WorkloadKind::kDaemonSet, Deployment()), web) << "another kind";
+  EXPECT_EQ(CanaryKey(MeasuredTemplateOf(WorkloadKind::kDeployment, Deployment()),
+                      CanaryPolicyKey(Policy(api::RolloutMode::kEnforce))),
+            web)
+      << "the rollout mode changes nothing that is measured";
+  api::AllocatorPolicy mimalloc = policy;
+  mimalloc.spec.allocator.name = api::Allocator::kMimalloc;
+  EXPECT_NE(CanaryKey(MeasuredTemplateOf(WorkloadKind::kDeployment, Deployment()),
+                      CanaryPolicyKey(mimalloc)),
+            web)
+      << "another allocator";
+  MeasuredTemplate claims = MeasuredTemplateOf(WorkloadKind::kStatefulSet, Deployment());
+  const std::string no_claims = CanaryKey(claims, policy_key);
+  claims.claims.push_back({"data", int64_t{1} << 30});
+  EXPECT_NE(CanaryKey(claims, policy_key), no_claims) << "a StatefulSet's claims";
 }
 
 TEST(CanaryPolicyKeyTest, ChangesWithWhatTheCanaryProvesOnly) {
@@ -333,9 +534,9 @@ TEST(DecideRolloutTest, APolicySwitchOfAHeldTemplateStartsANewCanary) {
   ASSERT_TRUE(a.create_canary.has_value());
   EXPECT_EQ((*a.create_canary)["spec"]["candidate"]["allocator"]["name"], "jemalloc");
   EXPECT_EQ((*a.create_canary)["metadata"]["name"],
-            CanaryName("web", Hash(), CanaryPolicyKey(jemalloc)));
+            CanaryName(CanaryKey(in.measured, CanaryPolicyKey(jemalloc))));
   EXPECT_NE((*a.create_canary)["metadata"]["name"],
-            CanaryName("web", Hash(), CanaryPolicyKey(glibc)));
+            CanaryName(CanaryKey(in.measured, CanaryPolicyKey(glibc))));
 }
 
 // A canary status another writer gave fields of other types: the rollout

@@ -59,8 +59,7 @@ json DeploymentObject(const std::string& ns, const std::string& name, const std:
 // The Flat canary the operator would have finished for `deployment`'s
 // template: trusted by CanaryDistrust.
 json FlatCanary(const json& deployment, const api::AllocatorPolicy& policy) {
-  const std::string hash = admission::TemplateHash(deployment["spec"]["template"]);
-  json canary = BuildReplayCanary(deployment, policy, hash);
+  json canary = BuildReplayCanary(deployment, policy);
   auto parsed = api::ParseReplayCanary(canary);
   EXPECT_TRUE(parsed.ok()) << parsed.status().message();
   canary["status"] = {{"phase", "Completed"},

@@ -151,9 +151,8 @@ webhook::AdmissionResponse AdmissionHandlers::MutateDeployment(
   // (Called only within DecideDeploymentGate below: the request and the
   // policy outlive it, so they are referred to, not copied.)
   in.has_flat_verdict = [this, &request, &in](const std::string& hash) {
-    return in.policy.has_value() &&
-           HasTrustedFlatVerdict(request.namespace_, request.name, request.object, *in.policy,
-                                 "Deployment", hash);
+    return in.policy.has_value() && HasTrustedFlatVerdict(request.namespace_, request.object,
+                                                          *in.policy, "Deployment", hash);
   };
   GateDecision d = DecideDeploymentGate(in);
   webhook::AdmissionResponse response;
@@ -164,18 +163,25 @@ webhook::AdmissionResponse AdmissionHandlers::MutateDeployment(
   return response;
 }
 
-bool AdmissionHandlers::HasTrustedFlatVerdict(const std::string& ns, const std::string& name,
-                                              const json& object,
+bool AdmissionHandlers::HasTrustedFlatVerdict(const std::string& ns, const json& object,
                                               const api::AllocatorPolicy& policy,
                                               const std::string& kind,
                                               const std::string& hash) const {
   const std::optional<controllers::WorkloadKind> workload_kind =
       controllers::WorkloadKindFromName(kind);
   if (!workload_kind.has_value()) return false;
+  // The canary is shared by every workload whose template measures alike;
+  // `hash` is the object's own template's (DecideDeploymentGate asks for no
+  // other).
+  if (hash != api::PodTemplateHash(api::ParseDeploymentSummary(object).pod_template)) return false;
+  const controllers::MeasuredTemplate measured =
+      controllers::MeasuredTemplateOf(*workload_kind, object);
   auto canary = deps_.canaries->Get(
-      ns + "/" + api::CanaryName(name, hash, controllers::CanaryPolicyKey(policy)));
+      ns + "/" +
+      api::CanaryName(controllers::CanaryKey(measured, controllers::CanaryPolicyKey(policy))));
   return canary != nullptr && api::CanaryStatusOf(*canary).verdict == Verdict::kFlat &&
-         controllers::CanaryDistrust(*canary, object, hash, policy, *workload_kind).empty();
+         controllers::CanaryDistrust(api::ParseReplayCanarySummary(*canary), measured, policy)
+             .empty();
 }
 
 namespace {
@@ -224,8 +230,8 @@ webhook::AdmissionResponse AdmissionHandlers::MutateStatefulSet(
       controllers::GoverningPolicy(Policies(request.namespace_), set.pod_template.metadata.labels),
       options_.operator_namespace,
       [this, &request](const api::AllocatorPolicy& policy, const std::string& hash) {
-        return HasTrustedFlatVerdict(request.namespace_, request.name, request.object, policy,
-                                     "StatefulSet", hash);
+        return HasTrustedFlatVerdict(request.namespace_, request.object, policy, "StatefulSet",
+                                     hash);
       },
       DecideStatefulSetGate);
 }
@@ -239,8 +245,7 @@ webhook::AdmissionResponse AdmissionHandlers::MutateDaemonSet(
       controllers::GoverningPolicy(Policies(request.namespace_), set.pod_template.metadata.labels),
       options_.operator_namespace,
       [this, &request](const api::AllocatorPolicy& policy, const std::string& hash) {
-        return HasTrustedFlatVerdict(request.namespace_, request.name, request.object, policy,
-                                     "DaemonSet", hash);
+        return HasTrustedFlatVerdict(request.namespace_, request.object, policy, "DaemonSet", hash);
       },
       DecideDaemonSetGate);
 }

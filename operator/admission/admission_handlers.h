@@ -108,12 +108,12 @@ class AdmissionHandlers {
   // The workloads of the policy's namespace that it holds now, as
   // ValidatePolicyChange names them.
   std::vector<std::string> HeldBy(const api::AllocatorPolicy& policy) const;
-  // Whether `hash` of the workload `object` (of `kind`, in `ns`) has a Flat
-  // canary that proves it (controllers::CanaryDistrust): never by the
-  // canary's name alone.
-  bool HasTrustedFlatVerdict(const std::string& ns, const std::string& name,
-                             const nlohmann::json& object, const api::AllocatorPolicy& policy,
-                             const std::string& kind, const std::string& hash) const;
+  // Whether `hash`, the template of the workload `object` (of `kind`, in
+  // `ns`), has a Flat canary that proves it (controllers::CanaryDistrust):
+  // never by the canary's name alone.
+  bool HasTrustedFlatVerdict(const std::string& ns, const nlohmann::json& object,
+                             const api::AllocatorPolicy& policy, const std::string& kind,
+                             const std::string& hash) const;
 
   AdmissionHandlerOptions options_;
   AdmissionHandlerDeps deps_;

@@ -244,7 +244,11 @@ TEST(AdmissionHandlersTest, AFlatCanaryOfAnotherKindDoesNotLetAStatefulSetThroug
   ASSERT_TRUE(policy.ok());
   const json changed = StatefulSet("web:2");
   const std::string hash = TemplateHash(changed["spec"]["template"]);
-  json canary = controllers::BuildReplayCanary(changed, *policy, hash);  // a Deployment's
+  json canary = controllers::BuildReplayCanary(changed, *policy);  // a Deployment's
+  // ... under the name the StatefulSet's canary would have.
+  canary["metadata"]["name"] = api::CanaryName(controllers::CanaryKey(
+      controllers::MeasuredTemplateOf(controllers::WorkloadKind::kStatefulSet, changed),
+      controllers::CanaryPolicyKey(*policy)));
   canary["status"] = {{"phase", "Completed"}, {"verdict", "Flat"}};
   h.canaries.Upsert(canary);
   webhook::AdmissionResponse r =

@@ -24,24 +24,10 @@ const json& MemberOrNull(const json& object, const char* key) {
   return member == nullptr ? kNull : *member;
 }
 
-std::string Sha256Hex(const std::string& data) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  unsigned int length = 0;
-  EVP_Digest(data.data(), data.size(), digest.data(), &length, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i) {
-    char byte[3];
-    std::snprintf(byte, sizeof(byte), "%02x", digest[i]);
-    hex += byte;
-  }
-  return hex;
-}
-
-}  // namespace
-
-std::string PodTemplateHash(const json& pod_template) {
+// PodTemplateHash, or MeasuredTemplateHash when `with_labels` is false.
+std::string TemplateDigest(const json& pod_template, bool with_labels) {
   const json& metadata = MemberOrNull(pod_template, "metadata");
-  json labels = MemberOrNull(metadata, "labels");
+  json labels = with_labels ? MemberOrNull(metadata, "labels") : json();
   if (!labels.is_object()) labels = json::object();
   json annotations = json::object();
   const json& all = MemberOrNull(metadata, "annotations");
@@ -54,6 +40,29 @@ std::string PodTemplateHash(const json& pod_template) {
   if (spec.is_null()) spec = json::object();
   const json canonical = {{"annotations", annotations}, {"labels", labels}, {"spec", spec}};
   return Sha256Hex(canonical.dump()).substr(0, 16);
+}
+
+}  // namespace
+
+std::string Sha256Hex(std::string_view text) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int length = 0;
+  EVP_Digest(text.data(), text.size(), digest.data(), &length, EVP_sha256(), nullptr);
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) {
+    char byte[3];
+    std::snprintf(byte, sizeof(byte), "%02x", digest[i]);
+    hex += byte;
+  }
+  return hex;
+}
+
+std::string PodTemplateHash(const json& pod_template) {
+  return TemplateDigest(pod_template, /*with_labels=*/true);
+}
+
+std::string MeasuredTemplateHash(const json& pod_template) {
+  return TemplateDigest(pod_template, /*with_labels=*/false);
 }
 
 bool HoldsRollout(const ObjectMeta& metadata) {

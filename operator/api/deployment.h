@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -26,6 +27,18 @@ namespace allocguard::api {
 // canonical JSON (keys sorted). Never throws: members of the wrong type are
 // hashed as they are.
 std::string PodTemplateHash(const nlohmann::json& pod_template);
+
+// The key of what a replay canary measures of a pod template: PodTemplateHash
+// without the template's labels, which the canary's Pods never carry (their
+// labels are replaced so that no Service selects them). Two workloads whose
+// templates differ only in labels (say, app=web-a and app=web-b) measure
+// alike and share one canary. Same format as PodTemplateHash.
+std::string MeasuredTemplateHash(const nlohmann::json& pod_template);
+
+// SHA-256 of `text` as 64 hex digits: for names derived from content that
+// someone else might try to collide (api::ContentHash is FNV-1a, fast but
+// easy to collide on purpose).
+std::string Sha256Hex(std::string_view text);
 
 // spec.template: what admission reads of it.
 struct DeploymentTemplate {

@@ -102,15 +102,16 @@ inline constexpr char kGuardMetricsPortName[] = "guard-metrics";
 inline constexpr int kGuardMetricsPort = 9464;
 inline constexpr char kGuardLabel[] = "allocguard.io/guard";
 
-// The canary's name for a Deployment, template hash and policy key
-// (controllers::CanaryPolicyKey): stable, so a restarted operator finds the
-// canary it created before, and the webhooks find it by name.
-inline std::string CanaryName(const std::string& deployment, const std::string& template_hash,
-                              const std::string& policy_key) {
-  // Deployment names are DNS subdomains (<= 253); keep room for the hashes and
-  // for Job names derived from this one (which the job builder shortens).
-  return deployment.substr(0, 200) + "-" + template_hash.substr(0, 10) + "-" +
-         policy_key.substr(0, 6);
+// The name of the canary of `canary_key` (controllers::CanaryKey: what is
+// measured, never who asked): derived from the key alone, so every workload
+// that asks the same finds the same canary, a restarted operator finds the
+// canary it created before, and the webhooks find it by name. "replay-" and
+// 32 hex digits of a SHA-256: a DNS label, with room for the Job names
+// derived from it (which the job builder shortens). The name is only where
+// to look: what a canary proves is checked on its content
+// (controllers::CanaryDistrust).
+inline std::string CanaryName(const std::string& canary_key) {
+  return "replay-" + canary_key.substr(0, 32);
 }
 
 }  // namespace allocguard::api

@@ -98,6 +98,7 @@ void SlimDeployment(json& deployment) {
   auto paused = spec.find("paused");
   if (paused != spec.end()) slim["paused"] = *paused;
   deployment[kCachedTemplateHashField] = PodTemplateHash(tmpl);
+  deployment[kCachedMeasuredHashField] = MeasuredTemplateHash(tmpl);
   spec = std::move(slim);
 }
 
@@ -155,6 +156,7 @@ DeploymentSummary ParseDeploymentSummary(const json& object, std::vector<std::st
   d.meta = ParseObjectMeta(object, problems);
   Reader top(object, "", problems);
   top.String(kCachedTemplateHashField, &d.cached_template_hash);
+  top.String(kCachedMeasuredHashField, &d.cached_measured_hash);
   const json* spec = top.Object("spec");
   if (spec == nullptr) return d;
   Reader s(*spec, "spec", problems);
@@ -169,6 +171,11 @@ DeploymentSummary ParseDeploymentSummary(const json& object, std::vector<std::st
     m.StringMap("annotations", &d.template_annotations);
   }
   return d;
+}
+
+std::string MeasuredHashOf(const DeploymentSummary& workload) {
+  if (!workload.cached_measured_hash.empty()) return workload.cached_measured_hash;
+  return MeasuredTemplateHash(workload.pod_template);
 }
 
 PodSummary ParsePodSummary(const json& object, std::vector<std::string>* problems) {

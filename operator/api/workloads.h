@@ -25,11 +25,14 @@ namespace allocguard::api {
 // The member under which the operator's Deployment cache keeps the digest of
 // the pod template it dropped (SlimDeployment).
 inline constexpr char kCachedTemplateHashField[] = "allocguardTemplateHash";
+// ... and its MeasuredTemplateHash, the key its canary is shared by.
+inline constexpr char kCachedMeasuredHashField[] = "allocguardMeasuredHash";
 
 // The transform of the operator's Deployment cache: keeps only what the
 // reconcilers read (metadata, spec.paused, the template's labels and
 // annotations) and puts PodTemplateHash of the dropped template under
-// kCachedTemplateHashField. The rollout reconciler fetches the full template
+// kCachedTemplateHashField, its MeasuredTemplateHash under
+// kCachedMeasuredHashField. The rollout reconciler fetches the full template
 // when it creates a canary. A whole Deployment is ~10 KB of JSON; the slim
 // one a fraction of that. Never throws: a spec that is not an object is left
 // as it is (ParseDeploymentSummary reports it).
@@ -48,6 +51,8 @@ struct DeploymentSummary {
   std::map<std::string, std::string> template_annotations;  // ...metadata.annotations
   // kCachedTemplateHashField, or "" when the object was not slimmed.
   std::string cached_template_hash;
+  // kCachedMeasuredHashField, or "" when the object was not slimmed.
+  std::string cached_measured_hash;
   // spec.template as stored, whatever its type (null when absent): the slim
   // cache keeps only its metadata; a GET gives the whole template.
   nlohmann::json pod_template;
@@ -57,6 +62,10 @@ struct DeploymentSummary {
 
 DeploymentSummary ParseDeploymentSummary(const nlohmann::json& object,
                                          std::vector<std::string>* problems = nullptr);
+
+// The MeasuredTemplateHash of a workload's template: the cached one, or the
+// template's own when the object was read whole.
+std::string MeasuredHashOf(const DeploymentSummary& workload);
 
 // ContainerStatus.state / lastState, the parts read.
 struct ContainerStateSummary {

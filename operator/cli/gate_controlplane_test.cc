@@ -167,7 +167,7 @@ class GateTest : public ::testing::Test {
   // The rollout reconciler's canary for the Deployment's template, with the
   // status the canary reconciler writes.
   static std::string CreateCanary(const json& deployment, const json& status) {
-    json canary = controllers::BuildReplayCanary(deployment, *policy_, Hash(deployment));
+    json canary = controllers::BuildReplayCanary(deployment, *policy_);
     auto created = client_->Create(kube::ReplayCanaries(), ns_, canary);
     EXPECT_TRUE(created.ok()) << created.error().ToString();
     if (!created.ok()) return "";

@@ -46,7 +46,10 @@ std::vector<ReconcileRequest> PolicyEventRequests(const json& policy,
   return out;
 }
 
-std::vector<ReconcileRequest> CanaryEventRequests(const json& canary) {
+std::vector<ReconcileRequest> CanaryEventRequests(const json& canary,
+                                                  const kube::Store* deployments,
+                                                  const kube::Store* statefulsets,
+                                                  const kube::Store* daemonsets) {
   std::vector<ReconcileRequest> out = {{kCanaryController, kube::ObjectKey(canary)}};
   const json& target_ref = Field(Field(canary, "spec"), "target");
   const std::string target = Str(target_ref, "name");
@@ -56,6 +59,20 @@ std::vector<ReconcileRequest> CanaryEventRequests(const json& canary) {
                         : controllers::WorkloadKindFromName(kind_name);
   if (!target.empty() && kind.has_value()) {
     out.push_back({controllers::RolloutControllerName(*kind), Namespace(canary) + "/" + target});
+  }
+  // Every workload the canary serves: its verdict is theirs too.
+  const std::string measured = Str(Field(canary, "spec"), "templateHash");
+  const kube::Store* workloads = !kind.has_value()                                  ? nullptr
+                                 : *kind == controllers::WorkloadKind::kDeployment  ? deployments
+                                 : *kind == controllers::WorkloadKind::kStatefulSet ? statefulsets
+                                                                                    : daemonsets;
+  if (workloads != nullptr && !measured.empty()) {
+    const std::string target_key = Namespace(canary) + "/" + target;
+    for (const json& w : workloads->ByIndex(controllers::kMeasuredTemplateIndex,
+                                            Namespace(canary) + "/" + measured)) {
+      const std::string key = kube::ObjectKey(w);
+      if (key != target_key) out.push_back({controllers::RolloutControllerName(*kind), key});
+    }
   }
   auto labels = Labels(canary);
   auto policy = labels.find(controllers::kPolicyLabel);
@@ -108,7 +125,10 @@ void AddEventRouting(Manager& manager, const WatchedStores& stores) {
     return PolicyEventRequests(p, *deployments, statefulsets, daemonsets);
   };
   manager.Watches(stores.policies, policy_map, policy_map);
-  manager.Watches(stores.canaries, CanaryEventRequests, CanaryEventRequests);
+  auto canary_map = [deployments, statefulsets, daemonsets](const json& c) {
+    return CanaryEventRequests(c, deployments, statefulsets, daemonsets);
+  };
+  manager.Watches(stores.canaries, canary_map, canary_map);
   manager.Watches(stores.deployments,
                   [policies](const json& d) { return DeploymentEventRequests(d, *policies); });
   manager.Watches(

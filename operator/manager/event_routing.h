@@ -9,8 +9,11 @@
 //                     StatefulSet and DaemonSet in its namespace (their gate
 //                     may change)
 //   ReplayCanary      its canary; the rollout of its target (the rollout
-//                     controller of the target's kind); the policy of its
-//                     allocguard.io/policy label
+//                     controller of the target's kind) and of every
+//                     workload of that kind in its namespace whose template
+//                     measures as spec.templateHash (the workloads a shared
+//                     canary serves: controllers::kMeasuredTemplateIndex);
+//                     the policy of its allocguard.io/policy label
 //   Deployment        its rollout; every policy in its namespace
 //   StatefulSet,      the rollout of its kind; every policy in its namespace
 //   DaemonSet
@@ -38,13 +41,19 @@ inline constexpr char kDriftController[] = "drift";
 // The StatefulSets' and DaemonSets' rollouts: controllers::RolloutControllerName.
 
 // deployments and policies need the namespace index
-// (controllers::AddNamespaceIndex).
+// (controllers::AddNamespaceIndex), the workload stores the measured
+// template index (controllers::AddMeasuredTemplateIndex).
 // statefulsets and daemonsets may be null (not watched).
 std::vector<ReconcileRequest> PolicyEventRequests(const nlohmann::json& policy,
                                                   const kube::Store& deployments,
                                                   const kube::Store* statefulsets = nullptr,
                                                   const kube::Store* daemonsets = nullptr);
-std::vector<ReconcileRequest> CanaryEventRequests(const nlohmann::json& canary);
+// The stores may be null (no workloads of that kind routed beyond the
+// target); they need controllers::AddMeasuredTemplateIndex.
+std::vector<ReconcileRequest> CanaryEventRequests(const nlohmann::json& canary,
+                                                  const kube::Store* deployments = nullptr,
+                                                  const kube::Store* statefulsets = nullptr,
+                                                  const kube::Store* daemonsets = nullptr);
 std::vector<ReconcileRequest> DeploymentEventRequests(const nlohmann::json& deployment,
                                                       const kube::Store& policies);
 // A StatefulSet's (kind "StatefulSet") or a DaemonSet's change.

@@ -183,6 +183,7 @@ Caches MakeCaches(kube::Client* client, const ManagerOptions& options) {
   for (kube::Informer* workloads :
        {c.deployments.get(), c.statefulsets.get(), c.daemonsets.get()}) {
     AddHeldIndex(workloads->store());
+    controllers::AddMeasuredTemplateIndex(workloads->store());
   }
   return c;
 }

@@ -32,6 +32,7 @@
 
 #include "controllers/rollout_decision.h"
 #include "operator/admission/deployment_gate.h"
+#include "operator/api/deployment.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
 #include "operator/canary/job_builder.h"
@@ -415,7 +416,27 @@ class OperatorTest : public ::testing::Test {
     if (!p.ok()) return "";
     auto parsed = api::ParseAllocatorPolicy(*p);
     if (!parsed.ok()) return "";
-    return controllers::CanaryName(deployment, hash, controllers::CanaryPolicyKey(*parsed));
+    // Named for what is measured: the template whose hash is `hash`, as the
+    // Deployment has it now or as a canary of it stored it.
+    std::optional<json> tmpl;
+    if (auto d = client_->Get(kube::Deployments(), ns_, deployment); d.ok()) {
+      const json& t = Field(Field(*d, "spec"), "template");
+      if (api::PodTemplateHash(t) == hash) tmpl = t;
+    }
+    if (!tmpl.has_value()) {
+      auto canaries = client_->List(kube::ReplayCanaries(), ns_, kube::ListOptions{});
+      if (canaries.ok()) {
+        for (const json& c : canaries->items) {
+          const json& t = Field(Field(c, "spec"), "template");
+          if (api::PodTemplateHash(t) == hash) tmpl = t;
+        }
+      }
+    }
+    if (!tmpl.has_value()) return "";
+    controllers::MeasuredTemplate measured;
+    measured.hash = api::MeasuredTemplateHash(*tmpl);
+    return controllers::CanaryName(
+        controllers::CanaryKey(measured, controllers::CanaryPolicyKey(*parsed)));
   }
 
   // Plays every Job of `canary` (each variant with results[variant]) until
