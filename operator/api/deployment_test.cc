@@ -43,6 +43,22 @@ TEST(DeploymentTest, TemplateHashKeysOnSpecLabelsAndOwnAnnotations) {
   EXPECT_EQ(PodTemplateHash(unlabelled), PodTemplateHash(empty_labels));
 }
 
+// What a canary measures: not the labels (its Pods carry their own), but
+// the spec and allocguard's annotations.
+TEST(DeploymentTest, MeasuredTemplateHashLeavesOutTheLabelsOnly) {
+  json a = Template("v1");
+  json relabelled = a;
+  relabelled["metadata"]["labels"] = {{"app", "web-b"}, {"instance", "b"}};
+  EXPECT_NE(PodTemplateHash(a), PodTemplateHash(relabelled));
+  EXPECT_EQ(MeasuredTemplateHash(a), MeasuredTemplateHash(relabelled));
+  EXPECT_NE(MeasuredTemplateHash(a), MeasuredTemplateHash(Template("v2")));
+  json libc = a;
+  libc["metadata"]["annotations"]["allocguard.io/libc"] = "musl";
+  EXPECT_NE(MeasuredTemplateHash(a), MeasuredTemplateHash(libc));
+  EXPECT_EQ(MeasuredTemplateHash(a).size(), 16u);
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
 TEST(DeploymentTest, WrongTypesReadAsAbsentAndAreNamed) {
   json d = {{"metadata", {{"name", "web"}}},
             {"spec", {{"paused", "yes"}, {"replicas", "3"}, {"template", 5}}}};

@@ -121,6 +121,11 @@ TEST(SlimDeploymentTest, KeepsWhatTheReconcilersReadAndTheTemplatesDigest) {
   EXPECT_EQ(object["status"], (json{{"replicas", 3}})) << "only spec is slimmed";
   const DeploymentSummary d = ParseDeploymentSummary(object);
   EXPECT_EQ(d.cached_template_hash, PodTemplateHash(tmpl));
+  EXPECT_EQ(d.cached_measured_hash, MeasuredTemplateHash(tmpl));
+  EXPECT_EQ(MeasuredHashOf(d), MeasuredTemplateHash(tmpl)) << "from the cache";
+  EXPECT_EQ(MeasuredHashOf(ParseDeploymentSummary(json{{"spec", {{"template", tmpl}}}})),
+            MeasuredTemplateHash(tmpl))
+      << "from a workload read whole";
   EXPECT_TRUE(d.paused);
   EXPECT_EQ(d.template_labels, (std::map<std::string, std::string>{{"app", "web"}}));
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "controllers/reconcilers.h"
+#include "operator/api/workloads.h"
 
 namespace allocguard::manager {
 namespace {
@@ -51,6 +52,26 @@ TEST(EventRoutingTest, ACanaryConcernsItselfItsTargetAndItsPolicy) {
   odd["spec"] = {{"target", "not an object"}};
   odd["metadata"]["labels"] = json::array({1, 2});
   EXPECT_THAT(CanaryEventRequests(odd), ElementsAre(R("canary", "a/odd")));
+}
+
+// A shared canary concerns every Deployment of its namespace whose template
+// measures as its spec.templateHash (as the slim cache records it).
+TEST(EventRoutingTest, ASharedCanaryConcernsEveryWorkloadOfItsMeasuredTemplate) {
+  auto measured = [](const std::string& ns, const std::string& name, const std::string& hash) {
+    json d = Object(ns, name);
+    d[api::kCachedMeasuredHashField] = hash;
+    return d;
+  };
+  auto deployments = StoreWith({});
+  controllers::AddMeasuredTemplateIndex(*deployments);
+  for (json d : {measured("a", "web", "m1"), measured("a", "web-b", "m1"),
+                 measured("a", "api", "m2"), measured("b", "web", "m1")}) {
+    deployments->Upsert(std::move(d));
+  }
+  json canary = Object("a", "c");
+  canary["spec"] = {{"target", {{"name", "web"}}}, {"templateHash", "m1"}};
+  EXPECT_THAT(CanaryEventRequests(canary, deployments.get()),
+              ElementsAre(R("canary", "a/c"), R("rollout", "a/web"), R("rollout", "a/web-b")));
 }
 
 TEST(EventRoutingTest, ADeploymentConcernsItsRolloutAndThePoliciesOfItsNamespace) {
