@@ -43,6 +43,7 @@ passed, 1 otherwise; every wait has a deadline.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -69,6 +70,20 @@ VARIANT_LABEL = "allocguard.io/variant"
 
 def log(msg):
     print(f"chaos: {msg}", flush=True)
+
+
+def template_digest(template, with_labels=True):
+    """api::PodTemplateHash of a pod template, or with_labels=False its
+    api::MeasuredTemplateHash (a canary's spec.templateHash): the first 16 hex
+    digits of a SHA-256 over its spec, its labels and its allocguard.io/
+    annotations as compact JSON with sorted keys (operator/api/deployment.cc;
+    deployment_test.cc and chaos_test.py check one vector on both sides)."""
+    meta = (template or {}).get("metadata") or {}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith("allocguard.io/")}
+    labels = (meta.get("labels") or {}) if with_labels else {}
+    canonical = {"annotations": annotations, "labels": labels, "spec": (template or {}).get("spec") or {}}
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def kubectl(*args, timeout=30):
@@ -257,10 +272,17 @@ class Watcher(threading.Thread):
             elif (ns, name) in self.held_seen:
                 held = self.held_seen[(ns, name)]
                 released = ann.get(RELEASED)
+                # A canary's templateHash is the held template as measured
+                # (labels aside): known when the template is still the held one.
+                measured = {held}
+                template = d["spec"].get("template")
+                if template is not None and template_digest(template) == held:
+                    measured.add(template_digest(template, with_labels=False))
                 flat = [
                     cn for (cns, cn), c in canaries.items()
-                    if cns == ns and c["spec"].get("target", {}).get("name") == name
-                    and c["spec"].get("templateHash") == held and c.get("status", {}).get("verdict") == "Flat"
+                    if cns == ns and (c["spec"].get("target", {}).get("name") == name
+                                      or name in [o.get("name") for o in c["metadata"].get("ownerReferences", [])])
+                    and c["spec"].get("templateHash") in measured and c.get("status", {}).get("verdict") == "Flat"
                 ]
                 if released != held or not flat:
                     self.flag("unproven releases", f"{ns}/{name} unpaused: held {held}, released '{released}', Flat canaries {flat}")
@@ -466,7 +488,10 @@ class Chaos:
                 d = kubectl_json("get", "deployment", name, "-n", a.namespace)
                 paused = d["spec"].get("paused", False)
                 if verdict == "Flat":
-                    return "released" if not paused and d["metadata"].get("annotations", {}).get(RELEASED) == c["spec"]["templateHash"] else None
+                    template = d["spec"].get("template")
+                    proven = (d["metadata"].get("annotations", {}).get(RELEASED) == template_digest(template)
+                              and template_digest(template, with_labels=False) == c["spec"]["templateHash"])
+                    return "released" if not paused and proven else None
                 if not paused:
                     return None
                 events = kubectl_json("get", "events", "-n", a.namespace, "--field-selector", f"involvedObject.name={name}")["items"]

@@ -109,6 +109,27 @@ class WatcherTest(unittest.TestCase):
         w.check([canary("web-h1", "web", "h1", "Flat", uid="u2")])
         self.assertEqual(w.counts()["lost verdicts"], 1)
 
+    def test_a_shared_canary_measured_without_labels_proves_the_release(self):
+        template = {"metadata": {"labels": {"app": "web", "instance": "b"}},
+                    "spec": {"containers": [{"name": "server", "image": "web:1"}]}}
+        held, measured = chaos.template_digest(template), chaos.template_digest(template, with_labels=False)
+        self.assertNotEqual(held, measured)
+        shared = canary("replay-x", "web-a", measured, "Flat", {"candidate": "Flat"})
+        shared["metadata"]["ownerReferences"] = [{"kind": "Deployment", "name": "web-a"},
+                                                 {"kind": "Deployment", "name": "web"}]
+        released = deployment("web", False, released=held)
+        released["spec"]["template"] = template
+        counts = self.see([deployment("web", True, held=held), shared], [released, shared])
+        self.assertEqual(counts, {k: 0 for k in counts})
+
+    def test_template_digests_are_the_operators(self):
+        # The vector of operator/api/deployment_test.cc.
+        t = {"metadata": {"labels": {"app": "web"}, "annotations": {"allocguard.io/libc": "glibc", "other": "x"}},
+             "spec": {"containers": [{"name": "server", "image": "web:1",
+                                      "resources": {"limits": {"memory": "512Mi"}}}]}}
+        self.assertEqual(chaos.template_digest(t), "37b5d289a2006b03")
+        self.assertEqual(chaos.template_digest(t, with_labels=False), "d08d37e06af2048f")
+
     def test_a_pause_without_the_held_template_has_no_reason(self):
         counts = self.see([deployment("web", True)])
         self.assertEqual(counts["paused without a reason"], 1)

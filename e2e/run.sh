@@ -403,9 +403,24 @@ held=$(jp deployment/"$deploy" -n "$demo_ns" -o jsonpath='{.metadata.annotations
 [[ -n $held ]] || fail "no allocguard.io/held-candidate annotation on the held Deployment"
 say "held template $held"
 canary_for_template() {  # the ReplayCanary of the held template under the current policy
-  kubectl get replaycanaries -n "$demo_ns" \
-    -o jsonpath="{range .items[?(@.spec.templateHash==\"$held\")]}{.metadata.creationTimestamp}{\" \"}{.metadata.name}{\"\\n\"}{end}" 2>/dev/null |
-    sort | tail -1 | awk '{print $2}'
+  # Its spec.templateHash is the held template as measured, labels aside
+  # (chaos.template_digest); the newest one is the current policy's.
+  { kubectl get deployment/"$deploy" -n "$demo_ns" -o json &&
+    kubectl get replaycanaries -n "$demo_ns" -o json; } 2>/dev/null | python3 -c '
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from chaos import template_digest
+text = sys.stdin.read()
+decoder = json.JSONDecoder()
+deployment, end = decoder.raw_decode(text)
+canaries, _ = decoder.raw_decode(text, end + len(text[end:]) - len(text[end:].lstrip()))
+template = deployment["spec"]["template"]
+if template_digest(template) != sys.argv[2]:
+    sys.exit(0)
+measured = template_digest(template, with_labels=False)
+found = sorted((c["metadata"].get("creationTimestamp", ""), c["metadata"]["name"])
+               for c in canaries["items"] if c["spec"].get("templateHash") == measured)
+print(found[-1][1] if found else "")' "$here" "$held" 2>/dev/null
 }
 wait_canary() { [[ -n $(canary_for_template) ]]; }
 wait_for 60 "a ReplayCanary for template $held" wait_canary

@@ -59,6 +59,17 @@ TEST(DeploymentTest, MeasuredTemplateHashLeavesOutTheLabelsOnly) {
   EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
+// A fixed vector, which e2e/chaos.py's Python digests (chaos_test.py) must
+// give too: the node tier's watcher matches canaries to templates with them.
+TEST(DeploymentTest, TemplateDigestsOfAFixedTemplate) {
+  const json t = json::parse(R"({"metadata": {"labels": {"app": "web"},
+      "annotations": {"allocguard.io/libc": "glibc", "other": "x"}},
+      "spec": {"containers": [{"name": "server", "image": "web:1",
+                               "resources": {"limits": {"memory": "512Mi"}}}]}})");
+  EXPECT_EQ(PodTemplateHash(t), "37b5d289a2006b03");
+  EXPECT_EQ(MeasuredTemplateHash(t), "d08d37e06af2048f");
+}
+
 TEST(DeploymentTest, WrongTypesReadAsAbsentAndAreNamed) {
   json d = {{"metadata", {{"name", "web"}}},
             {"spec", {{"paused", "yes"}, {"replicas", "3"}, {"template", 5}}}};
