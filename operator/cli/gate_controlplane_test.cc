@@ -125,6 +125,8 @@ class GateTest : public ::testing::Test {
 
   // Creates a Deployment; governed ones carry the policy's label. Returns it
   // as stored (with the server's defaults, which the template hash covers).
+  // Each has an image of its own: Deployments whose templates differ only in
+  // labels would share one canary, and each test gives its own a verdict.
   static json CreateDeployment(const std::string& name, bool governed) {
     json labels = {{"app", name}};
     if (governed) labels["gated"] = "true";
@@ -136,7 +138,7 @@ class GateTest : public ::testing::Test {
                 {"selector", {{"matchLabels", {{"app", name}}}}},
                 {"template",
                  {{"metadata", {{"labels", labels}}},
-                  {"spec", {{"containers", {{{"name", "server"}, {"image", "web:2"}}}}}}}}}}};
+                  {"spec", {{"containers", {{{"name", "server"}, {"image", name + ":2"}}}}}}}}}}};
     auto created = client_->Create(kube::Deployments(), ns_, d);
     EXPECT_TRUE(created.ok()) << created.error().ToString();
     return created.ok() ? *created : json();
