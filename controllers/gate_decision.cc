@@ -420,7 +420,7 @@ GateAnswer AnswerDeploymentGate(const json& object,
   facts.overridden = meta.Annotation(api::kOverriddenCandidateAnnotation);
   facts.base.template_hash = facts.hash;
   facts.measured = MeasuredTemplateOf(kind, object);
-  facts.base.canary = CanaryName(CanaryKey(facts.measured, CanaryPolicyKey(policy)));
+  facts.base.canary = CanaryName(CanaryKey(facts.measured, policy));
   if (canaries) {
     if (std::optional<json> found = canaries(facts.base.canary)) {
       facts.canary = api::ParseReplayCanarySummary(*found);

@@ -255,7 +255,7 @@ TEST(AnswerDeploymentGateTest, Table) {
       // The canary looked up is the one the rollout reconciler creates.
       EXPECT_EQ(asked,
                 CanaryName(CanaryKey(MeasuredTemplateOf(WorkloadKind::kDeployment, c.deployment),
-                                     CanaryPolicyKey(c.policies[0]))));
+                                     c.policies[0])));
       EXPECT_EQ(a.template_hash, Hash());
       EXPECT_EQ(a.policy, c.policies[0].name);
     } else {

@@ -78,7 +78,7 @@ const api::ReplayCanarySummary* HeldCanary(const PolicyInput& input, WorkloadKin
   MeasuredTemplate measured;
   measured.kind = kind;
   measured.hash = api::MeasuredHashOf(workload);
-  const std::string name = CanaryName(CanaryKey(measured, policy_key));
+  const std::string name = CanaryName(CanaryKey(measured, input.policy));
   for (const api::ReplayCanarySummary& c : input.canaries) {
     if (kind != WorkloadKind::kStatefulSet) {
       if (c.meta.name == name) return &c;
@@ -94,7 +94,6 @@ const api::ReplayCanarySummary* HeldCanary(const PolicyInput& input, WorkloadKin
 void GovernedRule(const PolicyInput& input, api::AllocatorPolicyStatus& status,
                   PolicyFacts& facts) {
   const api::AllocatorPolicy& policy = input.policy;
-  const std::string policy_key = CanaryPolicyKey(policy);
   status.governed.clear();
   // Deployments by name alone, as the conditions always named them.
   const std::tuple<WorkloadKind, const std::vector<api::DeploymentSummary>*, const char*> kinds[] =
@@ -113,7 +112,7 @@ void GovernedRule(const PolicyInput& input, api::AllocatorPolicyStatus& status,
       }
       const std::string held = d.meta.Annotation(api::kHeldCandidateAnnotation);
       if (held.empty()) continue;
-      const api::ReplayCanarySummary* canary = HeldCanary(input, kind, d, held, policy_key);
+      const api::ReplayCanarySummary* canary = HeldCanary(input, kind, d, held);
       const api::ReplayCanaryStatus cs =
           canary != nullptr ? canary->status : api::ReplayCanaryStatus{};
       if (!Ended(cs.phase)) {

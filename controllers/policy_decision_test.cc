@@ -56,7 +56,7 @@ json Canary(const std::string& deployment, const std::string& hash, const std::s
             const std::string& time, const std::string& flat_variant = "") {
   MeasuredTemplate measured;
   measured.hash = MeasuredOf(hash);
-  return {{"metadata", {{"name", CanaryName(CanaryKey(measured, CanaryPolicyKey(Policy())))}}},
+  return {{"metadata", {{"name", CanaryName(CanaryKey(measured, Policy()))}}},
           {"spec", {{"target", {{"name", deployment}}}, {"templateHash", measured.hash}}},
           {"status",
            {{"phase", "Completed"},

@@ -538,8 +538,8 @@ std::optional<RolloutInput> ReadRolloutInput(const ControllerContext& ctx, Workl
   }
   input.measured = MeasuredTemplateOf(kind, deployment);
   if (input.policy.has_value()) {
-    if (kube::ObjectRef canary = ctx.canaries->Get(
-            ns + "/" + CanaryName(CanaryKey(input.measured, CanaryPolicyKey(*input.policy))))) {
+    if (kube::ObjectRef canary =
+            ctx.canaries->Get(ns + "/" + CanaryName(CanaryKey(input.measured, *input.policy)))) {
       input.canary = api::ParseReplayCanarySummary(*canary);
     }
   }

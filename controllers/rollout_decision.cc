@@ -54,6 +54,13 @@ std::string CanaryKey(const MeasuredTemplate& measured, const std::string& polic
   return api::Sha256Hex(text);
 }
 
+std::string CanaryKey(const MeasuredTemplate& measured, const api::AllocatorPolicy& policy) {
+  std::string policy_key = CanaryPolicyKey(policy);
+  // Container names are DNS labels: no spaces.
+  for (const std::string& c : policy.spec.containers) policy_key += " " + c;
+  return CanaryKey(measured, policy_key);
+}
+
 bool OwnsCanary(const api::ReplayCanarySummary& canary, WorkloadKind kind,
                 const api::ObjectMeta& owner) {
   if (owner.uid.empty()) return false;
@@ -148,7 +155,7 @@ json BuildReplayCanary(const api::DeploymentSummary& deployment, const api::Allo
   return {{"apiVersion", api::kApiVersion},
           {"kind", "ReplayCanary"},
           {"metadata",
-           {{"name", CanaryName(CanaryKey(measured, CanaryPolicyKey(policy)))},
+           {{"name", CanaryName(CanaryKey(measured, policy))},
             {"namespace", meta.namespace_name},
             {"labels",
              {{kPolicyLabel, policy.name},
@@ -452,7 +459,7 @@ RolloutActions DecideRollout(const RolloutInput& input) {
   RolloutFacts facts{input, input.deployment.meta.Annotation(api::kHeldCandidateAnnotation),
                      input.deployment.meta.Annotation(api::kReleasedCandidateAnnotation), ""};
   if (input.policy.has_value()) {
-    facts.canary_name = CanaryName(CanaryKey(input.measured, CanaryPolicyKey(*input.policy)));
+    facts.canary_name = CanaryName(CanaryKey(input.measured, *input.policy));
   }
   // In the order of the header's list; rules 6 on may assume a policy
   // (rule 3), rules 8 on a canary (rule 7).

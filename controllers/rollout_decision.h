@@ -74,6 +74,11 @@ MeasuredTemplate MeasuredTemplateOf(WorkloadKind kind, const nlohmann::json& wor
 // namespace of the workloads it serves, and only they find it.
 // api::CanaryName(key) is the canary's name.
 std::string CanaryKey(const MeasuredTemplate& measured, const std::string& policy_key);
+// The same with the policy's key and the containers it measures
+// (spec.containers: which containers get the allocator and are sampled),
+// which the policy key leaves out because a canary's spec does not carry
+// them. What every workload's canary is looked up by.
+std::string CanaryKey(const MeasuredTemplate& measured, const api::AllocatorPolicy& policy);
 
 // The most workloads a canary records as its owners. Garbage collection
 // deletes a canary when its last recorded owner is gone; a workload beyond

@@ -441,7 +441,7 @@ TEST(BuildReplayCanaryTest, SnapshotsTemplateAndPolicy) {
   const MeasuredTemplate measured = MeasuredTemplateOf(WorkloadKind::kDeployment, Deployment());
   json c = BuildReplayCanary(api::ParseDeploymentSummary(Deployment()), p, measured);
   EXPECT_EQ(c["kind"], "ReplayCanary");
-  EXPECT_EQ(c["metadata"]["name"], CanaryName(CanaryKey(measured, CanaryPolicyKey(p))));
+  EXPECT_EQ(c["metadata"]["name"], CanaryName(CanaryKey(measured, p)));
   EXPECT_EQ(c["metadata"]["namespace"], "shop");
   EXPECT_EQ(c["metadata"]["labels"][kPolicyLabel], "web-policy");
   EXPECT_EQ(c["metadata"]["ownerReferences"][0]["uid"], "u-1");
@@ -484,15 +484,17 @@ TEST(CanaryKeyTest, ChangesWithWhatIsMeasuredOnly) {
   EXPECT_NE(key_of(WorkloadKind::kDeployment, libc), web) << "allocguard's annotations count";
   EXPECT_NE(key_of(WorkloadKind::kDaemonSet, Deployment()), web) << "another kind";
   EXPECT_EQ(CanaryKey(MeasuredTemplateOf(WorkloadKind::kDeployment, Deployment()),
-                      CanaryPolicyKey(Policy(api::RolloutMode::kEnforce))),
+                      Policy(api::RolloutMode::kEnforce)),
             web)
       << "the rollout mode changes nothing that is measured";
   api::AllocatorPolicy mimalloc = policy;
   mimalloc.spec.allocator.name = api::Allocator::kMimalloc;
-  EXPECT_NE(CanaryKey(MeasuredTemplateOf(WorkloadKind::kDeployment, Deployment()),
-                      CanaryPolicyKey(mimalloc)),
-            web)
+  EXPECT_NE(CanaryKey(MeasuredTemplateOf(WorkloadKind::kDeployment, Deployment()), mimalloc), web)
       << "another allocator";
+  api::AllocatorPolicy app_only = policy;
+  app_only.spec.containers = {"app"};
+  EXPECT_NE(CanaryKey(MeasuredTemplateOf(WorkloadKind::kDeployment, Deployment()), app_only), web)
+      << "the containers the policy measures";
   MeasuredTemplate claims = MeasuredTemplateOf(WorkloadKind::kStatefulSet, Deployment());
   const std::string no_claims = CanaryKey(claims, policy_key);
   claims.claims.push_back({"data", int64_t{1} << 30});
@@ -533,10 +535,8 @@ TEST(DecideRolloutTest, APolicySwitchOfAHeldTemplateStartsANewCanary) {
   RolloutActions a = DecideRollout(in);
   ASSERT_TRUE(a.create_canary.has_value());
   EXPECT_EQ((*a.create_canary)["spec"]["candidate"]["allocator"]["name"], "jemalloc");
-  EXPECT_EQ((*a.create_canary)["metadata"]["name"],
-            CanaryName(CanaryKey(in.measured, CanaryPolicyKey(jemalloc))));
-  EXPECT_NE((*a.create_canary)["metadata"]["name"],
-            CanaryName(CanaryKey(in.measured, CanaryPolicyKey(glibc))));
+  EXPECT_EQ((*a.create_canary)["metadata"]["name"], CanaryName(CanaryKey(in.measured, jemalloc)));
+  EXPECT_NE((*a.create_canary)["metadata"]["name"], CanaryName(CanaryKey(in.measured, glibc)));
 }
 
 // A canary status another writer gave fields of other types: the rollout

@@ -176,9 +176,8 @@ bool AdmissionHandlers::HasTrustedFlatVerdict(const std::string& ns, const json&
   if (hash != api::PodTemplateHash(api::ParseDeploymentSummary(object).pod_template)) return false;
   const controllers::MeasuredTemplate measured =
       controllers::MeasuredTemplateOf(*workload_kind, object);
-  auto canary = deps_.canaries->Get(
-      ns + "/" +
-      api::CanaryName(controllers::CanaryKey(measured, controllers::CanaryPolicyKey(policy))));
+  auto canary =
+      deps_.canaries->Get(ns + "/" + api::CanaryName(controllers::CanaryKey(measured, policy)));
   return canary != nullptr && api::CanaryStatusOf(*canary).verdict == Verdict::kFlat &&
          controllers::CanaryDistrust(api::ParseReplayCanarySummary(*canary), measured, policy)
              .empty();

@@ -247,8 +247,7 @@ TEST(AdmissionHandlersTest, AFlatCanaryOfAnotherKindDoesNotLetAStatefulSetThroug
   json canary = controllers::BuildReplayCanary(changed, *policy);  // a Deployment's
   // ... under the name the StatefulSet's canary would have.
   canary["metadata"]["name"] = api::CanaryName(controllers::CanaryKey(
-      controllers::MeasuredTemplateOf(controllers::WorkloadKind::kStatefulSet, changed),
-      controllers::CanaryPolicyKey(*policy)));
+      controllers::MeasuredTemplateOf(controllers::WorkloadKind::kStatefulSet, changed), *policy));
   canary["status"] = {{"phase", "Completed"}, {"verdict", "Flat"}};
   h.canaries.Upsert(canary);
   webhook::AdmissionResponse r =

@@ -293,6 +293,11 @@ class OperatorTest : public ::testing::Test {
                  {{"containers",
                    {{{"name", "server"},
                      {"image", image},
+                     // A template of its own per test: Deployments of one
+                     // namespace whose templates measure alike share a
+                     // canary and its verdict (an earlier test's Flat one
+                     // would let this test's template through).
+                     {"env", {{{"name", "WORKLOAD"}, {"value", name}}}},
                      {"ports", {{{"containerPort", 8080}}}}}}}}}}}}}};
   }
 
@@ -435,8 +440,7 @@ class OperatorTest : public ::testing::Test {
     if (!tmpl.has_value()) return "";
     controllers::MeasuredTemplate measured;
     measured.hash = api::MeasuredTemplateHash(*tmpl);
-    return controllers::CanaryName(
-        controllers::CanaryKey(measured, controllers::CanaryPolicyKey(*parsed)));
+    return controllers::CanaryName(controllers::CanaryKey(measured, *parsed));
   }
 
   // Plays every Job of `canary` (each variant with results[variant]) until
