@@ -71,7 +71,7 @@ struct PolicyFacts {
 // CanaryDistrust where a verdict is acted on.
 const api::ReplayCanarySummary* HeldCanary(const PolicyInput& input, WorkloadKind kind,
                                            const api::DeploymentSummary& workload,
-                                           const std::string& held, const std::string& policy_key) {
+                                           const std::string& held) {
   if (!workload.cached_template_hash.empty() && workload.cached_template_hash != held) {
     return nullptr;
   }
@@ -82,8 +82,7 @@ const api::ReplayCanarySummary* HeldCanary(const PolicyInput& input, WorkloadKin
   for (const api::ReplayCanarySummary& c : input.canaries) {
     if (kind != WorkloadKind::kStatefulSet) {
       if (c.meta.name == name) return &c;
-    } else if (c.template_hash == measured.hash && c.parsed.has_value() &&
-               c.parsed->spec.target_kind == WorkloadKindName(kind)) {
+    } else if (c.template_hash == measured.hash && c.target_kind == WorkloadKindName(kind)) {
       return &c;
     }
   }

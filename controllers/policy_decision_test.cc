@@ -53,11 +53,15 @@ json Pod(const std::string& name, const std::string& ns, json annotations,
 }
 
 json Canary(const std::string& deployment, const std::string& hash, const std::string& verdict,
-            const std::string& time, const std::string& flat_variant = "") {
+            const std::string& time, const std::string& flat_variant = "",
+            WorkloadKind kind = WorkloadKind::kDeployment) {
   MeasuredTemplate measured;
+  measured.kind = kind;
   measured.hash = MeasuredOf(hash);
   return {{"metadata", {{"name", CanaryName(CanaryKey(measured, Policy()))}}},
-          {"spec", {{"target", {{"name", deployment}}}, {"templateHash", measured.hash}}},
+          {"spec",
+           {{"target", {{"kind", WorkloadKindName(kind)}, {"name", deployment}}},
+            {"templateHash", measured.hash}}},
           {"status",
            {{"phase", "Completed"},
             {"verdict", verdict},
@@ -142,8 +146,10 @@ TEST(DecidePolicyStatusTest, ListsGovernedStatefulSetsAndDaemonSetsWithTheirKind
   in.deployments = Deployments({Deployment("web", "web")});
   in.statefulsets = Deployments({Deployment("db", "web", "hash1"), Deployment("cache", "other")});
   in.daemonsets = Deployments({Deployment("agent", "web", "hash2")});
-  in.canaries =
-      Canaries({Canary("db", "hash1", "AllocatorRetention", "2026-11-29T10:00:00Z", "jemalloc")});
+  in.canaries = Canaries({Canary("db", "hash1", "AllocatorRetention", "2026-11-29T10:00:00Z",
+                                 "jemalloc", WorkloadKind::kStatefulSet),
+                          // A Deployment's canary of the same template is not the StatefulSet's.
+                          Canary("web", "hash2", "AllocatorRetention", "2026-11-29T10:00:00Z")});
   in.now_rfc3339 = "2026-11-29T10:01:00Z";
   PolicyActions a = DecidePolicyStatus(in);
   const json written = Json(a.status);

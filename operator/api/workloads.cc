@@ -215,7 +215,10 @@ ReplayCanarySummary ParseReplayCanarySummary(const json& object,
     Reader(*policy, "spec.policyRef", problems).String("name", &c.policy_name);
   }
   if (const json* target = s.Object("target")) {
-    Reader(*target, "spec.target", problems).String("name", &c.target_name);
+    Reader t(*target, "spec.target", problems);
+    t.String("name", &c.target_name);
+    t.String("kind", &c.target_kind);
+    if (c.target_kind.empty()) c.target_kind = "Deployment";
   }
   return c;
 }

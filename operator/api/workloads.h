@@ -154,6 +154,7 @@ JobSummary ParseJobSummary(const nlohmann::json& object,
 struct ReplayCanarySummary {
   ObjectMeta meta;
   std::string target_name;    // spec.target.name
+  std::string target_kind;    // spec.target.kind; "Deployment" when absent
   std::string template_hash;  // spec.templateHash
   std::string policy_name;    // spec.policyRef.name
   ReplayCanaryStatus status;
