@@ -1,5 +1,6 @@
 #include "controllers/canary_decision.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +10,7 @@
 
 #include "controllers/injection_breaker.h"
 #include "controllers/policy_decision.h"
+#include "operator/admission/allocator_injection.h"
 #include "operator/admission/deployment_gate.h"
 #include "operator/api/deployment.h"
 #include "operator/api/names.h"
@@ -19,6 +21,7 @@
 #include "operator/kube/object.h"
 #include "operator/memory/floor_judge.h"
 #include "operator/memory/verdict.h"
+#include "operator/replay/bake_off.h"
 
 namespace allocguard::controllers {
 namespace {
@@ -54,6 +57,9 @@ api::VariantStatus RecordedVariant(const std::string& name, const std::string& a
     v.peak_mib = finite(r.peak_mib);
     v.recommended_limit_mib =
         finite(memory::RecommendedLimitBytes(r.peak_mib * kBytesPerMiB) / kBytesPerMiB);
+    v.floor_level_mib = finite(r.floor_level_mib);
+    v.cpu_seconds = finite(r.cpu_seconds);
+    v.p99_ms = finite(r.p99_ms);
     v.requests = r.requests;
     v.errors = r.errors;
     v.late = r.late;
@@ -152,6 +158,7 @@ std::string MeasurementKey(const api::ReplayCanary& canary, const std::string& v
   spec.libc = canary.spec.libc;
   spec.canary = canary.spec.canary;
   spec.canary.variants.clear();  // which other variants ran changes nothing
+  spec.canary.bake_off = false;  // nor does ranking them
   // Nor does how often an Inconclusive run would be repeated; the seed the
   // run used does.
   spec.canary.inconclusive_reruns = api::kDefaultInconclusiveReruns;
@@ -560,9 +567,77 @@ void ClassifyVariants(const CanaryInput& input, const std::vector<std::string>& 
   out.finished = true;
   out.events.push_back({overall.verdict != Verdict::kFlat, "CanaryFinished",
                         VerdictName(overall.verdict) + (": " + overall.explanation)});
+  // A bake-off ranks the variants beside the verdict; it never changes it.
+  if (canary.spec.canary.bake_off) {
+    status.recommendation = RecommendBakeOff(canary, status);
+    out.events.push_back({false, "BakeOffRanked", status.recommendation->message});
+  }
 }
 
 }  // namespace
+
+api::RecommendationStatus RecommendBakeOff(const api::ReplayCanary& canary,
+                                           const api::ReplayCanaryStatus& status) {
+  replay::ReplaySummary summary;
+  for (const std::string& name : VariantOrder(canary)) {
+    const api::VariantStatus* v = status.FindVariant(name);
+    if (v == nullptr) continue;
+    replay::VariantResult r;
+    r.variant = name;
+    r.allocator = v->allocator;
+    for (const auto& [key, value] :
+         admission::AllocatorTunableEnv(VariantAllocator(canary, name))) {
+      r.env += (r.env.empty() ? "" : " ") + key + "=" + value;
+    }
+    r.verdict.verdict =
+        v->unknown_verdict.empty() ? v->verdict.value_or(Verdict::kFailed) : Verdict::kFailed;
+    if (v->floor_level_mib.has_value()) {
+      r.floor_level_bytes = *v->floor_level_mib * kBytesPerMiB;
+    } else if (!v->floors_mib.empty()) {
+      // Recorded before the floor level was: the median of the (possibly
+      // thinned) floors.
+      std::vector<double> floors = v->floors_mib;
+      std::sort(floors.begin(), floors.end());
+      const size_t n = floors.size();
+      r.floor_level_bytes =
+          (n % 2 == 1 ? floors[n / 2] : (floors[n / 2 - 1] + floors[n / 2]) / 2) * kBytesPerMiB;
+    }
+    r.cpu_seconds = v->cpu_seconds.value_or(0);
+    r.requests_completed = v->requests.value_or(0);
+    r.p99_ms = v->p99_ms;
+    summary.variants.push_back(std::move(r));
+  }
+  api::RecommendationStatus out;
+  Result<replay::BakeOff> ranked = replay::RankBakeOff(summary);
+  if (!ranked.ok()) {
+    out.message = ranked.status().message();
+    return out;
+  }
+  const replay::BakeOff& bake_off = *ranked;
+  out.current = bake_off.current;
+  out.message = bake_off.recommendation;
+  out.policy_snippet = bake_off.policy_snippet;
+  if (bake_off.recommended)
+    out.recommended = bake_off.ranked[*bake_off.recommended].result->variant;
+  auto percent = [](const std::optional<double>& fraction) -> std::optional<double> {
+    if (!fraction) return std::nullopt;
+    return std::round(*fraction * 1000.0) / 10.0;
+  };
+  for (const replay::BakeOffEntry& e : bake_off.ranked) {
+    const replay::VariantResult& v = *e.result;
+    api::BakeOffRowStatus row{.rank = e.rank, .variant = v.variant, .allocator = v.allocator};
+    row.verdict = v.verdict.verdict;
+    if (v.floor_level_bytes > 0) row.floor_mib = v.floor_level_bytes / kBytesPerMiB;
+    row.cpu_ms_per_request = e.cpu_ms_per_request;
+    row.p99_ms = v.p99_ms;
+    row.floor_change_percent = percent(e.floor_change);
+    row.cpu_change_percent = percent(e.cpu_change);
+    row.p99_change_percent = percent(e.p99_change);
+    if (v.variant != bake_off.current) row.costs = replay::FormatBakeOffCosts(e);
+    out.ranked.push_back(std::move(row));
+  }
+  return out;
+}
 
 CanaryActions DecideCanary(const CanaryInput& input) {
   CanaryActions out;

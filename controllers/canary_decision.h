@@ -140,6 +140,14 @@ std::string InconclusiveAdvice(const api::ReplayCanary& canary,
 // settle them.
 bool ReusableMeasurement(const api::VariantStatus& variant_status);
 
+// The recommendation of a bake-off canary (spec.canary.bakeOff) whose
+// variants are recorded: replay::RankBakeOff over status.variants in run
+// order, so every cost is against the candidate (the policy's allocator),
+// each variant's environment being its allocator's tunables. A variant
+// recorded before floorLevelMiB existed ranks by the median of its floors.
+api::RecommendationStatus RecommendBakeOff(const api::ReplayCanary& canary,
+                                           const api::ReplayCanaryStatus& status);
+
 // The rules, in order:
 //  1. A canary that has ended (Completed or Failed) only deletes the Jobs a
 //     crash may have left behind.
@@ -158,7 +166,10 @@ bool ReusableMeasurement(const api::VariantStatus& variant_status);
 //  6. Its Job runs: Running, with a pod problem as its message.
 //  7. Otherwise: Pending, and its Job is created (VariantStarted).
 //  8. When every variant has a result: the canary is Completed with the
-//     overall verdict of memory::ClassifyVariants (CanaryFinished).
+//     overall verdict of memory::ClassifyVariants (CanaryFinished). A
+//     bake-off canary also gets status.recommendation (RecommendBakeOff) and
+//     a BakeOffRanked event; its verdict is computed exactly as without the
+//     bake-off, so the hold stays the candidate's.
 // Every status written carries the conditions of SetCanaryConditions.
 //
 // A variant whose workload could not start under its allocator is recorded

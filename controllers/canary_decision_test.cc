@@ -138,6 +138,107 @@ TEST(DecideCanaryTest, RatchetingCandidateWithFlatJemallocIsAllocatorRetention) 
   EXPECT_TRUE(b.events.back().warning);
 }
 
+// A bake-off canary: glibc candidate and the variants a policy's matrix
+// would give it (here two, to keep the table short).
+api::ReplayCanary BakeOffCanary() {
+  api::ReplayCanary c = TwoVariantCanary();
+  c.spec.canary.bake_off = true;
+  api::VariantSpec arena2{.name = "glibc-arena2",
+                          .allocator = {.name = api::Allocator::kGlibc, .glibc_arena_max = 2}};
+  c.spec.canary.variants.push_back(arena2);
+  return c;
+}
+
+VariantObservation Measured(const std::string& variant, const std::string& verdict, double floor,
+                            double cpu, double p99) {
+  VariantObservation o = Finished(variant, verdict, verdict == "Flat" ? 0.05 : 2.4);
+  o.result->floor_level_mib = floor;
+  o.result->cpu_seconds = cpu;
+  o.result->p99_ms = p99;
+  return o;
+}
+
+// Runs `canary` to its end, one variant after the other.
+CanaryActions RunToTheEnd(const api::ReplayCanary& canary,
+                          const std::vector<VariantObservation>& results) {
+  api::ReplayCanaryStatus status;
+  CanaryActions a;
+  for (const VariantObservation& o : results) {
+    a = DecideCanary({canary, status, {o}, "2026-11-29T10:30:00Z"});
+    status = a.status;
+  }
+  return a;
+}
+
+// The recommendation ranks by the bake-off's rules with costs against the
+// candidate; the verdict is the candidate's, as without the bake-off.
+TEST(DecideCanaryTest, ABakeOffRecommendsWithCostsAndKeepsTheCandidatesVerdict) {
+  CanaryActions a = RunToTheEnd(BakeOffCanary(), {Measured("candidate", "Ratchet", 310, 60, 40),
+                                                  Measured("jemalloc", "Flat", 150, 80, 44),
+                                                  Measured("glibc-arena2", "Flat", 200, 62, 41)});
+  ASSERT_TRUE(a.finished);
+  EXPECT_EQ(S(a.status)["verdict"], "AllocatorRetention");
+  EXPECT_EQ((*Variant(a.status, "jemalloc"))["cpuSeconds"], 80);
+  EXPECT_EQ((*Variant(a.status, "jemalloc"))["p99Milliseconds"], 44);
+  EXPECT_EQ((*Variant(a.status, "jemalloc"))["floorLevelMiB"], 150);
+  const json rec = S(a.status)["recommendation"];
+  EXPECT_EQ(rec["current"], "candidate");
+  EXPECT_EQ(rec["recommended"], "jemalloc");
+  ASSERT_EQ(rec["ranked"].size(), 3u);
+  EXPECT_EQ(rec["ranked"][0]["variant"], "jemalloc");
+  EXPECT_EQ(rec["ranked"][0]["floorChangePercent"], -51.6);
+  EXPECT_EQ(rec["ranked"][0]["cpuChangePercent"], 33.3);
+  EXPECT_EQ(rec["ranked"][0]["p99ChangePercent"], 10);
+  EXPECT_EQ(rec["ranked"][0]["costs"], "floor -52 %, CPU +33 %, p99 +10 %");
+  EXPECT_EQ(rec["ranked"][1]["variant"], "glibc-arena2");
+  EXPECT_EQ(rec["ranked"][2]["variant"], "candidate");
+  EXPECT_EQ(rec["ranked"][2]["verdict"], "Ratchet");
+  EXPECT_FALSE(rec["ranked"][2].contains("costs"));
+  EXPECT_EQ(rec["policySnippet"], "allocator:\n  name: jemalloc\n");
+  EXPECT_NE(rec["message"].get<std::string>().find("Switch from candidate to jemalloc"),
+            std::string::npos)
+      << rec["message"];
+  ASSERT_FALSE(a.events.empty());
+  EXPECT_EQ(a.events.back().reason, "BakeOffRanked");
+  EXPECT_EQ(a.events.back().note, rec["message"]);
+}
+
+// A Flat candidate releases the hold even when another variant ranks above
+// it: the recommendation advises, it never holds.
+TEST(DecideCanaryTest, AFlatCandidateStaysFlatWhenTheBakeOffPrefersAnother) {
+  CanaryActions a =
+      RunToTheEnd(BakeOffCanary(), {Measured("candidate", "Flat", 310, 60, 40),
+                                    Measured("jemalloc", "Flat", 150, 80, 44),
+                                    Measured("glibc-arena2", "Ratchet", 200, 62, 41)});
+  EXPECT_EQ(S(a.status)["verdict"], "Flat");
+  EXPECT_EQ(S(a.status)["recommendation"]["recommended"], "jemalloc");
+  // The arena2 variant's tunable maps to the policy's field in its row's
+  // snippet source (its environment), and a Flat candidate ranked alone
+  // would be kept.
+  CanaryActions keep =
+      RunToTheEnd(BakeOffCanary(), {Measured("candidate", "Flat", 150, 60, 40),
+                                    Measured("jemalloc", "Ratchet", 150, 80, 44),
+                                    Measured("glibc-arena2", "Flat", 300, 62, 41)});
+  EXPECT_EQ(S(keep.status)["recommendation"]["recommended"], "candidate");
+  EXPECT_EQ(S(keep.status)["recommendation"]["policySnippet"], "allocator:\n  name: glibc\n");
+  // Not a bake-off: no recommendation.
+  CanaryActions plain = RunToTheEnd(
+      TwoVariantCanary(),
+      {Measured("candidate", "Flat", 150, 60, 40), Measured("jemalloc", "Flat", 150, 80, 44)});
+  EXPECT_TRUE(plain.finished);
+  EXPECT_FALSE(S(plain.status).contains("recommendation"));
+}
+
+// The snippet of a tuned variant sets the policy's field for its tunable.
+TEST(RecommendBakeOffTest, ATunedVariantsSnippetSetsThePolicyField) {
+  CanaryActions a = RunToTheEnd(BakeOffCanary(), {Measured("candidate", "Ratchet", 310, 60, 40),
+                                                  Measured("jemalloc", "Ratchet", 150, 80, 44),
+                                                  Measured("glibc-arena2", "Flat", 200, 62, 41)});
+  EXPECT_EQ(S(a.status)["recommendation"]["recommended"], "glibc-arena2");
+  EXPECT_EQ(S(a.status)["recommendation"]["policySnippet"],
+            "allocator:\n  name: glibc\n  glibc:\n    arenaMax: 2\n");
+}
+
 replay::CanaryResult WithBooks(replay::CanaryResult r, BooksReading reading, double in_use,
                                double retained) {
   r.books_reading = reading;

@@ -257,13 +257,23 @@ def canary_spec():
         "variants": {
             "type": "array",
             "description": "Variants run beside the candidate on the identical load, so that a "
-                           "ratchet can be classified. Default: one glibc baseline.",
+                           "ratchet can be classified. Default: one glibc baseline; with "
+                           "bakeOff, the bake-off matrix (docs/replay.md). Not defaulted "
+                           "here: the operator applies the default, so that it can tell a "
+                           "bake-off without variants.",
             "items": variant,
             "maxItems": 8,
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["name"],
-            "default": [{"name": "glibc", "allocator": {"name": "glibc"}}],
         },
+        "bakeOff": {"type": "boolean",
+                    "description": "Rank the candidate and every variant (Flat first, then floor "
+                                   "level, CPU per request, p99 latency) with their costs "
+                                   "against the candidate, and recommend one with an allocator "
+                                   "snippet in status.recommendation. Without variants, runs the "
+                                   "bake-off matrix of `allocguard replay --bake-off` less the "
+                                   "candidate's own allocator. The verdict, and so the hold, "
+                                   "stays the candidate's."},
         "nodeSelector": string_map(
             "Node labels canary pods must match: nodes like production's, so a glibc variant "
             "sees production's arena limit (8 per online CPU).", 32, LABEL_KEY,
@@ -479,6 +489,9 @@ def canary_status():
         "slopeHighGiBPerHour": number("Upper confidence bound of the slope."),
         "peakMiB": number("Peak memory."),
         "recommendedLimitMiB": number("A container limit that fits the peak."),
+        "floorLevelMiB": number("The floor level: the median per-minute floor."),
+        "cpuSeconds": number("CPU seconds the workload used over the run."),
+        "p99Milliseconds": number("p99 latency of the workload's responses."),
         "requests": integer("Requests sent.", format="int64"),
         "errors": integer("Responses outside the expected codes.", format="int64"),
         "late": integer("Requests started late.", format="int64"),
@@ -524,6 +537,34 @@ def canary_status():
         }),
         "conditions": conditions(),
         "variants": {"type": "array", "items": variant, "x-kubernetes-list-type": "atomic"},
+        "recommendation": recommendation_status(),
+    })
+
+
+def recommendation_status():
+    row = obj("One variant, ranked, with its costs against the candidate.", {
+        "rank": integer("1 = best."),
+        "variant": string("The variant (a status.variants name)."),
+        "allocator": string("Allocator name."),
+        "verdict": string("The variant's own verdict.", enum=VERDICTS),
+        "floorMiB": number("Its floor level (median per-minute floor) in MiB."),
+        "cpuMsPerRequest": number("CPU milliseconds per completed request."),
+        "p99Milliseconds": number("p99 latency."),
+        "floorChangePercent": number("Floor level against the candidate's, in percent."),
+        "cpuChangePercent": number("CPU per request against the candidate's, in percent."),
+        "p99ChangePercent": number("p99 latency against the candidate's, in percent."),
+        "costs": string("The changes in words: \"floor -62 %, CPU +18 %, p99 +9 %\"."),
+    })
+    return obj("A bake-off canary's ranking and recommendation (spec.canary.bakeOff), once "
+               "Completed. It advises: the verdict and the hold are the candidate's.", {
+        "current": string("The variant every cost is against: the candidate."),
+        "recommended": string("The first-ranked Flat variant; absent when no variant was "
+                              "Flat."),
+        "message": string("What to do, and what it costs."),
+        "policySnippet": string("An AllocatorPolicy spec.allocator (YAML) for the "
+                                "recommendation."),
+        "ranked": {"type": "array", "items": row, "maxItems": 9,
+                   "x-kubernetes-list-type": "atomic"},
     })
 
 
@@ -694,6 +735,7 @@ def replay_canary():
         column("Verdict", ".status.verdict"),
         column("Floor Slope", ".status.floorSlope"),
         column("Phase", ".status.phase"),
+        column("Recommended", ".status.recommendation.recommended", priority=1),
         column("Age", ".metadata.creationTimestamp", "date"),
     ]
     return crd("replaycanaries", "ReplayCanary", ["agcanary", "agc"], schema, columns)

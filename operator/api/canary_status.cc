@@ -102,6 +102,9 @@ VariantStatus ParseVariant(const json& v, const std::string& path,
   ReadRun(r, &out);
   r.Number("peakMiB", &out.peak_mib);
   r.Number("recommendedLimitMiB", &out.recommended_limit_mib);
+  r.Number("floorLevelMiB", &out.floor_level_mib);
+  r.Number("cpuSeconds", &out.cpu_seconds);
+  r.Number("p99Milliseconds", &out.p99_ms);
   r.Int("errors", &out.errors);
   r.Bool("oomKilled", &out.oom_killed);
   r.Int("oomMinute", &out.oom_minute);
@@ -115,6 +118,37 @@ VariantStatus ParseVariant(const json& v, const std::string& path,
     out.earlier_runs.push_back(std::move(earlier));
   });
   return out;
+}
+
+// status.recommendation: an object; rows that are not objects are reported
+// and skipped.
+void ReadRecommendation(Reader& r, std::vector<std::string>* problems,
+                        std::optional<RecommendationStatus>* out) {
+  const json* rec = r.Object("recommendation");
+  if (rec == nullptr) return;
+  RecommendationStatus s;
+  Reader reader(*rec, r.PathOf("recommendation"), problems);
+  reader.String("current", &s.current);
+  reader.String("recommended", &s.recommended);
+  reader.String("message", &s.message);
+  reader.String("policySnippet", &s.policy_snippet);
+  reader.Objects("ranked", [&](const json& row, const std::string& path) {
+    BakeOffRowStatus b;
+    Reader e(row, path, problems);
+    e.Int("rank", &b.rank);
+    e.String("variant", &b.variant);
+    e.String("allocator", &b.allocator);
+    ReadVerdict(e, &b.verdict, &b.unknown_verdict);
+    e.Number("floorMiB", &b.floor_mib);
+    e.Number("cpuMsPerRequest", &b.cpu_ms_per_request);
+    e.Number("p99Milliseconds", &b.p99_ms);
+    e.Number("floorChangePercent", &b.floor_change_percent);
+    e.Number("cpuChangePercent", &b.cpu_change_percent);
+    e.Number("p99ChangePercent", &b.p99_change_percent);
+    e.String("costs", &b.costs);
+    s.ranked.push_back(std::move(b));
+  });
+  *out = std::move(s);
 }
 
 }  // namespace
@@ -231,6 +265,7 @@ ReplayCanaryStatus ParseReplayCanaryStatus(const json& status, std::vector<std::
   r.Objects("variants", [&](const json& v, const std::string& path) {
     out.variants.push_back(ParseVariant(v, path, problems));
   });
+  ReadRecommendation(r, problems, &out.recommendation);
   return out;
 }
 
@@ -297,6 +332,9 @@ json VariantStatusToJson(const VariantStatus& v) {
   PutRun(out, v);
   PutOptional(out, "peakMiB", v.peak_mib);
   PutOptional(out, "recommendedLimitMiB", v.recommended_limit_mib);
+  PutOptional(out, "floorLevelMiB", v.floor_level_mib);
+  PutOptional(out, "cpuSeconds", v.cpu_seconds);
+  PutOptional(out, "p99Milliseconds", v.p99_ms);
   PutOptional(out, "errors", v.errors);
   if (v.oom_killed) out["oomKilled"] = true;
   PutOptional(out, "oomMinute", v.oom_minute);
@@ -338,6 +376,32 @@ json ReplayCanaryStatusToJson(const ReplayCanaryStatus& s) {
     json variants = json::array();
     for (const VariantStatus& v : s.variants) variants.push_back(VariantStatusToJson(v));
     out["variants"] = variants;
+  }
+  if (s.recommendation.has_value()) {
+    const RecommendationStatus& rec = *s.recommendation;
+    json recommendation = json::object();
+    PutString(recommendation, "current", rec.current);
+    PutString(recommendation, "recommended", rec.recommended);
+    PutString(recommendation, "message", rec.message);
+    PutString(recommendation, "policySnippet", rec.policy_snippet);
+    json ranked = json::array();
+    for (const BakeOffRowStatus& b : rec.ranked) {
+      json row = json::object();
+      row["rank"] = b.rank;
+      PutString(row, "variant", b.variant);
+      PutString(row, "allocator", b.allocator);
+      PutString(row, "verdict", RecordedVerdictName(b.verdict, b.unknown_verdict));
+      PutOptional(row, "floorMiB", b.floor_mib);
+      PutOptional(row, "cpuMsPerRequest", b.cpu_ms_per_request);
+      PutOptional(row, "p99Milliseconds", b.p99_ms);
+      PutOptional(row, "floorChangePercent", b.floor_change_percent);
+      PutOptional(row, "cpuChangePercent", b.cpu_change_percent);
+      PutOptional(row, "p99ChangePercent", b.p99_change_percent);
+      PutString(row, "costs", b.costs);
+      ranked.push_back(std::move(row));
+    }
+    recommendation["ranked"] = std::move(ranked);
+    out["recommendation"] = std::move(recommendation);
   }
   return out;
 }

@@ -117,6 +117,11 @@ struct VariantStatus : VariantRun {
   std::optional<CanaryPhase> phase;
   std::optional<double> peak_mib;               // peakMiB
   std::optional<double> recommended_limit_mib;  // recommendedLimitMiB
+  // What a bake-off ranks by: the median per-minute floor, the workload's
+  // CPU seconds over the run and the p99 latency of its responses.
+  std::optional<double> floor_level_mib;  // floorLevelMiB
+  std::optional<double> cpu_seconds;      // cpuSeconds
+  std::optional<double> p99_ms;           // p99Milliseconds
   std::optional<int64_t> errors;
   bool oom_killed = false;            // oomKilled
   std::optional<int64_t> oom_minute;  // oomMinute
@@ -128,6 +133,40 @@ struct VariantStatus : VariantRun {
   std::vector<VariantRun> earlier_runs;
 
   bool operator==(const VariantStatus&) const = default;
+};
+
+// One ranked row of status.recommendation (replay::BakeOffEntry): a variant
+// and its costs against the candidate, in percent.
+struct BakeOffRowStatus {
+  int64_t rank = 0;       // 1 = best
+  std::string variant;    // a status.variants name
+  std::string allocator;  // "glibc", "jemalloc", ...
+  // As in VariantStatus, an unknown name reads as kFailed and is kept.
+  std::optional<Verdict> verdict;
+  std::string unknown_verdict;
+  std::optional<double> floor_mib;             // floorMiB: the floor level
+  std::optional<double> cpu_ms_per_request;    // cpuMsPerRequest
+  std::optional<double> p99_ms;                // p99Milliseconds
+  std::optional<double> floor_change_percent;  // floorChangePercent: -62 = 62 % lower
+  std::optional<double> cpu_change_percent;    // cpuChangePercent (per request)
+  std::optional<double> p99_change_percent;    // p99ChangePercent
+  std::string costs;  // "floor -62 %, CPU +18 %, p99 +9 %" (empty for the candidate)
+
+  bool operator==(const BakeOffRowStatus&) const = default;
+};
+
+// status.recommendation of a bake-off canary (spec.canary.bakeOff): the
+// ranking of replay::RankBakeOff over the recorded variants, with costs
+// against the candidate (the policy's allocator). It advises; the verdict and
+// the hold are the candidate's.
+struct RecommendationStatus {
+  std::string current;         // the variant costs are given against: "candidate"
+  std::string recommended;     // the first-ranked Flat variant; empty: none
+  std::string message;         // what to do and what it costs
+  std::string policy_snippet;  // policySnippet: spec.allocator YAML for the recommendation
+  std::vector<BakeOffRowStatus> ranked;
+
+  bool operator==(const RecommendationStatus&) const = default;
 };
 
 // A ReplayCanary's .status.
@@ -147,6 +186,7 @@ struct ReplayCanaryStatus {
   std::optional<ArenaLimitStatus> arena_limit;  // arenaLimit
   std::vector<Condition> conditions;
   std::vector<VariantStatus> variants;
+  std::optional<RecommendationStatus> recommendation;  // bake-off canaries, once Completed
 
   // The variant entry called `name`, or nullptr.
   const VariantStatus* FindVariant(const std::string& name) const;

@@ -30,6 +30,7 @@ json FullStatus() {
        "phase": "Completed", "verdict": "Ratchet", "floorsMiB": [300, 310.5, 320],
        "floorSlopeGiBPerHour": 2.4, "slopeLowGiBPerHour": 2.3, "slopeHighGiBPerHour": 2.5,
        "peakMiB": 1000, "recommendedLimitMiB": 1250, "requests": 1234, "errors": 0, "late": 2,
+       "floorLevelMiB": 310.5, "cpuSeconds": 64.2, "p99Milliseconds": 41.5,
        "message": "Ratchet", "measurementKey": "k1", "seed": 2,
        "books": {"reading": "Retention", "inUseFloorsMiB": [250, 250.5, 250],
                  "retainedFloorsMiB": [50, 90, 130], "inUseSlopeGiBPerHour": 0.01,
@@ -41,7 +42,20 @@ json FullStatus() {
       {"name": "jemalloc", "allocator": "jemalloc", "phase": "Completed", "verdict": "Flat",
        "oomKilled": true, "oomMinute": 7, "startFailure": "app: loader", "reusedFrom": "web-def",
        "measurementKey": "k2"}
-    ]
+    ],
+    "recommendation": {
+      "current": "candidate", "recommended": "jemalloc",
+      "message": "Switch from candidate to jemalloc: Flat, floor -50 %",
+      "policySnippet": "allocator:\n  name: jemalloc\n",
+      "ranked": [
+        {"rank": 1, "variant": "jemalloc", "allocator": "jemalloc", "verdict": "Flat",
+         "floorMiB": 155.2, "cpuMsPerRequest": 0.21, "p99Milliseconds": 40,
+         "floorChangePercent": -50, "cpuChangePercent": 18.5, "p99ChangePercent": -3.6,
+         "costs": "floor -50 %, CPU +19 %, p99 -4 %"},
+        {"rank": 2, "variant": "candidate", "allocator": "glibc", "verdict": "Ratchet",
+         "floorMiB": 310.5, "cpuMsPerRequest": 0.17, "p99Milliseconds": 41.5}
+      ]
+    }
   })");
 }
 
@@ -73,8 +87,42 @@ TEST(ReplayCanaryStatusTest, ReadsEveryFieldAndWritesItBackUnchanged) {
   EXPECT_TRUE(s.variants[1].oom_killed);
   EXPECT_EQ(s.FindVariant("jemalloc")->reused_from, "web-def");
   EXPECT_EQ(s.FindVariant("tcmalloc"), nullptr);
+  EXPECT_EQ(s.variants[0].cpu_seconds, 64.2);
+  EXPECT_EQ(s.variants[0].p99_ms, 41.5);
+  EXPECT_EQ(s.variants[0].floor_level_mib, 310.5);
+  ASSERT_TRUE(s.recommendation.has_value());
+  EXPECT_EQ(s.recommendation->recommended, "jemalloc");
+  ASSERT_EQ(s.recommendation->ranked.size(), 2u);
+  EXPECT_EQ(s.recommendation->ranked[0].verdict, Verdict::kFlat);
+  EXPECT_EQ(s.recommendation->ranked[0].floor_change_percent, -50);
+  EXPECT_EQ(s.recommendation->ranked[1].costs, "");
   EXPECT_EQ(ReplayCanaryStatusToJson(s), FullStatus());
   EXPECT_EQ(ParseReplayCanaryStatus(ReplayCanaryStatusToJson(s)), s);
+}
+
+// A recommendation row that is not an object, or a verdict allocguard does
+// not write, is reported with its path; the rest still reads.
+TEST(ReplayCanaryStatusTest, ARecommendationOfTheWrongShapeIsNamed) {
+  json status = FullStatus();
+  status["recommendation"]["ranked"][0]["verdict"] = "Great";
+  status["recommendation"]["ranked"][1]["floorMiB"] = "big";
+  status["recommendation"]["ranked"].push_back(7);
+  std::vector<std::string> problems;
+  const ReplayCanaryStatus s = ParseReplayCanaryStatus(status, &problems);
+  ASSERT_TRUE(s.recommendation.has_value());
+  ASSERT_EQ(s.recommendation->ranked.size(), 2u);
+  EXPECT_EQ(s.recommendation->ranked[0].verdict, Verdict::kFailed);
+  EXPECT_EQ(s.recommendation->ranked[0].unknown_verdict, "Great");
+  EXPECT_FALSE(s.recommendation->ranked[1].floor_mib.has_value());
+  std::string all;
+  for (const std::string& p : problems) all += p + "\n";
+  EXPECT_NE(all.find("status.recommendation.ranked[0].verdict"), std::string::npos) << all;
+  EXPECT_NE(all.find("status.recommendation.ranked[1].floorMiB"), std::string::npos) << all;
+  EXPECT_NE(all.find("status.recommendation.ranked[2]"), std::string::npos) << all;
+  status["recommendation"] = "switch";
+  problems.clear();
+  EXPECT_FALSE(ParseReplayCanaryStatus(status, &problems).recommendation.has_value());
+  EXPECT_FALSE(problems.empty());
 }
 
 // A reading allocguard does not write (an edited status) is reported, read

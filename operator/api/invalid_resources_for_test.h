@@ -168,6 +168,7 @@ inline std::vector<InvalidCaseForTest> InvalidPolicyCasesForTest() {
        "spec.canary.load.requests"},
       {"productionCPUs zero", R"({"spec":{"canary":{"productionCPUs":0}}})",
        "spec.canary.productionCPUs"},
+      {"bakeOff not a boolean", R"({"spec":{"canary":{"bakeOff":"yes"}}})", "spec.canary.bakeOff"},
       {"node selector value", R"({"spec":{"canary":{"nodeSelector":{"pool":"not valid!"}}}})",
        "spec.canary.nodeSelector"},
       {"unknown rollout mode", R"({"spec":{"rollout":{"mode":"Block"}}})", "spec.rollout.mode"},

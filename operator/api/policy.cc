@@ -1,6 +1,7 @@
 #include "operator/api/policy.h"
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -9,6 +10,7 @@
 #include "operator/api/json_fields.h"
 #include "operator/api/pod_template.h"
 #include "operator/api/quantity.h"
+#include "operator/common/bake_off_matrix.h"
 #include "operator/common/duration.h"
 #include "operator/replay/load_spec.h"
 
@@ -451,13 +453,17 @@ Result<LoadSpec> ParseLoad(const json& v, const std::string& path) {
   return load;
 }
 
-Result<CanarySpec> ParseCanary(const json& spec, const std::string& base) {
+// spec.canary; `candidate` is the allocator the candidate runs, for a
+// bake-off without variants (BakeOffVariants).
+Result<CanarySpec> ParseCanary(const json& spec, const std::string& base,
+                               const AllocatorSpec& candidate) {
   CanarySpec canary;
   canary.variants = {{"glibc", AllocatorSpec{.name = Allocator::kGlibc}}};
   const json* v = nullptr;
   AG_RETURN_IF_ERROR(ReadObject(spec, "canary", base, &v));
   if (v == nullptr) return canary;
   const std::string path = Field(base, "canary");
+  AG_RETURN_IF_ERROR(ReadBool(*v, "bakeOff", path, &canary.bake_off));
   milliseconds duration = canary.duration;
   AG_RETURN_IF_ERROR(
       ReadDuration(*v, "duration", path, std::chrono::minutes(1), kMaxCanaryDuration, &duration));
@@ -511,6 +517,11 @@ Result<CanarySpec> ParseCanary(const json& spec, const std::string& base) {
                           ParseAllocatorSpec(*allocator, Field(ip, "allocator")));
       canary.variants.push_back(std::move(variant));
     }
+  } else if (canary.bake_off) {
+    // spec.libc is checked by ParseLibc afterwards; only musl changes the matrix.
+    const json* libc = Member(spec, "libc");
+    const bool musl = libc != nullptr && libc->is_string() && libc->get<std::string>() == "musl";
+    canary.variants = BakeOffVariants(candidate, musl ? Libc::kMusl : Libc::kAuto);
   }
   AG_RETURN_IF_ERROR(ReadStringMap(*v, "nodeSelector", path, 32, IsLabelKey,
                                    "must be a valid label key", IsLabelValue,
@@ -652,7 +663,7 @@ Result<AllocatorPolicy> ParsePolicyUnchecked(const json& object) {
   if (allocator == nullptr) return Err("spec.allocator", "is required");
   AG_ASSIGN_OR_RETURN(s.allocator, ParseAllocatorSpec(*allocator, "spec.allocator"));
   AG_ASSIGN_OR_RETURN(s.limits, ParseLimits(*spec, "spec"));
-  AG_ASSIGN_OR_RETURN(s.canary, ParseCanary(*spec, "spec"));
+  AG_ASSIGN_OR_RETURN(s.canary, ParseCanary(*spec, "spec", s.allocator));
   AG_ASSIGN_OR_RETURN(s.libc, ParseLibc(*spec, s.allocator, s.canary, "spec.allocator"));
   const json* rollout = nullptr;
   AG_RETURN_IF_ERROR(ReadObject(*spec, "rollout", "spec", &rollout));
@@ -742,7 +753,7 @@ Result<ReplayCanary> ParseCanaryUnchecked(const json& object) {
   if (allocator == nullptr) return Err("spec.candidate.allocator", "is required");
   AG_ASSIGN_OR_RETURN(s.candidate_allocator,
                       ParseAllocatorSpec(*allocator, "spec.candidate.allocator"));
-  AG_ASSIGN_OR_RETURN(s.canary, ParseCanary(*spec, "spec"));
+  AG_ASSIGN_OR_RETURN(s.canary, ParseCanary(*spec, "spec", s.candidate_allocator));
   if (s.canary.load.requests.empty()) {
     return Err("spec.canary.load.requests", "canary.load.requests is required");
   }
@@ -795,6 +806,7 @@ json CanaryToJson(const CanarySpec& canary) {
   }
   if (!canary.node_selector.empty()) out["nodeSelector"] = canary.node_selector;
   if (canary.production_cpus) out["productionCPUs"] = *canary.production_cpus;
+  if (canary.bake_off) out["bakeOff"] = true;
   return out;
 }
 
@@ -808,6 +820,29 @@ json LimitsToJson(const LimitsSpec& limits) {
 std::string YamlString(const std::string& s) { return Dump(json(s)); }
 
 }  // namespace
+
+std::vector<VariantSpec> BakeOffVariants(const AllocatorSpec& candidate, Libc libc) {
+  std::vector<VariantSpec> variants;
+  for (const BakeOffMatrixEntry& entry : BakeOffMatrix()) {
+    VariantSpec v{
+        .name = entry.name,
+        .allocator = {.name = AllocatorFromName(entry.allocator).value_or(Allocator::kGlibc)}};
+    for (const auto& [key, value] : entry.env) {
+      // The matrix sets only what a policy field sets (bake_off_matrix.h).
+      int arenas = 0;
+      if (key == "MALLOC_ARENA_MAX" &&
+          std::from_chars(value.data(), value.data() + value.size(), arenas).ec == std::errc()) {
+        v.allocator.glibc_arena_max = arenas;
+      }
+      if (key == "MALLOC_CONF") v.allocator.jemalloc_malloc_conf = value;
+    }
+    const bool no_build =
+        v.allocator.name == Allocator::kTcmalloc && !HasBuildFor(Allocator::kTcmalloc, libc);
+    if (v.allocator == candidate || no_build) continue;
+    variants.push_back(std::move(v));
+  }
+  return variants;
+}
 
 std::optional<Allocator> AllocatorFromName(const std::string& name) {
   for (Allocator a :

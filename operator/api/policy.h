@@ -34,6 +34,13 @@ nlohmann::json ReplayCanarySpecToJson(const ReplayCanarySpec& spec);
 // spec.allocator's JSON shape; tunables that are unset are omitted.
 nlohmann::json AllocatorSpecToJson(const AllocatorSpec& allocator);
 
+// The variants of a bake-off canary whose policy lists none: the bake-off
+// matrix (common/bake_off_matrix.h, the one `allocguard replay --bake-off`
+// runs), less the entry that is the candidate's allocator itself (the
+// candidate measures it) and, when `libc` is musl, less tcmalloc (it has no
+// musl build).
+std::vector<VariantSpec> BakeOffVariants(const AllocatorSpec& candidate, Libc libc);
+
 // Whether labels satisfy the selector, with metav1.LabelSelector semantics
 // (an empty selector matches everything; the parsers refuse empty selectors).
 bool SelectorMatches(const LabelSelector& selector,

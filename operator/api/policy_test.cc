@@ -203,6 +203,76 @@ TEST(ParseAllocatorPolicyTest, InconclusiveRerunsDefaultsToOneAndIsWrittenOnlyWh
             "spec.canary.inconclusiveReruns: must be an integer, got \"2\"");
 }
 
+// canary.bakeOff without variants runs the matrix `replay --bake-off` runs,
+// less the candidate's own allocator; given variants are the matrix instead.
+TEST(ParseAllocatorPolicyTest, BakeOffRunsTheMatrixLessTheCandidate) {
+  json object = ValidPolicyForTest();  // allocator: jemalloc
+  auto policy = ParseAllocatorPolicy(object);
+  ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+  EXPECT_FALSE(policy->spec.canary.bake_off);
+  object["spec"]["canary"]["bakeOff"] = true;
+  policy = ParseAllocatorPolicy(object);
+  ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+  EXPECT_TRUE(policy->spec.canary.bake_off);
+  std::vector<std::string> names;
+  for (const VariantSpec& v : policy->spec.canary.variants) names.push_back(v.name);
+  EXPECT_THAT(names, testing::ElementsAre("glibc", "glibc-arena2", "jemalloc-bg-decay1s",
+                                          "mimalloc", "tcmalloc"));
+  const std::vector<VariantSpec>& v = policy->spec.canary.variants;
+  EXPECT_EQ(v[1].allocator, (AllocatorSpec{.name = Allocator::kGlibc, .glibc_arena_max = 2}));
+  EXPECT_EQ(v[2].allocator.name, Allocator::kJemalloc);
+  EXPECT_EQ(v[2].allocator.jemalloc_malloc_conf,
+            "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:1000");
+  // A glibc policy on musl: the plain glibc entry is the candidate, and
+  // tcmalloc has no musl build.
+  object["spec"]["allocator"] = {{"name", "glibc"}};
+  object["spec"]["libc"] = "musl";
+  policy = ParseAllocatorPolicy(object);
+  ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+  names.clear();
+  for (const VariantSpec& variant : policy->spec.canary.variants) names.push_back(variant.name);
+  EXPECT_THAT(names,
+              testing::ElementsAre("glibc-arena2", "jemalloc", "jemalloc-bg-decay1s", "mimalloc"));
+  // Variants of its own: those are ranked, the matrix is not run.
+  object["spec"]["canary"]["variants"] =
+      json::parse(R"([{"name":"je","allocator":{"name":"jemalloc"}}])");
+  policy = ParseAllocatorPolicy(object);
+  ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+  ASSERT_EQ(policy->spec.canary.variants.size(), 1u);
+  EXPECT_EQ(policy->spec.canary.variants[0].name, "je");
+  object["spec"]["canary"]["bakeOff"] = "yes";
+  EXPECT_EQ(ParseAllocatorPolicy(object).status().message(),
+            "spec.canary.bakeOff: must be true or false, got \"yes\"");
+}
+
+// The canary's snapshot records the bake-off and its expanded matrix; a
+// canary that is no bake-off does not write the field (older canaries' keys
+// stay as they were).
+TEST(ParseAllocatorPolicyTest, BakeOffIsWrittenIntoTheCanaryOnlyWhenOn) {
+  json object = ValidPolicyForTest();
+  auto policy = ParseAllocatorPolicy(object);
+  ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+  ReplayCanarySpec spec;
+  spec.canary = policy->spec.canary;
+  EXPECT_FALSE(ReplayCanarySpecToJson(spec)["canary"].contains("bakeOff"));
+  object["spec"]["canary"]["bakeOff"] = true;
+  policy = ParseAllocatorPolicy(object);
+  ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+  spec.canary = policy->spec.canary;
+  spec.candidate_allocator = policy->spec.allocator;
+  spec.pod_template_json = R"({"spec":{"containers":[{"name":"app"}]}})";
+  json written = ReplayCanarySpecToJson(spec);
+  EXPECT_EQ(written["canary"]["bakeOff"], true);
+  EXPECT_EQ(written["canary"]["variants"].size(), 5u);
+  json canary = {{"apiVersion", kApiVersion},
+                 {"kind", "ReplayCanary"},
+                 {"metadata", {{"name", "c"}, {"namespace", "n"}}},
+                 {"spec", written}};
+  auto parsed = ParseReplayCanary(canary);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->spec.canary, spec.canary);
+}
+
 TEST(ParseAllocatorPolicyTest, TheValidTestPolicyParses) {
   auto policy = ParseAllocatorPolicy(ValidPolicyForTest());
   ASSERT_TRUE(policy.ok()) << policy.status().ToString();

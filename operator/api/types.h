@@ -146,6 +146,11 @@ struct CanarySpec {
   std::chrono::milliseconds sample_interval{2000};  // sampleInterval: "2s"
   LoadSpec load;
   std::vector<VariantSpec> variants;  // default: one glibc baseline
+  // bakeOff: rank every variant with its costs against the candidate and
+  // recommend one (status.recommendation, docs/crds.md). Without `variants`
+  // the policy runs the bake-off matrix (BakeOffVariants, policy.h). The
+  // verdict, and so the hold, stays the candidate's.
+  bool bake_off = false;
   // Where canary pods run. A glibc variant must see production's arena limit
   // (8 per online CPU): either run on nodes like production's (nodeSelector)
   // or give the glibc variant MALLOC_ARENA_MAX = 8 x productionCPUs.

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "operator/common/bake_off_matrix.h"
 #include "operator/common/verdict.h"
 
 namespace allocguard::replay {
@@ -92,12 +93,16 @@ std::string Lower(std::string s) {
 }  // namespace
 
 std::vector<std::string> DefaultBakeOffMatrix() {
-  const std::string jemalloc_tuned =
-      "jemalloc-bg-decay1s=jemalloc,MALLOC_CONF=background_thread:true,dirty_decay_ms:1000,"
-      "muzzy_decay_ms:1000";
-  return {"glibc",    "glibc-arena2=glibc,MALLOC_ARENA_MAX=2",
-          "jemalloc", jemalloc_tuned,
-          "mimalloc", "tcmalloc"};
+  std::vector<std::string> specs;
+  for (const BakeOffMatrixEntry& entry : BakeOffMatrix()) {
+    std::string spec = entry.name == entry.allocator && entry.env.empty()
+                           ? entry.name
+                           : entry.name + "=" + entry.allocator;
+    for (const auto& [key, value] : entry.env)
+      spec.append(",").append(key).append("=").append(value);
+    specs.push_back(std::move(spec));
+  }
+  return specs;
 }
 
 std::string PolicySnippet(const VariantResult& variant) {
@@ -109,12 +114,19 @@ std::string PolicySnippet(const VariantResult& variant) {
   for (const auto& [key, value] : EnvOf(variant)) {
     if (allocator == "glibc" && key == "MALLOC_ARENA_MAX" && AllDigits(value)) {
       tuning += "    arenaMax: " + value + "\n";
+    } else if (allocator == "glibc" && key == "MALLOC_TRIM_THRESHOLD_" && AllDigits(value)) {
+      tuning += "    trimThreshold: \"" + value + "\"\n";
+    } else if (allocator == "glibc" && key == "MALLOC_MMAP_THRESHOLD_" && AllDigits(value)) {
+      tuning += "    mmapThreshold: \"" + value + "\"\n";
     } else if (allocator == "jemalloc" && key == "MALLOC_CONF") {
       tuning += "    mallocConf: \"" + value + "\"\n";
     } else if (allocator == "mimalloc" && key.rfind("MIMALLOC_", 0) == 0 && key.size() > 9) {
       mimalloc_options[Lower(key.substr(9))] = value;
     } else if (allocator == "tcmalloc" && key == "TCMALLOC_RELEASE_RATE") {
       tuning += "    releaseRate: " + value + "\n";
+    } else if (allocator == "tcmalloc" && key == "TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES" &&
+               AllDigits(value)) {
+      tuning += "    maxTotalThreadCacheBytes: \"" + value + "\"\n";
     } else {
       comments.append("# ").append(key).append("=").append(value);
       comments += ": no policy field sets it; set it in the pod\n";

@@ -35,9 +35,11 @@ namespace allocguard::replay {
 // other rank as equal, and the next criterion decides.
 inline constexpr double kBakeOffTieFraction = 0.10;
 
-// The default matrix, as --variant specs (allocator_variant.h): glibc as it is
-// and with two arenas; jemalloc as it is and with background purging and a
-// 1-second decay; mimalloc; tcmalloc. The first is the current allocator.
+// The default matrix (common/bake_off_matrix.h, which a policy's
+// canary.bakeOff runs too) as --variant specs (allocator_variant.h): glibc as
+// it is and with two arenas; jemalloc as it is and with background purging
+// and a 1-second decay; mimalloc; tcmalloc. The first is the current
+// allocator.
 std::vector<std::string> DefaultBakeOffMatrix();
 
 // One ranked variant and its costs against the current allocator (the
@@ -79,9 +81,11 @@ nlohmann::json ToJson(const BakeOff& bake_off);
 
 // The AllocatorPolicy spec.allocator for a variant (YAML lines). Variant
 // environment the policy maps: MALLOC_ARENA_MAX -> glibc.arenaMax,
-// MALLOC_CONF -> jemalloc.mallocConf, MIMALLOC_<OPTION> -> mimalloc.options,
-// TCMALLOC_RELEASE_RATE -> tcmalloc.releaseRate; any other variable is named
-// in a comment, since no policy field sets it.
+// MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_THRESHOLD_ -> glibc.trimThreshold /
+// mmapThreshold, MALLOC_CONF -> jemalloc.mallocConf, MIMALLOC_<OPTION> ->
+// mimalloc.options, TCMALLOC_RELEASE_RATE / TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES
+// -> tcmalloc.releaseRate / maxTotalThreadCacheBytes; any other variable is
+// named in a comment, since no policy field sets it.
 std::string PolicySnippet(const VariantResult& variant);
 
 }  // namespace allocguard::replay

@@ -62,6 +62,9 @@ std::string Dump(const CanaryResult& r, int k, const std::string& message) {
       {"slope_low", Number(r.slope_low, 1000)},
       {"slope_high", Number(r.slope_high, 1000)},
       {"peak", Number(r.peak_mib, 10)},
+      {"floor_level", Number(r.floor_level_mib, 10)},
+      {"cpu_s", Number(r.cpu_seconds, 100)},
+      {"p99_ms", Number(r.p99_ms, 10)},
       {"requests", r.requests},
       {"errors", r.errors},
       {"late", r.late},
@@ -205,6 +208,9 @@ Result<CanaryResult> DecodeCanaryResult(const std::string& text) {
   AG_RETURN_IF_ERROR(Read(j, "slope_low", &r.slope_low));
   AG_RETURN_IF_ERROR(Read(j, "slope_high", &r.slope_high));
   AG_RETURN_IF_ERROR(Read(j, "peak", &r.peak_mib));
+  AG_RETURN_IF_ERROR(Read(j, "floor_level", &r.floor_level_mib));
+  AG_RETURN_IF_ERROR(Read(j, "cpu_s", &r.cpu_seconds));
+  AG_RETURN_IF_ERROR(Read(j, "p99_ms", &r.p99_ms));
   AG_RETURN_IF_ERROR(Read(j, "requests", &r.requests));
   AG_RETURN_IF_ERROR(Read(j, "errors", &r.errors));
   AG_RETURN_IF_ERROR(Read(j, "late", &r.late));

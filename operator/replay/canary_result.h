@@ -9,6 +9,7 @@
 // records k), always the same way for the same input.
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,13 @@ struct CanaryResult {
   double slope_low = 0;
   double slope_high = 0;
   double peak_mib = 0;
+  // What a bake-off ranks by (bake_off.h), NaN when not measured: the floor
+  // level (the median per-minute floor, from every floor even when
+  // floors_mib is thinned), the workload's CPU seconds over the run, and the
+  // p99 latency of its responses in milliseconds.
+  double floor_level_mib = std::numeric_limits<double>::quiet_NaN();
+  double cpu_seconds = std::numeric_limits<double>::quiet_NaN();
+  double p99_ms = std::numeric_limits<double>::quiet_NaN();
   int64_t requests = 0;  // completed
   int64_t errors = 0;    // responses outside the expected set
   int64_t late = 0;      // requests started later than late_after

@@ -58,6 +58,29 @@ TEST(CanaryResultTest, RoundTripsEveryField) {
   EXPECT_EQ(back->message, r.message);
 }
 
+// What a bake-off ranks by travels with the result; unmeasured is NaN both
+// ways (a driver before these fields wrote none).
+TEST(CanaryResultTest, TheBakeOffFiguresRoundTrip) {
+  CanaryResult r = Sample(14);
+  auto back = DecodeCanaryResult(EncodeCanaryResult(r));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(std::isnan(back->floor_level_mib));
+  EXPECT_TRUE(std::isnan(back->cpu_seconds));
+  EXPECT_TRUE(std::isnan(back->p99_ms));
+  r.floor_level_mib = 1345.67;
+  r.cpu_seconds = 64.234;
+  r.p99_ms = 41.27;
+  back = DecodeCanaryResult(EncodeCanaryResult(r));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_NEAR(back->floor_level_mib, 1345.7, 1e-9);
+  EXPECT_NEAR(back->cpu_seconds, 64.23, 1e-9);
+  EXPECT_NEAR(back->p99_ms, 41.3, 1e-9);
+  auto older = DecodeCanaryResult(R"({"v":1,"verdict":"Flat","floors":[1,2]})");
+  ASSERT_TRUE(older.ok()) << older.status().ToString();
+  EXPECT_TRUE(std::isnan(older->cpu_seconds));
+  EXPECT_FALSE(DecodeCanaryResult(R"({"v":1,"verdict":"Flat","cpu_s":"lots"})").ok());
+}
+
 TEST(CanaryResultTest, SlopeOfTooFewFloorsIsNaNAndStaysNaN) {
   CanaryResult r = Sample(1);
   r.verdict = Verdict::kInconclusive;

@@ -68,6 +68,9 @@ CanaryResult ToCanaryResult(const VariantResult& v, bool anon_only) {
   r.slope_low = v.judgement.slope_low_gib_per_h;
   r.slope_high = v.judgement.slope_high_gib_per_h;
   r.peak_mib = v.peak_bytes / memory::kBytesPerMiB;
+  if (v.floor_level_bytes > 0) r.floor_level_mib = v.floor_level_bytes / memory::kBytesPerMiB;
+  if (v.cpu_seconds > 0) r.cpu_seconds = v.cpu_seconds;
+  if (v.p99_ms) r.p99_ms = *v.p99_ms;
   r.requests = v.requests_completed;
   r.errors = v.unexpected_responses;
   r.late = v.requests_late;
