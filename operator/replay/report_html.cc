@@ -68,6 +68,11 @@ Scale SharedScale(const std::vector<const CsvRun*>& runs) {
     for (const auto& row : run->rows) {
       t_max = std::max(t_max, row.memory.t_seconds);
       y_max = std::max(y_max, static_cast<double>(row.memory.JudgedBytes()) / kBytesPerMiB);
+      if (row.books_in_use_bytes && row.books_retained_bytes) {
+        y_max = std::max(y_max,
+                         static_cast<double>(*row.books_in_use_bytes + *row.books_retained_bytes) /
+                             kBytesPerMiB);
+      }
     }
   }
   Scale s;
@@ -153,11 +158,64 @@ std::string BandAndFit(const Frame& fr, const VariantResult& r, std::string* fit
          F(r.settings.max_slope_gib_per_h, 2) + " GiB/h from the fit's start</title></polygon>";
 }
 
+// The allocator's books (docs/allocator-books.md) stacked under the judged
+// figure: bytes in use from zero, bytes retained on top of them, one point
+// per sample that has both. Each run of consecutive such samples is its own
+// pair of areas (a sample without books ends one). Empty without books.
+std::string BooksAreas(const Frame& fr, const CsvRun& run) {
+  std::vector<std::vector<const SampleRow*>> spans(1);
+  for (const SampleRow& row : run.rows) {
+    if (row.books_in_use_bytes && row.books_retained_bytes) {
+      spans.back().push_back(&row);
+    } else if (!spans.back().empty()) {
+      spans.emplace_back();
+    }
+  }
+  std::string svg;
+  for (const auto& span : spans) {
+    if (span.empty()) continue;
+    auto x = [&](const SampleRow* r) { return F(fr.X(r->memory.t_seconds)); };
+    auto in_use = [](const SampleRow* r) {
+      return static_cast<double>(*r->books_in_use_bytes) / kBytesPerMiB;
+    };
+    auto held = [](const SampleRow* r) {
+      return static_cast<double>(*r->books_in_use_bytes + *r->books_retained_bytes) / kBytesPerMiB;
+    };
+    // In use: its line forward, then the zero line back.
+    std::string in_use_points;
+    for (const SampleRow* r : span) in_use_points += x(r) + "," + F(fr.Y(in_use(r))) + " ";
+    in_use_points += x(span.back()) + "," + F(fr.Y(0)) + " " + x(span.front()) + "," + F(fr.Y(0));
+    // Retained: the top of the stack forward, then the in-use line back.
+    std::string retained_points;
+    for (const SampleRow* r : span) retained_points += x(r) + "," + F(fr.Y(held(r))) + " ";
+    for (auto it = span.rbegin(); it != span.rend(); ++it) {
+      retained_points += x(*it) + "," + F(fr.Y(in_use(*it))) + (it + 1 == span.rend() ? "" : " ");
+    }
+    const SampleRow* first = span.front();
+    const SampleRow* last = span.back();
+    svg += R"(<polygon class="books-in-use" points=")" + in_use_points +
+           "\"><title>allocator books: in use " + F(in_use(first), 0) + " → " + F(in_use(last), 0) +
+           " MiB</title></polygon>";
+    svg += R"(<polygon class="books-retained" points=")" + retained_points +
+           "\"><title>allocator books: retained " + F(held(first) - in_use(first), 0) + " → " +
+           F(held(last) - in_use(last), 0) + " MiB</title></polygon>";
+  }
+  return svg;
+}
+
+bool HasBooks(const CsvRun& run) {
+  return std::any_of(run.rows.begin(), run.rows.end(), [](const SampleRow& r) {
+    return r.books_in_use_bytes.has_value() && r.books_retained_bytes.has_value();
+  });
+}
+
 std::string Chart(const CsvRun& run, const VariantResult& r, const Scale& scale) {
   const Frame fr{.minutes = scale.minutes, .y_top = scale.y_top};
   std::string svg = "<svg viewBox=\"0 0 " + F(fr.w, 0) + " " + F(fr.h, 0) +
                     R"(" role="img" aria-label="memory of )" + Escape(r.variant) + "\">";
   svg += Axes(fr, scale.y_step, r.settings.warmup_minutes);
+  // The books at the bottom of the stack, under everything judged.
+  svg += BooksAreas(fr, run);
   // The fit and its band first, under the samples and floors.
   std::string fit_line;
   svg += BandAndFit(fr, r, &fit_line);
@@ -308,6 +366,10 @@ std::string Glossary() {
       {"threshold band",
        "the floors a run starting at the fit's first point could have while "
        "its slope stays within the flat threshold, up or down"},
+      {"in use, retained",
+       "the allocator's own books (the stats agent's), stacked under the samples: bytes the "
+       "program has allocated and not freed, and on top bytes the allocator holds free "
+       "without giving them back"},
       {VerdictName(Verdict::kFlat), "the floor's slope is below the threshold"},
       {VerdictName(Verdict::kRatchet), "the floor rose faster than the threshold"},
       {VerdictName(Verdict::kAllocatorRetention),
@@ -342,6 +404,7 @@ svg{width:100%;height:auto;background:#fff;border:1px solid #dde1e8;border-radiu
 .grid{stroke:#eceff3}.axis{font-size:11px;fill:#5b6475}
 .samples{fill:none;stroke:#8fa4c8;stroke-width:1.2}.floor{fill:#1f4fa3}
 .fit{stroke:#d2452f;stroke-width:2.2;stroke-dasharray:6 4}.warmup{fill:#f2f2f2}
+.books-in-use{fill:#b9d7b0;fill-opacity:.75}.books-retained{fill:#f2c9a0;fill-opacity:.75}
 .band{fill:#2e9d4a;fill-opacity:.13;stroke:#2e9d4a;stroke-opacity:.35;stroke-width:1}
 table.meta td{text-align:left;white-space:normal}table.meta td:first-child{width:170px;color:#5b6475}
 dl.glossary{display:grid;grid-template-columns:150px 1fr;gap:4px 14px;font-size:13px}
@@ -410,7 +473,14 @@ std::string Charts(const ReplaySummary& summary, const std::vector<CsvRun>& runs
         "border-radius:4px\"></i>per-minute floor</span><span><i class=\"sw\" "
         "style=\"background:#d2452f\"></i>floor slope fit</span><span><i class=\"sw\" "
         "style=\"background:#cfe9d5;height:10px\"></i>flat threshold band</span><span><i "
-        "class=\"sw\" style=\"background:#e6e6e6;height:10px\"></i>warm-up</span></div>\n";
+        "class=\"sw\" style=\"background:#e6e6e6;height:10px\"></i>warm-up</span>";
+    if (HasBooks(*run)) {
+      html +=
+          "<span><i class=\"sw\" style=\"background:#b9d7b0;height:10px\"></i>allocator books: "
+          "in use</span><span><i class=\"sw\" style=\"background:#f2c9a0;height:10px\"></i>"
+          "retained (held free), stacked on in use</span>";
+    }
+    html += "</div>\n";
   }
   return html;
 }

@@ -2,7 +2,9 @@
 
 // The HTML report: one self-contained page (inline SVG and CSS, no scripts,
 // nothing fetched) with, per variant, a chart of the samples, the per-minute
-// floors and the fitted floor line, and a table of figures and verdicts.
+// floors and the fitted floor line (with the allocator's books, when the run
+// recorded them, stacked under the samples: in use from zero, retained on
+// top), and a table of figures and verdicts.
 
 #include <string>
 #include <vector>
