@@ -587,7 +587,8 @@ api::RecommendationStatus RecommendBakeOff(const api::ReplayCanary& canary,
     r.allocator = v->allocator;
     for (const auto& [key, value] :
          admission::AllocatorTunableEnv(VariantAllocator(canary, name))) {
-      r.env += (r.env.empty() ? "" : " ") + key + "=" + value;
+      if (!r.env.empty()) r.env += ' ';
+      r.env.append(key).append("=").append(value);
     }
     r.verdict.verdict =
         v->unknown_verdict.empty() ? v->verdict.value_or(Verdict::kFailed) : Verdict::kFailed;
