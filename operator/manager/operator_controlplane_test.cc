@@ -415,30 +415,36 @@ class OperatorTest : public ::testing::Test {
 
   // The canary the operator runs for a Deployment's template under its
   // policy as it is now (the name carries the policy's canary key).
-  static std::string CanaryFor(const std::string& deployment, const std::string& hash,
-                               const std::string& policy) {
+  static std::string CanaryFor(const std::string& workload, const std::string& hash,
+                               const std::string& policy,
+                               api::WorkloadKind kind = api::WorkloadKind::kDeployment) {
     auto p = client_->Get(kube::AllocatorPolicies(), ns_, policy);
     if (!p.ok()) return "";
     auto parsed = api::ParseAllocatorPolicy(*p);
     if (!parsed.ok()) return "";
     // Named for what is measured: the template whose hash is `hash`, as the
-    // Deployment has it now or as a canary of it stored it.
-    std::optional<json> tmpl;
-    if (auto d = client_->Get(kube::Deployments(), ns_, deployment); d.ok()) {
-      const json& t = Field(Field(*d, "spec"), "template");
-      if (api::PodTemplateHash(t) == hash) tmpl = t;
+    // workload has it now (a StatefulSet's claims with it) or as a canary of
+    // it stored it.
+    const kube::ResourceType type = kind == api::WorkloadKind::kStatefulSet ? kube::StatefulSets()
+                                    : kind == api::WorkloadKind::kDaemonSet ? kube::DaemonSets()
+                                                                            : kube::Deployments();
+    if (auto w = client_->Get(type, ns_, workload); w.ok()) {
+      if (api::PodTemplateHash(Field(Field(*w, "spec"), "template")) == hash) {
+        return controllers::CanaryName(
+            controllers::CanaryKey(controllers::MeasuredTemplateOf(kind, *w), *parsed));
+      }
     }
-    if (!tmpl.has_value()) {
-      auto canaries = client_->List(kube::ReplayCanaries(), ns_, kube::ListOptions{});
-      if (canaries.ok()) {
-        for (const json& c : canaries->items) {
-          const json& t = Field(Field(c, "spec"), "template");
-          if (api::PodTemplateHash(t) == hash) tmpl = t;
-        }
+    std::optional<json> tmpl;
+    auto canaries = client_->List(kube::ReplayCanaries(), ns_, kube::ListOptions{});
+    if (canaries.ok()) {
+      for (const json& c : canaries->items) {
+        const json& t = Field(Field(c, "spec"), "template");
+        if (api::PodTemplateHash(t) == hash) tmpl = t;
       }
     }
     if (!tmpl.has_value()) return "";
     controllers::MeasuredTemplate measured;
+    measured.kind = kind;
     measured.hash = api::MeasuredTemplateHash(*tmpl);
     return controllers::CanaryName(controllers::CanaryKey(measured, *parsed));
   }
@@ -1093,8 +1099,10 @@ TEST_F(OperatorTest, StatefulSetAndDaemonSetAreHeldAndReleasedWithTheirOwnStrate
   EXPECT_EQ(Field(waiting, "state"), "TimedOut") << waiting.dump();
 
   // The first canaries: the glibc candidate ratchets, jemalloc stays flat.
-  const std::string sts_canary = CanaryFor("kinds-db", sts_hash, "kinds");
-  const std::string ds_canary = CanaryFor("kinds-agent", ds_hash, "kinds");
+  const std::string sts_canary =
+      CanaryFor("kinds-db", sts_hash, "kinds", api::WorkloadKind::kStatefulSet);
+  const std::string ds_canary =
+      CanaryFor("kinds-agent", ds_hash, "kinds", api::WorkloadKind::kDaemonSet);
   json sts_job;
   ASSERT_TRUE(Eventually([&] {
     auto jobs = CanaryJobs(sts_canary);
@@ -1193,8 +1201,8 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: kinds-dev}]
   ASSERT_TRUE(PolicyReady("kinds"));
   const std::map<std::string, replay::CanaryResult> flat = {
       {"candidate", Result("candidate", "Flat", 0.02)}, {"glibc", Result("glibc", "Ratchet", 2.6)}};
-  RunCanary(CanaryFor("kinds-db", sts_hash, "kinds"), flat);
-  RunCanary(CanaryFor("kinds-agent", ds_hash, "kinds"), flat);
+  RunCanary(CanaryFor("kinds-db", sts_hash, "kinds", api::WorkloadKind::kStatefulSet), flat);
+  RunCanary(CanaryFor("kinds-agent", ds_hash, "kinds", api::WorkloadKind::kDaemonSet), flat);
   ASSERT_TRUE(Eventually([&] {
     auto w = client_->Get(kube::StatefulSets(), ns_, "kinds-db");
     return w.ok() && Annotation(*w, api::kReleasedCandidateAnnotation) == sts_hash;
