@@ -669,7 +669,7 @@ pod_events "$gpod" | grep MemoryRestart | tail -1
 say "Restart: SIGTERM from the guard, container restarted ${restart_s} s after the growth began, not OOM-killed"
 
 # --- 6. libc ---------------------------------------------------------------------
-stage "libc: Debian 11, Debian 12 and musl pods load the allocator and publish its books, a static binary runs without either, the breaker trips on a wrong libc for a Deployment and a StatefulSet"
+stage "libc: Debian 11, Debian 12 and musl pods load the allocator and publish its books, a static binary runs without either, the breaker trips on a wrong libc"
 # e2e/product/libc-demo.yaml: one C service built on four bases
 # (e2e/images/libc-demo.sh), governed by a jemalloc policy with libc auto.
 "$here/images/libc-demo.sh"
@@ -746,14 +746,6 @@ say "before: $(jp pod/libc-before -n "$demo_ns" -o jsonpath='{.status.containerS
 # workload). Under Enforce the new Deployment is held and its canary must
 # report the candidate Failed with the loader's words.
 kubectl apply -n "$demo_ns" -f "$here/product/libc-wrong.yaml"
-# The same wrong library on a StatefulSet, its rollouts not gated: its pod
-# crash-loops at once, and the breaker must keep it up (checked below). The
-# StatefulSet comes once the policy is reconciled, so its pod is injected.
-kubectl apply -n "$demo_ns" -f "$here/product/libc-wrong-statefulset.yaml" -l e2e-part=policy
-db_policy_seen() { [[ -n $(jp allocatorpolicy/libc-wrong-db -n "$demo_ns" -o jsonpath='{.status.observedGeneration}') ]]; }
-wait_for 60 "policy libc-wrong-db reconciled" db_policy_seen
-kubectl apply -n "$demo_ns" -f "$here/product/libc-wrong-statefulset.yaml" -l e2e-part=workload
-sts_t0=$SECONDS
 wrong_canary() {
   kubectl get replaycanaries -n "$demo_ns" -o json | python3 -c '
 import json, sys
@@ -801,28 +793,8 @@ kubectl events -n "$demo_ns" --for allocatorpolicy/libc-wrong 2>/dev/null | grep
 say "breaker: pod $wpod Ready without the allocator ${breaker_s} s after the hold was released"
 say "  pod annotation: $suspended"
 say "  policy condition InjectionFailing: $failing"
-
-# The StatefulSet: suspended by its pods' controller-revision-hash, its pod
-# deleted and recreated by the StatefulSet controller without the allocator.
-sts_pod_runs() {
-  [[ $(jp pod/libc-wrong-db-0 -n "$demo_ns" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]] &&
-    [[ -n $(jp pod/libc-wrong-db-0 -n "$demo_ns" -o jsonpath='{.metadata.annotations.allocguard\.io/injection-suspended}') ]]
-}
-wait_for 300 "libc-wrong-db-0 Ready without the allocator (the breaker stopped injecting into the StatefulSet)" sts_pod_runs
-sts_s=$((SECONDS - sts_t0))
-[[ $(libc_allocator libc-wrong-db-0) == none ]] || fail "libc-wrong-db-0 runs with an allocator preloaded"
-sts_revision=$(jp pod/libc-wrong-db-0 -n "$demo_ns" -o jsonpath='{.metadata.labels.controller-revision-hash}')
-sts_suspended=$(jp allocatorpolicy/libc-wrong-db -n "$demo_ns" -o jsonpath='{.status.injectionSuspended[0].workload} {.status.injectionSuspended[0].podTemplateHash}')
-[[ $sts_suspended == "StatefulSet/libc-wrong-db $sts_revision" ]] ||
-  fail "policy libc-wrong-db suspends '$sts_suspended', want StatefulSet/libc-wrong-db $sts_revision"
-sts_event() {
-  kubectl events -n "$demo_ns" --for statefulset/libc-wrong-db 2>/dev/null | grep -q InjectionFailing
-}
-wait_for 60 "an InjectionFailing event on StatefulSet libc-wrong-db" sts_event
-say "breaker (StatefulSet): libc-wrong-db-0 Ready without the allocator ${sts_s} s after the StatefulSet was created"
-say "  suspended: $sts_suspended; pod annotation: $(jp pod/libc-wrong-db-0 -n "$demo_ns" -o jsonpath='{.metadata.annotations.allocguard\.io/injection-suspended}')"
 kubectl delete -n "$demo_ns" -f "$here/product/libc-before.yaml" -f "$here/product/libc-demo.yaml" \
-  -f "$here/product/libc-wrong.yaml" -f "$here/product/libc-wrong-statefulset.yaml" --wait=false >/dev/null
+  -f "$here/product/libc-wrong.yaml" --wait=false >/dev/null
 
 # --- webhook latency as the API server measures it ------------------------------
 echo
