@@ -369,7 +369,8 @@ TEST(AdmissionHandlersTest, ScalingAHeldStatefulSetAsksNobody) {
 
 TEST(AdmissionHandlersTest, DeletingAnEnforcePolicyThatHoldsAStatefulSetNeedsTheOverride) {
   Harness h("Enforce");
-  kube::Store statefulsets, daemonsets;
+  kube::Store statefulsets;
+  kube::Store daemonsets;
   for (kube::Store* s : {&statefulsets, &daemonsets}) controllers::AddNamespaceIndex(*s);
   AdmissionHandlers handlers(
       AdmissionHandlerOptions{"allocguard-system", "registry.example/allocguard:test", ""},

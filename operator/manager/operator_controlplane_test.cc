@@ -191,6 +191,14 @@ class OperatorTest : public ::testing::Test {
 
   static std::string WebhookConfigName() { return "allocguard-" + suffix_; }
 
+  // kubectl's arguments for the events of `target` ("statefulset/db") in
+  // the test's namespace.
+  static std::string EventsFor(const std::string& target) {
+    std::string args = "events -n ";
+    args.append(ns_).append(" --for ").append(target);
+    return args;
+  }
+
   static CommandResult Kubectl(const std::string& args, const std::string& input = "") {
     return RunCommand(kubectl_ + " --kubeconfig " + kubeconfig_ + " " + args, input);
   }
@@ -1047,9 +1055,13 @@ TEST_F(OperatorTest, StatefulSetAndDaemonSetAreHeldAndReleasedWithTheirOwnStrate
   // As stored, with the API server's defaults: what the release must restore.
   const json ds_strategy = (*created_ds)["spec"]["updateStrategy"];
   // Running before their first change: adopted as the baseline, not held.
-  for (const auto& [type, name, object] :
+  for (const auto& [kind_type, kind_name, object] :
        {std::tuple{kube::StatefulSets(), "kinds-db", *created_sts},
         std::tuple{kube::DaemonSets(), "kinds-agent", *created_ds}}) {
+    // Copies: a lambda may not capture a structured binding (before C++20's
+    // rule, which clang-tidy's clang does not apply yet).
+    const kube::ResourceType type = kind_type;
+    const std::string name = kind_name;
     EXPECT_EQ(Annotation(object, api::kHeldCandidateAnnotation), "") << name;
     const std::string first = admission::TemplateHash(object["spec"]["template"]);
     ASSERT_TRUE(Eventually([&] {
@@ -1130,12 +1142,12 @@ TEST_F(OperatorTest, StatefulSetAndDaemonSetAreHeldAndReleasedWithTheirOwnStrate
   }
   for (const std::string target : {"statefulset/kinds-db", "daemonset/kinds-agent"}) {
     ASSERT_TRUE(Eventually([&] {
-      CommandResult events = Kubectl("events -n " + ns_ + " --for " + target);
+      CommandResult events = Kubectl(EventsFor(target));
       return events.output.find("RolloutHeld") != std::string::npos &&
              events.output.find("variant jemalloc stayed flat") != std::string::npos;
     })) << target
         << "\n"
-        << Kubectl("events -n " + ns_ + " --for " + target).output;
+        << Kubectl(EventsFor(target)).output;
     auto [held_code, held] = Gate(target, "30s");
     EXPECT_EQ(held_code, 2) << target << " " << held.dump();
     EXPECT_EQ(Field(held, "state"), "Held") << held.dump();
@@ -1225,7 +1237,7 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: kinds-dev}]
     EXPECT_EQ(code, 0) << target << " " << answer.dump();
     EXPECT_EQ(Field(answer, "state"), "Proceed") << answer.dump();
     EXPECT_TRUE(Eventually([&] {
-      CommandResult events = Kubectl("events -n " + ns_ + " --for " + target);
+      CommandResult events = Kubectl(EventsFor(target));
       return events.output.find("RolloutReleased") != std::string::npos;
     })) << target;
   }
