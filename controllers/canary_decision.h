@@ -107,13 +107,13 @@ std::vector<std::string> VariantOrder(const api::ReplayCanary& canary);
 api::AllocatorSpec VariantAllocator(const api::ReplayCanary& canary, const std::string& variant);
 
 // What a variant's result depends on, as a digest: the candidate pod
-// template, the variant's allocator with its tunables, the canary's load
-// (with the seed of rerun `rerun`, api::RerunSeed), duration, sampling, node
-// selector and production CPUs, the limits the verdict is judged against, and
-// the measured containers. Two variants with the same key measure the same
-// thing; the key is recorded in each finished variant's status as
-// `measurementKey`, computed for the rerun that entry describes (the number
-// of its earlierRuns).
+// template (its labels aside: the canary's Pods carry their own), a
+// StatefulSet target's name (its pod identity and claims), the variant's allocator with its
+// tunables, the canary's load (with the seed of rerun `rerun`, api::RerunSeed), duration, sampling,
+// node selector and production CPUs, the limits the verdict is judged against, and the measured
+// containers. Two variants with the same key measure the same thing; the key is recorded in each
+// finished variant's status as `measurementKey`, computed for the rerun that entry describes (the
+// number of its earlierRuns).
 std::string MeasurementKey(const api::ReplayCanary& canary, const std::string& variant,
                            const std::vector<std::string>& containers, int rerun = 0);
 

@@ -791,6 +791,39 @@ TEST(MeasurementKeyTest, EveryInputOfTheRunChangesIt) {
       << "names are not inputs of the measurement";
 }
 
+TEST(MeasurementKeyTest, TemplateLabelsAndADaemonSetTargetAreNotInputsAStatefulSetIs) {
+  api::ReplayCanary base = SwitchedToJemalloc();
+  base.spec.pod_template_json =
+      R"({"metadata":{"labels":{"app":"web"},"annotations":{"a":"1"}},"spec":{"containers":[]}})";
+  const std::string key = MeasurementKey(base, "candidate", {"server"});
+
+  // The canary's Pods carry labels of their own: a DaemonSet's template that
+  // differs from a Deployment's only in its labels runs the same Job.
+  api::ReplayCanary daemonset = base;
+  daemonset.spec.target_kind = "DaemonSet";
+  daemonset.spec.pod_template_json =
+      R"({"metadata":{"labels":{"app":"agent"},"annotations":{"a":"1"}},"spec":{"containers":[]}})";
+  EXPECT_EQ(MeasurementKey(daemonset, "candidate", {"server"}), key);
+
+  // Annotations stay inputs: the Job keeps them.
+  api::ReplayCanary annotated = base;
+  annotated.spec.pod_template_json =
+      R"({"metadata":{"labels":{"app":"web"},"annotations":{"a":"2"}},"spec":{"containers":[]}})";
+  EXPECT_NE(MeasurementKey(annotated, "candidate", {"server"}), key);
+
+  // A StatefulSet's canary runs with the identity of its first pod and its
+  // claims mounted: never the same measurement as a Deployment's, nor as
+  // another StatefulSet's.
+  api::ReplayCanary db = base;
+  db.spec.target_kind = "StatefulSet";
+  db.spec.target_name = "db";
+  const std::string db_key = MeasurementKey(db, "candidate", {"server"});
+  EXPECT_NE(db_key, key);
+  api::ReplayCanary other_db = db;
+  other_db.spec.target_name = "cache";
+  EXPECT_NE(MeasurementKey(other_db, "candidate", {"server"}), db_key);
+}
+
 TEST(DecideCanaryTest, AVariantMeasuredWithIdenticalInputsIsCopiedNotRun) {
   CanaryInput in{SwitchedToJemalloc(), {}, {}, "t3"};
   in.earlier = Earlier("web-abc", MeasuredStatus("Flat"));
