@@ -228,8 +228,10 @@ std::string HowToRollOutAnyway(WorkloadKind kind, bool say_deployment = false) {
            (say_deployment ? "the Deployment" : "it") + " with " + api::kOverrideHoldAnnotation +
            "=<reason> and unpause it";
   }
-  return "To roll out anyway, set the AllocatorPolicy's rollout mode to Audit or Off (the "
-         "operator then releases the hold)";
+  return std::string("To roll out anyway, annotate it with ") + api::kOverrideHoldAnnotation +
+         "=<reason> and set the pinned field (the partition, or the update strategy) back "
+         "yourself; or set the AllocatorPolicy's rollout mode to Audit or Off (the operator "
+         "then releases the hold)";
 }
 
 GateAnswer Say(const GateFacts& f, GateState state, std::string reason, std::string message) {

@@ -120,6 +120,8 @@ TEST(AnswerDeploymentGateTest, StatefulSet) {
   EXPECT_EQ(a.reason, "CanaryNotFlat");
   EXPECT_NE(a.message.find("variant jemalloc stayed flat"), std::string::npos) << a.message;
   EXPECT_NE(a.message.find("rollout mode to Audit or Off"), std::string::npos) << a.message;
+  EXPECT_NE(a.message.find("override-hold=<reason> and set the pinned field"), std::string::npos)
+      << a.message;
 
   a = answer(set(held), canary_of(WorkloadKind::kStatefulSet, "Flat"));
   EXPECT_EQ(a.reason, "Releasing") << a.message;

@@ -645,6 +645,7 @@ Result<ReconcileResult> RolloutReconciler::ApplyRolloutActions(const json& deplo
     return ReconcileResult{};
   }
   if (actions.release_pinned_hold) return ReleasePinnedHold(deployment, input, actions);
+  if (actions.consume_pinned_override) return ConsumePinnedOverride(deployment, input, actions);
   if (actions.deployment_patch.has_value()) {
     // Conditional on the Deployment being what this decision saw: the
     // resourceVersion it was read at goes into the patch, so the API server
@@ -674,34 +675,67 @@ std::optional<Result<ReconcileResult>> RolloutReconciler::PatchUnchanged(
   return std::nullopt;
 }
 
+std::optional<Result<ReconcileResult>> RolloutReconciler::ReadHeldWhole(
+    const RolloutInput& input, json* full, api::DeploymentSummary* read) const {
+  const std::string key = input.deployment.meta.Key();
+  // The cache keeps no update strategy: what a pin needs is decided on the
+  // object read whole, and only while it still holds what `input` saw.
+  auto got = ctx_.client->Get(WorkloadResource(kind_), input.deployment.meta.namespace_name,
+                              input.deployment.meta.name);
+  if (!got.ok()) {
+    if (got.error().IsNotFound()) return ReconcileResult{};
+    return ApiStatus(got.error(), "reading " + key);
+  }
+  *full = std::move(*got);
+  *read = api::ParseDeploymentSummary(*full);
+  const std::string held = input.deployment.meta.Annotation(api::kHeldCandidateAnnotation);
+  if (read->meta.uid != input.deployment.meta.uid ||
+      read->meta.Annotation(api::kHeldCandidateAnnotation) != held ||
+      admission::TemplateHash(read->pod_template) != input.template_hash) {
+    return ReconcileResult{std::chrono::seconds(1)};  // the cache is behind; look again
+  }
+  return std::nullopt;
+}
+
+Result<ReconcileResult> RolloutReconciler::ConsumePinnedOverride(const json& cached,
+                                                                 const RolloutInput& input,
+                                                                 const RolloutActions& actions) {
+  json full;
+  api::DeploymentSummary read;
+  if (auto stop = ReadHeldWhole(input, &full, &read)) return std::move(*stop);
+  const std::optional<std::string> pin = kind_ == WorkloadKind::kDaemonSet
+                                             ? admission::DaemonSetPinInPlace(full)
+                                             : admission::StatefulSetPinInPlace(full);
+  if (pin.has_value()) {
+    RecordEvent(ctx_, cached, true, "RolloutHeld",
+                "template " + read.meta.Annotation(api::kHeldCandidateAnnotation) +
+                    " stays held although " + api::kOverrideHoldAnnotation + " is set: " + *pin +
+                    " (allocguard lifts no pin for an override: the one who may override does)");
+    return ReconcileResult{};
+  }
+  if (actions.deployment_patch.has_value()) {
+    if (auto stop = PatchUnchanged(*actions.deployment_patch, read.meta)) return *stop;
+  }
+  RecordEvent(ctx_, cached, actions.event_warning, actions.event_reason, actions.event_note);
+  return ReconcileResult{};
+}
+
 Result<ReconcileResult> RolloutReconciler::ReleasePinnedHold(const json& cached,
                                                              const RolloutInput& input,
                                                              const RolloutActions& actions) {
-  const std::string& ns = input.deployment.meta.namespace_name;
-  const std::string& name = input.deployment.meta.name;
   const std::string key = input.deployment.meta.Key();
-  // The cache keeps no update strategy: the release is decided on the
-  // object read whole, and only while it still holds what `input` saw.
-  auto full = ctx_.client->Get(WorkloadResource(kind_), ns, name);
-  if (!full.ok()) {
-    if (full.error().IsNotFound()) return ReconcileResult{};
-    return ApiStatus(full.error(), "reading " + key);
-  }
-  const api::DeploymentSummary read = api::ParseDeploymentSummary(*full);
+  json full;
+  api::DeploymentSummary read;
+  if (auto stop = ReadHeldWhole(input, &full, &read)) return std::move(*stop);
   const std::string held = input.deployment.meta.Annotation(api::kHeldCandidateAnnotation);
-  if (read.meta.uid != input.deployment.meta.uid ||
-      read.meta.Annotation(api::kHeldCandidateAnnotation) != held ||
-      admission::TemplateHash(read.pod_template) != input.template_hash) {
-    return ReconcileResult{std::chrono::seconds(1)};  // the cache is behind; look again
-  }
-  const admission::GateDecision release = ReleaseHoldOf(kind_, *full);
+  const admission::GateDecision release = ReleaseHoldOf(kind_, full);
   if (release.action != admission::GateAction::kRelease) {
     // R5: what the hold remembered does not parse; the reason names it.
     RecordEvent(ctx_, cached, true, "RolloutHeld",
                 "template " + held + " stays held: " + release.reason);
     return ReconcileResult{};
   }
-  json released = *full;
+  json released = full;
   try {
     released = released.patch(release.patch);
   } catch (const json::exception& e) {  // not expected: the patch was made from this object
@@ -709,7 +743,7 @@ Result<ReconcileResult> RolloutReconciler::ReleasePinnedHold(const json& cached,
   }
   if (actions.deployment_patch.has_value()) released.merge_patch(*actions.deployment_patch);
   // Conditional on the object read: a change since makes this a conflict.
-  if (auto stop = PatchUnchanged(api::MergePatchBetween(*full, released), read.meta)) {
+  if (auto stop = PatchUnchanged(api::MergePatchBetween(full, released), read.meta)) {
     return *stop;
   }
   RecordEvent(ctx_, cached, actions.event_warning, actions.event_reason,

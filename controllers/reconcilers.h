@@ -182,6 +182,18 @@ class RolloutReconciler : public Reconciler {
   // the template `input` saw.
   Result<ReconcileResult> ReleasePinnedHold(const nlohmann::json& cached, const RolloutInput& input,
                                             const RolloutActions& actions);
+  // actions.consume_pinned_override: reads the StatefulSet or DaemonSet
+  // whole and clears its overridden hold once the user has put the pinned
+  // field back; until then a RolloutHeld event names the field.
+  Result<ReconcileResult> ConsumePinnedOverride(const nlohmann::json& cached,
+                                                const RolloutInput& input,
+                                                const RolloutActions& actions);
+  // The StatefulSet or DaemonSet read whole into `full` (with `read` its
+  // summary), while it still holds the template `input` saw; else what
+  // Reconcile returns (gone, or the cache is behind: look again).
+  std::optional<Result<ReconcileResult>> ReadHeldWhole(const RolloutInput& input,
+                                                       nlohmann::json* full,
+                                                       api::DeploymentSummary* read) const;
   // Writes the merge patch `patch` to the workload `seen` describes, with
   // the resourceVersion it was read at, so that the API server refuses it
   // (409) when anything changed since; the decision is then made again.

@@ -565,6 +565,49 @@ TEST_F(ReconcilerTest, StatefulSetStaysHeldOnAllocatorRetentionNamingTheFlatAllo
   EXPECT_THAT(events[0]["note"].get<std::string>(), HasSubstr("variant jemalloc stayed flat"));
 }
 
+// An override of a held StatefulSet: the operator lifts no pin with its own
+// rights. While the partition is still the hold's, the annotation alone
+// releases nothing and a Warning names the field; once the user (whom the
+// validating webhook let set it) puts the partition back, the hold and the
+// override are cleared, the override recorded.
+TEST_F(ReconcilerTest, StatefulSetOverrideIsConsumedOnlyOnceTheUserLiftsThePin) {
+  const api::AllocatorPolicy policy = PutPolicy();
+  json set = HeldStatefulSetObject();
+  set["metadata"]["annotations"][api::kOverrideHoldAnnotation] = "INC-7 hotfix";
+  set = Put(kube::StatefulSets(), statefulsets_, set);
+  const std::string hash = admission::TemplateHash(set["spec"]["template"]);
+  PutCanary(WorkloadKind::kStatefulSet, set, policy, "AllocatorRetention", "jemalloc");
+  RolloutReconciler reconciler(ctx_, WorkloadKind::kStatefulSet);
+
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/db").ok());
+  json now = server_->Get(kube::StatefulSets(), kNs, "db").value();
+  EXPECT_EQ(now["spec"]["updateStrategy"]["rollingUpdate"]["partition"], admission::kHeldPartition)
+      << "the operator does not lift the pin for an override";
+  EXPECT_EQ(now["metadata"]["annotations"][api::kHeldCandidateAnnotation], hash);
+  const std::vector<json> events = server_->List(kube::EventsV1(), kNs);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["reason"], "RolloutHeld");
+  EXPECT_THAT(events.back()["note"].get<std::string>(),
+              HasSubstr("spec.updateStrategy.rollingUpdate.partition is still 2147483647"));
+
+  // The user sets the partition back (0: every pod takes the template).
+  now["spec"]["updateStrategy"]["rollingUpdate"]["partition"] = 0;
+  ASSERT_TRUE(client_.Update(kube::StatefulSets(), now, "").ok());
+  json cached = server_->Get(kube::StatefulSets(), kNs, "db").value();
+  api::SlimStatefulSet(cached);
+  statefulsets_.Upsert(cached);
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/db").ok());
+  const json cleared = server_->Get(kube::StatefulSets(), kNs, "db").value();
+  EXPECT_EQ(cleared["spec"]["updateStrategy"]["rollingUpdate"]["partition"], 0);
+  const json& annotations = cleared["metadata"]["annotations"];
+  EXPECT_FALSE(annotations.contains(api::kHeldCandidateAnnotation)) << annotations;
+  EXPECT_FALSE(annotations.contains(api::kOverrideHoldAnnotation)) << annotations;
+  EXPECT_FALSE(annotations.contains(api::kUserPartitionAnnotation)) << annotations;
+  EXPECT_EQ(annotations[api::kOverriddenCandidateAnnotation], hash + " INC-7 hotfix");
+  EXPECT_EQ(annotations[api::kReleasedCandidateAnnotation], hash);
+  EXPECT_THAT(EventReasons(), Contains("HoldCleared"));
+}
+
 // The cache shows the hold of the template the canary proved; the StatefulSet
 // was changed since (a new candidate held): nothing is released.
 TEST_F(ReconcilerTest, StatefulSetReleaseWaitsWhenTheObjectHoldsAnotherTemplateNow) {

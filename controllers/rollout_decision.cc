@@ -211,9 +211,9 @@ struct RolloutFacts {
 
 // How to roll a held StatefulSet or DaemonSet out without a Flat canary.
 constexpr char kRollOutPinnedAnyway[] =
-    "To roll out anyway, set the AllocatorPolicy's rollout mode to Audit or Off (a hold no "
-    "Enforce policy stands behind is released); an override annotation does not release a "
-    "StatefulSet or DaemonSet.";
+    "To roll out anyway, annotate allocguard.io/override-hold=<reason> (needs the override "
+    "permission) and set the pinned field (the partition, or the update strategy) back "
+    "yourself; or set the AllocatorPolicy's rollout mode to Audit or Off.";
 
 using RolloutRule = std::optional<RolloutActions> (*)(const RolloutFacts&);
 
@@ -250,19 +250,27 @@ std::optional<RolloutActions> ReleaseOrphanedHold(const RolloutFacts& f) {
 }
 
 // Rule 2: the user rolled the held template out by override: the hold is
-// over, and the override is consumed.
+// over, and the override is consumed. A Deployment is rolled out when the
+// user unpaused it; a StatefulSet or DaemonSet when the user put its pinned
+// field back, which only the object read whole tells
+// (consume_pinned_override).
 std::optional<RolloutActions> ClearOverriddenHold(const RolloutFacts& f) {
-  if (!f.holding() || f.pinned() || !RolledOutByOverride(f.input.deployment)) return std::nullopt;
   const std::string override_reason =
       f.input.deployment.meta.Annotation(api::kOverrideHoldAnnotation);
+  if (!f.holding() || override_reason.empty()) return std::nullopt;
+  if (!f.pinned() && !RolledOutByOverride(f.input.deployment)) return std::nullopt;
   RolloutActions out;
-  out.deployment_patch =
-      json{{"metadata",
-            {{"annotations",
-              {{api::kHeldCandidateAnnotation, nullptr},
-               {api::kOverrideHoldAnnotation, nullptr},
-               {api::kOverriddenCandidateAnnotation, f.held + " " + override_reason},
-               {api::kReleasedCandidateAnnotation, f.input.template_hash}}}}}};
+  json annotations = {{api::kHeldCandidateAnnotation, nullptr},
+                      {api::kOverrideHoldAnnotation, nullptr},
+                      {api::kOverriddenCandidateAnnotation, f.held + " " + override_reason},
+                      {api::kReleasedCandidateAnnotation, f.input.template_hash}};
+  if (f.pinned()) {
+    out.consume_pinned_override = true;
+    // What the hold remembered goes with it: the user has set the field.
+    annotations[api::kUserPartitionAnnotation] = nullptr;
+    annotations[api::kUserUpdateStrategyAnnotation] = nullptr;
+  }
+  out.deployment_patch = json{{"metadata", {{"annotations", std::move(annotations)}}}};
   out.event_reason = "HoldCleared";
   out.event_note = "template " + f.held + " was rolled out by override (" + override_reason +
                    ") without a Flat canary; the hold and the override " +

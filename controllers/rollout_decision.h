@@ -120,6 +120,12 @@ struct RolloutActions {
   // ReleaseDaemonSetHold on the object read whole, then apply
   // deployment_patch (annotations only) on top, in one conditional write.
   bool release_pinned_hold = false;
+  // A held StatefulSet or DaemonSet carrying the override annotation: on the
+  // object read whole, apply deployment_patch (annotations only) once the
+  // user has put the pinned field back (admission::StatefulSetPinInPlace /
+  // DaemonSetPinInPlace say nothing is pinned); until then, a RolloutHeld
+  // event names the field. The operator lifts no pin for an override.
+  bool consume_pinned_override = false;
   // An event on the Deployment.
   bool event_warning = false;
   std::string event_reason;

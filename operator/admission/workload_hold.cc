@@ -364,4 +364,27 @@ GateDecision ReleaseDaemonSetHold(const json& daemonset) {
   return Release(daemonset, DaemonSetKind());
 }
 
+std::optional<std::string> StatefulSetPinInPlace(const json& statefulset) {
+  const api::StatefulSet set = api::ParseStatefulSet(statefulset, nullptr);
+  if (set.update_strategy.type == api::UpdateStrategyType::kOnDelete ||
+      set.update_strategy.partition != kHeldPartition) {
+    return std::nullopt;
+  }
+  return std::string(kPartitionPath) + " is still " + std::to_string(kHeldPartition) +
+         ", the hold's pin: set it to the partition you want (" +
+         std::string(api::kUserPartitionAnnotation) + " says what it was: '" +
+         set.metadata.Annotation(api::kUserPartitionAnnotation) + "')";
+}
+
+std::optional<std::string> DaemonSetPinInPlace(const json& daemonset) {
+  const api::DaemonSet set = api::ParseDaemonSet(daemonset, nullptr);
+  if (!set.metadata.HasAnnotation(api::kUserUpdateStrategyAnnotation) ||
+      set.update_strategy.as_written != OnDeleteStrategy()) {
+    return std::nullopt;
+  }
+  return "spec.updateStrategy is still the hold's OnDelete: set it to the strategy you want (" +
+         std::string(api::kUserUpdateStrategyAnnotation) +
+         " says what it was: " + set.metadata.Annotation(api::kUserUpdateStrategyAnnotation) + ")";
+}
+
 }  // namespace allocguard::admission

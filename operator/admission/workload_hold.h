@@ -121,4 +121,15 @@ GateDecision DecideDaemonSetGate(const WorkloadGateInput& input);
 GateDecision ReleaseStatefulSetHold(const nlohmann::json& statefulset);
 GateDecision ReleaseDaemonSetHold(const nlohmann::json& daemonset);
 
+// The override of a held StatefulSet or DaemonSet (docs/workload-kinds.md,
+// "Overriding a hold"): a user with the override permission (checked by the
+// validating webhook) sets api::kOverrideHoldAnnotation and puts the pinned
+// field back by hand; the webhook leaves that request untouched (rule 2) and
+// the operator lifts nothing with its own rights. What still holds the pin,
+// as a sentence naming the field to set; nullopt when nothing is pinned any
+// more (a recorded-only hold, S3 and D3, or the user set the field), and
+// the operator then only clears the hold's annotations.
+std::optional<std::string> StatefulSetPinInPlace(const nlohmann::json& statefulset);
+std::optional<std::string> DaemonSetPinInPlace(const nlohmann::json& daemonset);
+
 }  // namespace allocguard::admission

@@ -809,6 +809,31 @@ TEST(DaemonSetReleaseTest, GarbledStrategyKeepsTheHold) {
   }
 }
 
+// --- the override: the pin is the user's to lift -------------------------------
+
+TEST(PinInPlaceTest, AStatefulSetStaysPinnedUntilTheUserSetsThePartition) {
+  const json pinned = HeldSet(StatefulSet(), kHeldPartition, "1");
+  const std::optional<std::string> pin = StatefulSetPinInPlace(pinned);
+  ASSERT_TRUE(pin.has_value());
+  EXPECT_THAT(*pin, HasSubstr("spec.updateStrategy.rollingUpdate.partition is still 2147483647"));
+  EXPECT_THAT(*pin, HasSubstr("'1'")) << "names what the user had";
+  EXPECT_EQ(StatefulSetPinInPlace(WithPartition(pinned, 1)), std::nullopt) << "set back by hand";
+  EXPECT_EQ(StatefulSetPinInPlace(WithPartition(pinned, 0)), std::nullopt);
+  json on_delete = WithStrategy(StatefulSet(), {{"type", "OnDelete"}});
+  on_delete = Annotated(on_delete, api::kHeldCandidateAnnotation, HashOf(on_delete));
+  EXPECT_EQ(StatefulSetPinInPlace(on_delete), std::nullopt) << "a recorded-only hold pins nothing";
+}
+
+TEST(PinInPlaceTest, ADaemonSetStaysPinnedUntilTheUserSetsTheStrategy) {
+  const std::optional<std::string> pin = DaemonSetPinInPlace(HeldAgent());
+  ASSERT_TRUE(pin.has_value());
+  EXPECT_THAT(*pin, HasSubstr("spec.updateStrategy is still the hold's OnDelete"));
+  EXPECT_EQ(DaemonSetPinInPlace(WithStrategy(HeldAgent(), kSurge)), std::nullopt);
+  json own = WithStrategy(DaemonSet(), {{"type", "OnDelete"}});
+  own = Annotated(own, api::kHeldCandidateAnnotation, HashOf(own));
+  EXPECT_EQ(DaemonSetPinInPlace(own), std::nullopt) << "the user's own OnDelete is not a pin";
+}
+
 TEST(WorkloadHoldTest, MalformedObjectsNeverThrow) {
   WorkloadGateInput input;
   input.policy = Policy(kEnforce);
@@ -821,6 +846,8 @@ TEST(WorkloadHoldTest, MalformedObjectsNeverThrow) {
     EXPECT_NO_THROW(DecideDaemonSetGate(input)) << garbage.dump();
     EXPECT_NO_THROW(ReleaseStatefulSetHold(garbage)) << garbage.dump();
     EXPECT_NO_THROW(ReleaseDaemonSetHold(garbage)) << garbage.dump();
+    EXPECT_NO_THROW(StatefulSetPinInPlace(garbage)) << garbage.dump();
+    EXPECT_NO_THROW(DaemonSetPinInPlace(garbage)) << garbage.dump();
   }
 }
 
