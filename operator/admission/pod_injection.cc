@@ -202,6 +202,20 @@ PodTemplateKey PodTemplateKeyOf(const api::ObjectMeta& pod_metadata) {
   return key;
 }
 
+namespace {
+
+// What a key's pod_template_hash is, for messages: the label or the digest
+// PodTemplateKeyOf read it from.
+std::string KeyLabel(const PodTemplateKey& key) {
+  if (!key.Replaced()) return "template digest";
+  for (std::string_view kind : {"StatefulSet/", "DaemonSet/"}) {
+    if (key.workload.starts_with(kind)) return api::kControllerRevisionHashLabel;
+  }
+  return key.workload.starts_with("Deployment/") ? "pod-template-hash" : "controller uid";
+}
+
+}  // namespace
+
 PodTemplateKey PodTemplateKeyOf(const json& pod) {
   const api::ObjectMeta meta = api::ParseObjectMeta(pod);
   if (meta.ControllerRef() != nullptr || meta.HasAnnotation(api::kPodTemplateDigestAnnotation)) {
@@ -343,7 +357,7 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
   if (const InjectionSuspension* s = FindSuspension(input.suspensions, policy, template_key)) {
     std::string why = "AllocatorPolicy " + policy.name + " (generation " +
                       std::to_string(policy.generation) + ") suspended injection for " +
-                      template_key.workload + " pod-template-hash " +
+                      template_key.workload + " " + KeyLabel(template_key) + " " +
                       template_key.pod_template_hash + ": its pods failed to start with " +
                       AllocatorLabel(policy.spec.allocator.name) + " preloaded";
     if (!s->message.empty()) why += " (" + s->message.substr(0, kMaxAnnotationMessage) + ")";

@@ -545,7 +545,7 @@ TEST_P(PodInjectionSuspensionTest, SuspendedTemplatesAreNotInjected) {
     ASSERT_TRUE(annotations.contains(api::kInjectionSuspendedAnnotation));
     const std::string why = annotations[api::kInjectionSuspendedAnnotation];
     EXPECT_THAT(why, HasSubstr("web-jemalloc"));
-    EXPECT_THAT(why, HasSubstr("Deployment/web"));
+    EXPECT_THAT(why, HasSubstr("Deployment/web pod-template-hash 7d9f8c6b5"));
     EXPECT_THAT(why, HasSubstr("GLIBC_2.34"));
     EXPECT_THAT(decision.reason, HasSubstr("not injected"));
   } else {
@@ -572,6 +572,20 @@ INSTANTIATE_TEST_SUITE_P(
                       SuspensionCase{"pod_without_replicaset", WebPod(), Suspended(),
                                      PodInjectionAction::kInject}),
     [](const auto& test_case) { return test_case.param.label; });
+
+TEST(PodInjectionTest, ASuspendedStatefulSetPodNamesItsRevisionLabel) {
+  json pod = ReplicaSetPod();
+  pod["metadata"]["ownerReferences"][0]["kind"] = "StatefulSet";
+  pod["metadata"]["ownerReferences"][0]["name"] = "db";
+  pod["metadata"]["labels"][api::kControllerRevisionHashLabel] = "db-7466c6f96b";
+  PodInjectionInput input = Input(pod);
+  input.suspensions = {Suspended("web-jemalloc", 3, "db-7466c6f96b", "StatefulSet/db")};
+  PodInjectionDecision decision = DecidePodInjection(input);
+  ASSERT_EQ(decision.action, PodInjectionAction::kSuspended) << decision.reason;
+  EXPECT_THAT(Apply(input, decision)["metadata"]["annotations"][api::kInjectionSuspendedAnnotation]
+                  .get<std::string>(),
+              HasSubstr("StatefulSet/db controller-revision-hash db-7466c6f96b"));
+}
 
 TEST(PodInjectionTest, PodTemplateKeyComesFromTheControllingOwner) {
   EXPECT_EQ(PodTemplateKeyOf(ReplicaSetPod()), (PodTemplateKey{"Deployment/web", "7d9f8c6b5"}));
