@@ -91,6 +91,8 @@ system_ns=allocguard-system
 demo_ns=allocguard-demo
 deploy=ratchet-demo
 policy=ratchet-demo
+sts=ratchet-db  # e2e/product/kinds-demo.yaml
+ds=ratchet-agent
 # The most a canary stage may take: two variants of at most 12 minutes each
 # (demo-policy.yaml), their readiness timeouts and pod start-up.
 canary_timeout=${ALLOCGUARD_E2E_CANARY_TIMEOUT:-1800}
@@ -185,27 +187,28 @@ for p in json.load(sys.stdin)["items"]:
         print(p["metadata"]["name"]); break' "${2:-}"
 }
 
-# gate_expect CODE WHAT: `allocguard gate` on the demo Deployment, as a CI job
+# gate_expect CODE WHAT [KIND/NAME]: `allocguard gate` on the demo Deployment
+# (or KIND/NAME), as a CI job
 # would run it: in the cluster (the leader's container, its ServiceAccount)
 # and, when this checkout has a build, from here with the kubeconfig. Both
 # must exit CODE (docs/gitops.md: 0 proceed, 2 held).
-gate_expect() {
-  local want=$1 what=$2 rc out
+gate_expect() {  # CODE WHAT [KIND/NAME, the demo Deployment by default]
+  local want=$1 what=$2 target=${3:-deployment/$deploy} rc out
   set +e
   out=$(kubectl exec -n "$system_ns" "$leader" -c operator -- \
-    allocguard gate deployment/"$deploy" -n "$demo_ns" --timeout 0 -o json 2>&1)
+    allocguard gate "$target" -n "$demo_ns" --timeout 0 -o json 2>&1)
   rc=$?
   set -e
-  say "allocguard gate (in cluster) exit $rc: $out"
-  [[ $rc == "$want" ]] || fail "allocguard gate in the cluster exited $rc on a $what Deployment, want $want"
+  say "allocguard gate $target (in cluster) exit $rc: $out"
+  [[ $rc == "$want" ]] || fail "allocguard gate in the cluster exited $rc on $what $target, want $want"
   local local_gate=$root/build/release/operator/cli/allocguard
   if [[ -x $local_gate ]]; then
     set +e
-    out=$("$local_gate" gate deployment/"$deploy" -n "$demo_ns" --timeout 0 --kubeconfig "$KUBECONFIG" 2>&1)
+    out=$("$local_gate" gate "$target" -n "$demo_ns" --timeout 0 --kubeconfig "$KUBECONFIG" 2>&1)
     rc=$?
     set -e
-    say "allocguard gate (kubeconfig) exit $rc: $out"
-    [[ $rc == "$want" ]] || fail "allocguard gate with the kubeconfig exited $rc on a $what Deployment, want $want"
+    say "allocguard gate $target (kubeconfig) exit $rc: $out"
+    [[ $rc == "$want" ]] || fail "allocguard gate with the kubeconfig exited $rc on $what $target, want $want"
   fi
 }
 
@@ -306,7 +309,25 @@ wait_for 60 "the namespace's default ServiceAccount" kubectl get serviceaccount 
 kubectl create rolebinding allocguard-guard -n "$demo_ns" --clusterrole=allocguard-guard \
   --serviceaccount="$demo_ns:default"
 kubectl apply -n "$demo_ns" -f "$here/product/demo-deployment.yaml"
+# The same workload as a StatefulSet (two replicas, a claim each, bound to
+# two hostPath volumes of a class without a provisioner) and a DaemonSet
+# (e2e/product/kinds-demo.yaml), created before the policy: it adopts them.
+kinds_volumes() {
+  printf 'apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: allocguard-e2e-local}\n'
+  printf 'provisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: Immediate\n'
+  local i
+  for i in 0 1; do
+    printf -- '---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: allocguard-e2e-pv-%s}\n' "$i"
+    printf 'spec:\n  capacity: {storage: 64Mi}\n  accessModes: [ReadWriteOnce]\n'
+    printf '  storageClassName: allocguard-e2e-local\n  persistentVolumeReclaimPolicy: Retain\n'
+    printf '  hostPath: {path: "%s/volumes/pv-%s", type: DirectoryOrCreate}\n' "$ALLOCGUARD_CLUSTER_DIR" "$i"
+  done
+}
+kinds_volumes | kubectl apply -f -
+kubectl apply -n "$demo_ns" -f "$here/product/kinds-demo.yaml"
 kubectl rollout status -n "$demo_ns" deployment/"$deploy" --timeout=120s
+kubectl rollout status -n "$demo_ns" statefulset/"$sts" --timeout=180s
+kubectl rollout status -n "$demo_ns" daemonset/"$ds" --timeout=120s
 kubectl apply -n "$demo_ns" -f "$here/product/demo-policy.yaml"
 policy_ready() {
   [[ $(jp allocatorpolicy/"$policy" -n "$demo_ns" \
@@ -318,6 +339,11 @@ adopted() {
     -o jsonpath='{.metadata.annotations.allocguard\.io/released-candidate}') ]]
 }
 wait_for 60 "the running template adopted as the baseline" adopted
+kind_adopted() {  # KIND NAME
+  [[ -n $(jp "$1"/"$2" -n "$demo_ns" -o jsonpath='{.metadata.annotations.allocguard\.io/released-candidate}') ]]
+}
+wait_for 60 "the StatefulSet's running template adopted" kind_adopted statefulset "$sts"
+wait_for 60 "the DaemonSet's running template adopted" kind_adopted daemonset "$ds"
 kubectl rollout restart -n "$demo_ns" deployment/"$deploy"
 kubectl rollout status -n "$demo_ns" deployment/"$deploy" --timeout=180s
 [[ $(jp deployment/"$deploy" -n "$demo_ns" -o jsonpath='{.spec.paused}') != true ]] ||
@@ -402,6 +428,25 @@ kubectl set env -n "$demo_ns" deployment/"$deploy" RELEASE=2
 held=$(jp deployment/"$deploy" -n "$demo_ns" -o jsonpath='{.metadata.annotations.allocguard\.io/held-candidate}')
 [[ -n $held ]] || fail "no allocguard.io/held-candidate annotation on the held Deployment"
 say "held template $held"
+# The StatefulSet's template changes too: the same admission pins its
+# partition above the replica count, and neither of its pods is replaced.
+# Its canary (the claim as an emptyDir, the identity ratchet-db-0) runs
+# beside the Deployment's.
+pod_uids() {  # SELECTOR: name=uid of each pod, sorted
+  jp pods -n "$demo_ns" -l "$1" -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.uid}{"\n"}{end}' | sort
+}
+sts_pods_before=$(pod_uids app="$sts")
+[[ $(wc -l <<<"$sts_pods_before") == 2 ]] || fail "StatefulSet $sts does not run 2 pods: $sts_pods_before"
+sts_t0=$SECONDS
+kubectl set env -n "$demo_ns" statefulset/"$sts" RELEASE=2
+sts_partition=$(jp statefulset/"$sts" -n "$demo_ns" -o jsonpath='{.spec.updateStrategy.rollingUpdate.partition}')
+[[ $sts_partition == 2147483647 ]] ||
+  fail "the StatefulSet's changed template was not held: partition '$sts_partition', want 2147483647"
+sts_held=$(jp statefulset/"$sts" -n "$demo_ns" -o jsonpath='{.metadata.annotations.allocguard\.io/held-candidate}')
+[[ -n $sts_held ]] || fail "no allocguard.io/held-candidate annotation on the held StatefulSet"
+# The partition the user had (the API server defaults it to 0), restored on release.
+sts_user_partition=$(jp statefulset/"$sts" -n "$demo_ns" -o jsonpath='{.metadata.annotations.allocguard\.io/user-partition}')
+say "StatefulSet $sts held at revision $sts_held: partition $sts_partition (the user's, remembered: '$sts_user_partition')"
 canary_for_template() {  # the ReplayCanary of the held template under the current policy
   # Its spec.templateHash is the held template as measured, labels aside
   # (chaos.template_digest); the newest one is the current policy's.
@@ -423,6 +468,26 @@ found = sorted((c["metadata"].get("creationTimestamp", ""), c["metadata"]["name"
 print(found[-1][1] if found else "")' "$here" "$held" 2>/dev/null
 }
 wait_canary() { [[ -n $(canary_for_template) ]]; }
+# canary_of RESOURCE NAME KIND: the newest ReplayCanary whose target kind is
+# KIND and whose spec.templateHash is the workload's template as measured.
+canary_of() {
+  { kubectl get "$1"/"$2" -n "$demo_ns" -o json &&
+    kubectl get replaycanaries -n "$demo_ns" -o json; } 2>/dev/null | python3 -c '
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from chaos import template_digest
+text = sys.stdin.read()
+decoder = json.JSONDecoder()
+workload, end = decoder.raw_decode(text)
+canaries, _ = decoder.raw_decode(text, end + len(text[end:]) - len(text[end:].lstrip()))
+measured = template_digest(workload["spec"]["template"], with_labels=False)
+found = sorted((c["metadata"].get("creationTimestamp", ""), c["metadata"]["name"])
+               for c in canaries["items"]
+               if c["spec"].get("templateHash") == measured
+               and c["spec"].get("target", {}).get("kind") == sys.argv[2])
+print(found[-1][1] if found else "")' "$here" "$3" 2>/dev/null
+}
+has_canary() { [[ -n $(canary_of "$@") ]]; }
 wait_for 60 "a ReplayCanary for template $held" wait_canary
 canary=$(canary_for_template)
 canary_phase() { jp replaycanary/"$1" -n "$demo_ns" -o jsonpath='{.status.phase}'; }
@@ -431,6 +496,23 @@ canary_pod_running() {
   [[ -n $(kubectl get pods -n "$demo_ns" -l allocguard.io/canary --field-selector=status.phase=Running -o name 2>/dev/null) ]]
 }
 wait_for 300 "a canary pod running" canary_pod_running
+# The StatefulSet's canary: its own (a StatefulSet's canary measures with the
+# set's identity and claims), its pod named ratchet-db-0 by hostname, its
+# claim an emptyDir of the claim's size.
+wait_for 60 "a ReplayCanary for the StatefulSet's template" has_canary statefulset "$sts" StatefulSet
+sts_canary=$(canary_of statefulset "$sts" StatefulSet)
+sts_canary_pod() {
+  jp pods -n "$demo_ns" -l allocguard.io/canary="$sts_canary" --field-selector=status.phase=Running \
+    -o jsonpath='{.items[0].metadata.name}'
+}
+sts_canary_running() { [[ -n $(sts_canary_pod) ]]; }
+wait_for 300 "the StatefulSet's canary pod running" sts_canary_running
+scpod=$(sts_canary_pod)
+sc_identity=$(jp pod/"$scpod" -n "$demo_ns" -o jsonpath='{.spec.hostname}')
+sc_claim=$(jp pod/"$scpod" -n "$demo_ns" -o jsonpath='{.spec.volumes[?(@.name=="data")].emptyDir.sizeLimit}')
+[[ $sc_identity == "$sts-0" ]] || fail "the StatefulSet's canary pod $scpod has hostname '$sc_identity', want $sts-0"
+[[ $sc_claim == 64Mi ]] || fail "the StatefulSet's canary pod $scpod mounts claim data as '$sc_claim', want an emptyDir of 64Mi"
+say "StatefulSet canary $sts_canary: pod $scpod, hostname $sc_identity, claim data an emptyDir of $sc_claim"
 # Leader kills while this canary runs (e2e/chaos.py): three more Deployments
 # held with canaries of their own, the leader SIGKILLed 20 times and the
 # follower 3 times at seeded random moments; it checks failover, duplicates,
@@ -551,6 +633,90 @@ ready=$(jp deployment/allocguard -n "$system_ns" -o jsonpath='{.status.readyRepl
 say "both replicas up (restarts $(restarts)), the malformed canary Stalled with the field named, $deploy still held"
 kubectl delete replaycanary/malformed -n "$demo_ns" --wait=false >/dev/null
 
+# The StatefulSet, held since the Deployment was: its own canary's verdict.
+print_variants() {  # CANARY
+  jp replaycanary/"$1" -n "$demo_ns" -o jsonpath='{range .status.variants[*]}  variant {.name} ({.allocator}): {.verdict}, floor slope {.floorSlopeGiBPerHour} GiB/h, peak {.peakMiB} MiB, {.requests} requests, reused from {.reusedFrom}{"\n"}{end}' || true
+}
+kind_held_event() {  # KIND NAME: a RolloutHeld Warning on it naming jemalloc
+  local events
+  events=$(kubectl events -n "$demo_ns" --for "$1"/"$2" --types=Warning 2>/dev/null) || return 1
+  events=$(grep RolloutHeld <<<"$events") || return 1
+  [[ $events == *jemalloc* ]]
+}
+expect_retention() {  # CANARY WHAT
+  local v f
+  v=$(jp replaycanary/"$1" -n "$demo_ns" -o jsonpath='{.status.verdict}')
+  f=$(jp replaycanary/"$1" -n "$demo_ns" -o jsonpath='{.status.flatVariant}')
+  say "$2 canary $1: verdict $v; flat variant ${f:-none}"
+  [[ $v == AllocatorRetention && $f == jemalloc ]] ||
+    fail "$2 canary $1: verdict '$v', flat variant '$f'; want AllocatorRetention, jemalloc"
+}
+while ! canary_done "$sts_canary"; do
+  ((SECONDS - sts_t0 < canary_timeout)) || fail "the StatefulSet's canary $sts_canary not finished after ${canary_timeout}s"
+  sleep 5
+done
+say "StatefulSet canary $sts_canary finished $((SECONDS - sts_t0)) s after the template change"
+print_variants "$sts_canary"
+expect_retention "$sts_canary" "the StatefulSet's"
+sts_reused=$(jp replaycanary/"$sts_canary" -n "$demo_ns" -o jsonpath='{.status.variants[*].reusedFrom}')
+[[ -z $sts_reused ]] || fail "the StatefulSet's canary copied measurements ($sts_reused) instead of running its own"
+wait_for 60 "a RolloutHeld Warning on the StatefulSet naming jemalloc" kind_held_event statefulset "$sts"
+kubectl events -n "$demo_ns" --for statefulset/"$sts" --types=Warning | grep RolloutHeld | tail -1
+[[ $(pod_uids app="$sts") == "$sts_pods_before" ]] ||
+  fail "a pod of the held StatefulSet was replaced: $(pod_uids app="$sts") (before: $sts_pods_before)"
+[[ $(jp statefulset/"$sts" -n "$demo_ns" -o jsonpath='{.spec.updateStrategy.rollingUpdate.partition}') == 2147483647 ]] ||
+  fail "the StatefulSet's partition is no longer pinned after the verdict"
+say "StatefulSet $sts held $((SECONDS - sts_t0)) s, no pod replaced: revision $(jp statefulset/"$sts" -n "$demo_ns" -o jsonpath='{.status.currentRevision} running, {.status.updateRevision} held')"
+gate_expect 2 "held" statefulset/"$sts"
+# What `kubectl rollout status` says of a held StatefulSet or DaemonSet, as
+# docs/workload-kinds.md tells users: not a signal of a finished rollout.
+rollout_says() {  # RESOURCE EXIT-CODE WORDS
+  local out rc=0
+  out=$(kubectl rollout status -n "$demo_ns" "$1" --timeout=3s 2>&1) || rc=$?
+  say "kubectl rollout status $1 while held: exit $rc: $(tr '\n' ' ' <<<"$out")"
+  [[ $rc == "$2" && $out == *"$3"* ]] ||
+    fail "kubectl rollout status $1 while held: exit $rc, '$out'; docs/workload-kinds.md says exit $2, '$3'"
+}
+rollout_says statefulset/"$sts" 0 "partitioned roll out complete: 0 new pods have been updated"
+
+# The DaemonSet: its template becomes exactly the held Deployment's, labels
+# aside. The same admission switches it to OnDelete (its pod is not
+# replaced); its canary finds the Deployment canary's runs of the same Job
+# (the measurement key leaves labels out) and copies them.
+ds_pods_before=$(pod_uids app="$ds")
+[[ -n $ds_pods_before ]] || fail "DaemonSet $ds runs no pod"
+ds_patch=$(kubectl get deployment/"$deploy" -n "$demo_ns" -o json | python3 -c '
+import json, sys
+template = json.load(sys.stdin)["spec"]["template"]
+template["metadata"]["labels"] = {"app": sys.argv[1]}
+print(json.dumps({"spec": {"template": template}}))' "$ds")
+ds_t0=$SECONDS
+kubectl patch daemonset/"$ds" -n "$demo_ns" --type merge -p "$ds_patch"
+ds_strategy=$(jp daemonset/"$ds" -n "$demo_ns" -o jsonpath='{.spec.updateStrategy.type}')
+[[ $ds_strategy == OnDelete ]] || fail "the DaemonSet's changed template was not held: strategy '$ds_strategy', want OnDelete"
+[[ -n $(jp daemonset/"$ds" -n "$demo_ns" -o jsonpath='{.metadata.annotations.allocguard\.io/held-candidate}') ]] ||
+  fail "no allocguard.io/held-candidate annotation on the held DaemonSet"
+say "DaemonSet $ds held: strategy OnDelete, remembered $(jp daemonset/"$ds" -n "$demo_ns" -o jsonpath='{.metadata.annotations.allocguard\.io/user-update-strategy}')"
+wait_for 60 "a ReplayCanary for the DaemonSet's template" has_canary daemonset "$ds" DaemonSet
+ds_canary=$(canary_of daemonset "$ds" DaemonSet)
+[[ $(jp replaycanary/"$ds_canary" -n "$demo_ns" -o jsonpath='{.spec.templateHash}') == \
+  "$(jp replaycanary/"$canary" -n "$demo_ns" -o jsonpath='{.spec.templateHash}')" ]] ||
+  fail "the DaemonSet's canary $ds_canary measures another template than the Deployment's $canary"
+ds_done() { canary_done "$ds_canary"; }
+wait_for 120 "the DaemonSet's canary $ds_canary done" ds_done
+print_variants "$ds_canary"
+expect_retention "$ds_canary" "the DaemonSet's"
+ds_reused=$(jp replaycanary/"$ds_canary" -n "$demo_ns" -o jsonpath='{.status.variants[*].reusedFrom}')
+[[ $ds_reused == "$canary $canary" ]] ||
+  fail "the DaemonSet's canary did not copy both runs of $canary (reusedFrom: '$ds_reused')"
+wait_for 60 "a RolloutHeld Warning on the DaemonSet naming jemalloc" kind_held_event daemonset "$ds"
+kubectl events -n "$demo_ns" --for daemonset/"$ds" --types=Warning | grep RolloutHeld | tail -1
+[[ $(pod_uids app="$ds") == "$ds_pods_before" ]] ||
+  fail "the held DaemonSet's pod was replaced: $(pod_uids app="$ds") (before: $ds_pods_before)"
+say "DaemonSet $ds held with its verdict $((SECONDS - ds_t0)) s after the template change, its pod not replaced"
+gate_expect 2 "held" daemonset/"$ds"
+rollout_says daemonset/"$ds" 1 "rollout status is only available for RollingUpdate strategy type"
+
 # --- 4. switch ------------------------------------------------------------------
 stage "switch: the policy goes to jemalloc, a new canary is Flat, the rollout completes on jemalloc"
 # The canary of a jemalloc candidate needs no comparison run: the glibc
@@ -558,6 +724,7 @@ stage "switch: the policy goes to jemalloc, a new canary is Flat, the rollout co
 # candidate itself, jemalloc on this template under this load, is exactly what
 # the hold's canary measured as its jemalloc variant: the operator copies
 # that result (status.variants[].reusedFrom) instead of running it again.
+switch_t0=$SECONDS
 kubectl patch allocatorpolicy/"$policy" -n "$demo_ns" --type merge \
   -p '{"spec":{"allocator":{"name":"jemalloc"},"canary":{"variants":[]}}}'
 old_canary=$canary
@@ -589,6 +756,47 @@ say "pod $pod: guard metric allocator=$(guard_allocator "$pod"); /proc maps show
 echo "\$ kubectl get allocatorpolicies,replaycanaries -n $demo_ns"
 kubectl get allocatorpolicies,replaycanaries -n "$demo_ns"
 gate_expect 0 "released"
+
+# The StatefulSet and the DaemonSet, released by the same switch: their new
+# canaries copy the jemalloc runs (the StatefulSet's own, the Deployment's),
+# the partition and the strategy come back as the user had them, and the
+# pods roll onto jemalloc.
+released() {  # KIND NAME
+  [[ -z $(jp "$1"/"$2" -n "$demo_ns" -o jsonpath='{.metadata.annotations.allocguard\.io/held-candidate}') ]]
+}
+wait_for 120 "the StatefulSet released" released statefulset "$sts"
+wait_for 120 "the DaemonSet released" released daemonset "$ds"
+for k in "statefulset $sts StatefulSet $sts_canary" "daemonset $ds DaemonSet $old_canary"; do
+  read -r resource name kind measured_by <<<"$k"
+  c=$(canary_of "$resource" "$name" "$kind")
+  v=$(jp replaycanary/"$c" -n "$demo_ns" -o jsonpath='{.status.verdict}')
+  r=$(jp replaycanary/"$c" -n "$demo_ns" -o jsonpath='{.status.variants[?(@.name=="candidate")].reusedFrom}')
+  [[ $v == Flat && $r == "$measured_by" ]] ||
+    fail "$resource $name: the jemalloc policy's canary $c is '$v' (reusedFrom '$r'), want Flat from $measured_by"
+  say "$resource $name: canary $c Flat, the jemalloc run measured by $r"
+done
+sts_partition=$(jp statefulset/"$sts" -n "$demo_ns" -o jsonpath='{.spec.updateStrategy.rollingUpdate.partition}')
+[[ $sts_partition == "$sts_user_partition" ]] ||
+  fail "the StatefulSet's partition is '$sts_partition' after the release, want the user's '$sts_user_partition'"
+[[ $(jp daemonset/"$ds" -n "$demo_ns" -o jsonpath='{.spec.updateStrategy.type}') == RollingUpdate ]] ||
+  fail "the DaemonSet's RollingUpdate strategy was not restored"
+kubectl rollout status -n "$demo_ns" statefulset/"$sts" --timeout=300s
+sts_rolled=$((SECONDS - switch_t0))
+kubectl rollout status -n "$demo_ns" daemonset/"$ds" --timeout=180s
+ds_rolled=$((SECONDS - switch_t0))
+for p in "$sts-0" "$sts-1" $(running_pod app="$ds" ready); do
+  [[ $(jp pod/"$p" -n "$demo_ns" -o jsonpath='{.spec.containers[?(@.name=="server")].env[?(@.name=="RELEASE")].value}') == 2 ]] ||
+    fail "pod $p does not run the released template (RELEASE=2)"
+  wait_for 60 "the guard of $p reports jemalloc loaded" guard_says "$p" jemalloc
+  maps_have "$p" libjemalloc.so.2 || fail "ratchet_service in $p does not map libjemalloc.so.2"
+done
+[[ $(pod_uids app="$sts") != "$sts_pods_before" ]] || fail "the StatefulSet's pods were not replaced after the release"
+say "StatefulSet $sts rolled ${sts_rolled} s and DaemonSet $ds ${ds_rolled} s after the policy switch; every pod RELEASE=2 with jemalloc mapped, as its guard reports"
+gate_expect 0 "released" statefulset/"$sts"
+gate_expect 0 "released" daemonset/"$ds"
+# Their pods go, to leave the node to the next stages.
+kubectl delete -n "$demo_ns" -f "$here/product/kinds-demo.yaml" --wait=false >/dev/null
+kubectl delete pvc -n "$demo_ns" data-"$sts"-0 data-"$sts"-1 --wait=false >/dev/null
 
 # --- 5. guard -------------------------------------------------------------------
 stage "guard: metrics scraped, Backpressure takes the pod out of its Service and back, Restart before the OOM killer"
@@ -669,7 +877,7 @@ pod_events "$gpod" | grep MemoryRestart | tail -1
 say "Restart: SIGTERM from the guard, container restarted ${restart_s} s after the growth began, not OOM-killed"
 
 # --- 6. libc ---------------------------------------------------------------------
-stage "libc: Debian 11, Debian 12 and musl pods load the allocator and publish its books, a static binary runs without either, the breaker trips on a wrong libc"
+stage "libc: Debian 11, Debian 12 and musl pods load the allocator and publish its books, a static binary runs without either, the breaker trips on a wrong libc for a Deployment and a StatefulSet"
 # e2e/product/libc-demo.yaml: one C service built on four bases
 # (e2e/images/libc-demo.sh), governed by a jemalloc policy with libc auto.
 "$here/images/libc-demo.sh"
@@ -750,6 +958,14 @@ say "before: $(jp pod/libc-before -n "$demo_ns" -o jsonpath='{.status.containerS
 # workload). Under Enforce the new Deployment is held and its canary must
 # report the candidate Failed with the loader's words.
 kubectl apply -n "$demo_ns" -f "$here/product/libc-wrong.yaml"
+# The same wrong library on a StatefulSet, its rollouts not gated: its pod
+# crash-loops at once, and the breaker must keep it up (checked below). The
+# StatefulSet comes once the policy is reconciled, so its pod is injected.
+kubectl apply -n "$demo_ns" -f "$here/product/libc-wrong-statefulset.yaml" -l e2e-part=policy
+db_policy_seen() { [[ -n $(jp allocatorpolicy/libc-wrong-db -n "$demo_ns" -o jsonpath='{.status.observedGeneration}') ]]; }
+wait_for 60 "policy libc-wrong-db reconciled" db_policy_seen
+kubectl apply -n "$demo_ns" -f "$here/product/libc-wrong-statefulset.yaml" -l e2e-part=workload
+db_t0=$SECONDS
 wrong_canary() {
   kubectl get replaycanaries -n "$demo_ns" -o json | python3 -c '
 import json, sys
@@ -797,8 +1013,30 @@ kubectl events -n "$demo_ns" --for allocatorpolicy/libc-wrong 2>/dev/null | grep
 say "breaker: pod $wpod Ready without the allocator ${breaker_s} s after the hold was released"
 say "  pod annotation: $suspended"
 say "  policy condition InjectionFailing: $failing"
+
+# The StatefulSet: suspended by its pods' controller-revision-hash, its pod
+# deleted and recreated by the StatefulSet controller without the allocator.
+db_pod_runs() {
+  [[ $(jp pod/libc-wrong-db-0 -n "$demo_ns" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]] &&
+    [[ -n $(jp pod/libc-wrong-db-0 -n "$demo_ns" -o jsonpath='{.metadata.annotations.allocguard\.io/injection-suspended}') ]]
+}
+wait_for 300 "libc-wrong-db-0 Ready without the allocator (the breaker stopped injecting into the StatefulSet)" db_pod_runs
+db_s=$((SECONDS - db_t0))
+[[ $(libc_allocator libc-wrong-db-0) == none ]] || fail "libc-wrong-db-0 runs with an allocator preloaded"
+db_revision=$(jp pod/libc-wrong-db-0 -n "$demo_ns" -o jsonpath='{.metadata.labels.controller-revision-hash}')
+db_suspended=$(jp allocatorpolicy/libc-wrong-db -n "$demo_ns" -o jsonpath='{.status.injectionSuspended[0].workload} {.status.injectionSuspended[0].podTemplateHash}')
+[[ $db_suspended == "StatefulSet/libc-wrong-db $db_revision" ]] ||
+  fail "policy libc-wrong-db suspends '$db_suspended', want StatefulSet/libc-wrong-db $db_revision"
+db_event() {
+  local events
+  events=$(kubectl events -n "$demo_ns" --for statefulset/libc-wrong-db 2>/dev/null) || return 1
+  [[ $events == *InjectionFailing* ]]
+}
+wait_for 60 "an InjectionFailing event on StatefulSet libc-wrong-db" db_event
+say "breaker (StatefulSet): libc-wrong-db-0 Ready without the allocator ${db_s} s after the StatefulSet was created"
+say "  suspended: $db_suspended; pod annotation: $(jp pod/libc-wrong-db-0 -n "$demo_ns" -o jsonpath='{.metadata.annotations.allocguard\.io/injection-suspended}')"
 kubectl delete -n "$demo_ns" -f "$here/product/libc-before.yaml" -f "$here/product/libc-demo.yaml" \
-  -f "$here/product/libc-wrong.yaml" --wait=false >/dev/null
+  -f "$here/product/libc-wrong.yaml" -f "$here/product/libc-wrong-statefulset.yaml" --wait=false >/dev/null
 
 # --- webhook latency as the API server measures it ------------------------------
 echo
