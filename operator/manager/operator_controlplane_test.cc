@@ -1243,6 +1243,85 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: kinds-dev}]
   }
 }
 
+// The override of a held StatefulSet, as an admin does it (this test's
+// kubeconfig has every right): the annotation alone lifts nothing (the
+// operator lifts no pin with its own rights) and a Warning names the field;
+// the partition set back by the admin rolls the template out, and the
+// operator then clears the hold and records the override.
+TEST_F(OperatorTest, AStatefulSetOverrideIsConsumedOnceTheAdminSetsThePartitionBack) {
+  ASSERT_TRUE(
+      client_->Create(kube::AllocatorPolicies(), ns_, Policy("ovr", "ovr", "Enforce")).ok());
+  ASSERT_TRUE(PolicyReady("ovr"));
+  const json sts = {{"apiVersion", "apps/v1"},
+                    {"kind", "StatefulSet"},
+                    {"metadata", {{"name", "ovr-db"}, {"namespace", ns_}}},
+                    {"spec",
+                     {{"replicas", 1},
+                      {"serviceName", "ovr-db"},
+                      {"selector", {{"matchLabels", {{"app", "ovr"}}}}},
+                      {"template",
+                       {{"metadata", {{"labels", {{"app", "ovr"}}}}},
+                        {"spec", {{"containers", {{{"name", "server"}, {"image", "web:1"}}}}}}}}}}};
+  auto created = client_->Create(kube::StatefulSets(), ns_, sts);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  const std::string first = admission::TemplateHash((*created)["spec"]["template"]);
+  ASSERT_TRUE(Eventually([&] {
+    auto w = client_->Get(kube::StatefulSets(), ns_, "ovr-db");
+    return w.ok() && Annotation(*w, api::kReleasedCandidateAnnotation) == first;
+  })) << OperatorLog();
+  auto held = client_->Patch(
+      kube::StatefulSets(), ns_, "ovr-db", kube::PatchType::kStrategicMerge,
+      {{"spec",
+        {{"template", {{"spec", {{"containers", {{{"name", "server"}, {"image", "web:2"}}}}}}}}}}});
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  const std::string hash = Annotation(*held, api::kHeldCandidateAnnotation);
+  ASSERT_FALSE(hash.empty());
+  EXPECT_EQ(Annotation(*held, api::kUserPartitionAnnotation), "0")
+      << "the API server's default partition, remembered";
+
+  // The annotation alone: still held, and the Warning says what to set.
+  ASSERT_TRUE(
+      client_
+          ->Patch(kube::StatefulSets(), ns_, "ovr-db", kube::PatchType::kMerge,
+                  {{"metadata", {{"annotations", {{api::kOverrideHoldAnnotation, "INC-7"}}}}}})
+          .ok());
+  ASSERT_TRUE(Eventually([&] {
+    return Kubectl(EventsFor("statefulset/ovr-db"))
+               .output.find("rollingUpdate.partition is still") != std::string::npos;
+  })) << Kubectl(EventsFor("statefulset/ovr-db")).output;
+  auto still = client_->Get(kube::StatefulSets(), ns_, "ovr-db");
+  ASSERT_TRUE(still.ok());
+  EXPECT_EQ(Annotation(*still, api::kHeldCandidateAnnotation), hash);
+  EXPECT_EQ((*still)["spec"]["updateStrategy"]["rollingUpdate"]["partition"], 2147483647);
+
+  // The admin sets the partition back: the override is consumed.
+  ASSERT_TRUE(client_
+                  ->Patch(kube::StatefulSets(), ns_, "ovr-db", kube::PatchType::kMerge,
+                          {{"spec", {{"updateStrategy", {{"rollingUpdate", {{"partition", 0}}}}}}}})
+                  .ok());
+  ASSERT_TRUE(Eventually([&] {
+    auto w = client_->Get(kube::StatefulSets(), ns_, "ovr-db");
+    return w.ok() && Annotation(*w, api::kHeldCandidateAnnotation).empty();
+  })) << OperatorLog();
+  auto cleared = client_->Get(kube::StatefulSets(), ns_, "ovr-db");
+  ASSERT_TRUE(cleared.ok());
+  EXPECT_EQ((*cleared)["spec"]["updateStrategy"]["rollingUpdate"]["partition"], 0);
+  EXPECT_EQ(Annotation(*cleared, api::kOverrideHoldAnnotation), "");
+  EXPECT_EQ(Annotation(*cleared, api::kUserPartitionAnnotation), "");
+  EXPECT_EQ(Annotation(*cleared, api::kOverriddenCandidateAnnotation), hash + " INC-7");
+  EXPECT_EQ(Annotation(*cleared, api::kReleasedCandidateAnnotation), hash);
+  EXPECT_NE(Kubectl(EventsFor("statefulset/ovr-db")).output.find("HoldCleared"), std::string::npos);
+  auto [code, answer] = Gate("statefulset/ovr-db", "30s");
+  EXPECT_EQ(code, 0) << answer.dump();
+  EXPECT_EQ(Field(answer, "reason"), "Overridden") << answer.dump();
+
+  // Free the canary slot for the tests after this one.
+  const std::string canary = CanaryFor("ovr-db", hash, "ovr", api::WorkloadKind::kStatefulSet);
+  ASSERT_TRUE(client_->Delete(kube::StatefulSets(), ns_, "ovr-db").ok());
+  auto deleted = client_->Delete(kube::ReplayCanaries(), ns_, canary);
+  EXPECT_TRUE(deleted.ok() || deleted.error().IsNotFound());
+}
+
 TEST_F(OperatorTest, ADeploymentRunningBeforeAnEnforcePolicyIsAdoptedWithoutACanary) {
   ASSERT_TRUE(
       client_->Create(kube::Deployments(), ns_, Deployment("adopt", "adopt", "web:1")).ok());
