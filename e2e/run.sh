@@ -877,12 +877,12 @@ pod_events "$gpod" | grep MemoryRestart | tail -1
 say "Restart: SIGTERM from the guard, container restarted ${restart_s} s after the growth began, not OOM-killed"
 
 # --- 6. libc ---------------------------------------------------------------------
-stage "libc: Debian 11, Debian 12 and musl pods load the allocator and publish its books, a static binary runs without either, the breaker trips on a wrong libc for a Deployment and a StatefulSet"
+stage "libc: Debian 11, Debian 12, musl and pre-forking pods load the allocator and publish its books, a static binary runs without either, the breaker trips on a wrong libc for a Deployment and a StatefulSet"
 # e2e/product/libc-demo.yaml: one C service built on four bases
 # (e2e/images/libc-demo.sh), governed by a jemalloc policy with libc auto.
 "$here/images/libc-demo.sh"
 kubectl apply -n "$demo_ns" -f "$here/product/libc-demo.yaml"
-libc_variants=(debian11 debian12 musl static)
+libc_variants=(debian11 debian12 musl static forking)
 libc_pod() {  # VARIANT: its running pod
   running_pod app=libc-demo,variant="$1"
 }
@@ -897,6 +897,12 @@ books_published() {  # POD (captured first: `| grep -q` trips pipefail)
   m=$(guard_metrics "$1") || return 1
   grep -Eq '^allocguard_allocator_books_processes\{container="server",state="published"\} [1-9]' <<<"$m"
 }
+books_processes() {  # POD: how many of the server's processes published books
+  local m
+  m=$(guard_metrics "$1") || return 1
+  sed -n 's/^allocguard_allocator_books_processes{container="server",state="published"} \([0-9]*\)$/\1/p' <<<"$m"
+}
+two_books() { [[ $(books_processes "$1") == 2 ]]; }
 books_line() {  # POD: what the guard exports of the server's books
   guard_metrics "$1" | sed -n 's/^allocguard_allocator_\(in_use\|retained\)_bytes{container="server"} \([0-9.e+]*\)$/\1=\2/p' | tr '\n' ' '
 }
@@ -926,8 +932,13 @@ libc_check() {  # ALLOCATOR: every variant, after a rollout
       # split (docs/allocator-books.md), so its round checks the allocator only.
       if [[ $1 == jemalloc ]]; then
         wait_for 60 "the guard of $lpod exports the books of $1" books_published "$lpod"
+        # The pre-forking server: the child publishes books of its own,
+        # beside its parent's (never a copy of the parent's file).
+        if [[ $v == forking ]]; then
+          wait_for 60 "both processes of $lpod publish their books" two_books "$lpod"
+        fi
       fi
-      say "$v: malloc served by $answer; guard: allocator=$(guard_allocator "$lpod"), books: $(books_line "$lpod")"
+      say "$v: malloc served by $answer; guard: allocator=$(guard_allocator "$lpod"), books: $(books_line "$lpod")(processes published: $(books_processes "$lpod"))"
     fi
   done
 }

@@ -3,10 +3,16 @@
 // (glibc), with musl-gcc and statically, and each image shows how an injected
 // allocator fares under that libc.
 //
-//   libc_demo [--port N]        # default 8080
+//   libc_demo [--port N] [--processes N]   # defaults 8080, 1
+//
+// With --processes N above 1 it is a pre-forking server, as many C servers
+// are: once listening, the first process forks N-1 children, and every
+// process churns memory and accepts on the same socket. A child ends with
+// its parent (PR_SET_PDEATHSIG), and exited children are reaped at once.
 //
 // HTTP/1.0 on 0.0.0.0:
 //   GET /healthz    200 "ok"
+//   GET /pid        the PID of the process that answered
 //   GET /allocator  the path of the allocator library (jemalloc, mimalloc,
 //                   tcmalloc) that serves malloc, from /proc/self/maps, or
 //                   "none" when the C library's (or a static binary's own)
@@ -27,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -153,6 +160,9 @@ static void Serve(int fd) {
     MallocObject(path, sizeof path, &is_allocator);
     snprintf(body, sizeof body, "%s\n", is_allocator ? path : "none");
     Respond(fd, 200, body);
+  } else if (strcmp(target, "/pid") == 0) {
+    snprintf(body, sizeof body, "%ld\n", (long)getpid());
+    Respond(fd, 200, body);
   } else if (strcmp(target, "/malloc") == 0) {
     MallocObject(path, sizeof path, &is_allocator);
     snprintf(body, sizeof body, "%s\n", path);
@@ -171,13 +181,20 @@ static void OnTerm(int sig) {
 
 int main(int argc, char** argv) {
   int port = 8080;
+  int processes = 1;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
       port = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--processes") == 0 && i + 1 < argc) {
+      processes = atoi(argv[++i]);
     } else {
-      fprintf(stderr, "usage: %s [--port N]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--port N] [--processes N]\n", argv[0]);
       return 2;
     }
+  }
+  if (processes < 1 || processes > 64) {
+    fprintf(stderr, "libc_demo: --processes must be 1 to 64\n");
+    return 2;
   }
   signal(SIGPIPE, SIG_IGN);
   signal(SIGTERM, OnTerm);
@@ -200,6 +217,22 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // Pre-fork: before any thread starts, so each child starts its own.
+  signal(SIGCHLD, SIG_IGN);  // children that exit are reaped by the kernel
+  const pid_t parent = getpid();
+  for (int i = 1; i < processes; i++) {
+    pid_t child = fork();
+    if (child < 0) {
+      perror("libc_demo: fork");
+      return 1;
+    }
+    if (child == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(0);  // the parent is already gone
+      break;
+    }
+  }
+
   static long churn_index[kChurnThreads];
   for (long i = 0; i < kChurnThreads; i++) {
     pthread_t t;
@@ -215,7 +248,8 @@ int main(int argc, char** argv) {
   char path[4096];
   int is_allocator = 0;
   MallocObject(path, sizeof path, &is_allocator);
-  printf("libc_demo: listening on port %d; malloc served by %s\n", port, path);
+  printf("libc_demo: process %ld listening on port %d; malloc served by %s\n", (long)getpid(),
+         port, path);
   fflush(stdout);
 
   for (;;) {

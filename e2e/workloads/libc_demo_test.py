@@ -31,12 +31,12 @@ def request(port, line):
 
 
 class Demo:
-    def __init__(self, binary, preload=None):
+    def __init__(self, binary, preload=None, args=()):
         self.port = free_port()
         env = {"PATH": "/usr/bin:/bin"}
         if preload:
             env["LD_PRELOAD"] = preload
-        self.proc = subprocess.Popen([binary, "--port", str(self.port)], env=env,
+        self.proc = subprocess.Popen([binary, "--port", str(self.port), *args], env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
         while True:
@@ -55,6 +55,20 @@ class Demo:
     def __exit__(self, *exc):
         self.proc.terminate()
         self.proc.wait(timeout=10)
+
+
+def children_of(pid):
+    """The PIDs whose parent is `pid`, from /proc."""
+    found = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.split("/")[2]))
+    return found
 
 
 def jemalloc_library():
@@ -88,6 +102,24 @@ def main():
         expect("GET /nope", request(demo.port, "GET /nope HTTP/1.0")[0], 404)
         expect("POST /healthz", request(demo.port, "POST /healthz HTTP/1.0")[0], 405)
         expect("still running after the probes", demo.proc.poll(), None)
+
+    # A pre-forking server: one child, both processes answer on the port,
+    # and the child ends with its parent.
+    with Demo(binary, args=("--processes", "2")) as demo:
+        children = children_of(demo.proc.pid)
+        expect("children of a --processes 2 server", len(children), 1)
+        answered = {request(demo.port, "GET /pid HTTP/1.0")[1].strip() for _ in range(40)}
+        expect("GET /pid answers a PID of the server",
+               answered <= {str(demo.proc.pid), *map(str, children)}, True)
+        demo.proc.terminate()
+        demo.proc.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while any(os.path.exists(f"/proc/{c}") for c in children) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        expect("children left after the parent ended",
+               [c for c in children if os.path.exists(f"/proc/{c}")], [])
+    expect("--processes 0 refused",
+           subprocess.run([binary, "--processes", "0"], capture_output=True).returncode, 2)
 
     jemalloc = jemalloc_library()
     if jemalloc:
