@@ -447,29 +447,11 @@ sts_held=$(jp statefulset/"$sts" -n "$demo_ns" -o jsonpath='{.metadata.annotatio
 # The partition the user had (the API server defaults it to 0), restored on release.
 sts_user_partition=$(jp statefulset/"$sts" -n "$demo_ns" -o jsonpath='{.metadata.annotations.allocguard\.io/user-partition}')
 say "StatefulSet $sts held at revision $sts_held: partition $sts_partition (the user's, remembered: '$sts_user_partition')"
-canary_for_template() {  # the ReplayCanary of the held template under the current policy
-  # Its spec.templateHash is the held template as measured, labels aside
-  # (chaos.template_digest); the newest one is the current policy's.
-  { kubectl get deployment/"$deploy" -n "$demo_ns" -o json &&
-    kubectl get replaycanaries -n "$demo_ns" -o json; } 2>/dev/null | python3 -c '
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from chaos import template_digest
-text = sys.stdin.read()
-decoder = json.JSONDecoder()
-deployment, end = decoder.raw_decode(text)
-canaries, _ = decoder.raw_decode(text, end + len(text[end:]) - len(text[end:].lstrip()))
-template = deployment["spec"]["template"]
-if template_digest(template) != sys.argv[2]:
-    sys.exit(0)
-measured = template_digest(template, with_labels=False)
-found = sorted((c["metadata"].get("creationTimestamp", ""), c["metadata"]["name"])
-               for c in canaries["items"] if c["spec"].get("templateHash") == measured)
-print(found[-1][1] if found else "")' "$here" "$held" 2>/dev/null
-}
-wait_canary() { [[ -n $(canary_for_template) ]]; }
-# canary_of RESOURCE NAME KIND: the newest ReplayCanary whose target kind is
-# KIND and whose spec.templateHash is the workload's template as measured.
+# canary_of RESOURCE NAME KIND [DIGEST]: the newest ReplayCanary whose target
+# kind is KIND and whose spec.templateHash is the workload's template as
+# measured, labels aside (chaos.template_digest); the newest one is the
+# current policy's. With DIGEST, nothing unless the workload's template (with
+# labels) is still that one.
 canary_of() {
   { kubectl get "$1"/"$2" -n "$demo_ns" -o json &&
     kubectl get replaycanaries -n "$demo_ns" -o json; } 2>/dev/null | python3 -c '
@@ -480,13 +462,19 @@ text = sys.stdin.read()
 decoder = json.JSONDecoder()
 workload, end = decoder.raw_decode(text)
 canaries, _ = decoder.raw_decode(text, end + len(text[end:]) - len(text[end:].lstrip()))
-measured = template_digest(workload["spec"]["template"], with_labels=False)
+template = workload["spec"]["template"]
+if sys.argv[3] and template_digest(template) != sys.argv[3]:
+    sys.exit(0)
+measured = template_digest(template, with_labels=False)
 found = sorted((c["metadata"].get("creationTimestamp", ""), c["metadata"]["name"])
                for c in canaries["items"]
                if c["spec"].get("templateHash") == measured
                and c["spec"].get("target", {}).get("kind") == sys.argv[2])
-print(found[-1][1] if found else "")' "$here" "$3" 2>/dev/null
+print(found[-1][1] if found else "")' "$here" "$3" "${4:-}" 2>/dev/null
 }
+# The ReplayCanary of the Deployment's held template under the current policy.
+canary_for_template() { canary_of deployment "$deploy" Deployment "$held"; }
+wait_canary() { [[ -n $(canary_for_template) ]]; }
 has_canary() { [[ -n $(canary_of "$@") ]]; }
 wait_for 60 "a ReplayCanary for template $held" wait_canary
 canary=$(canary_for_template)
