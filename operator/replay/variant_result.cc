@@ -20,6 +20,14 @@ std::string Fixed(double v, int digits) {
   return buf;
 }
 
+// `sentence` after `text`: the judge's explanations are phrases without a
+// full stop, so one is put between them.
+void AppendSentence(std::string* text, const std::string& sentence) {
+  if (!text->empty() && text->back() != '.') *text += '.';
+  if (!text->empty()) *text += ' ';
+  *text += sentence;
+}
+
 bool ParseDouble(const std::string& s, double* out) {
   try {
     *out = std::stod(s);
@@ -202,7 +210,7 @@ VariantResult AnalyzeRun(const CsvRun& run, const JudgeSettings& settings, bool 
                                 .sample_interval_seconds = settings.sample_interval_seconds},
                                settings.max_slope_gib_per_h);
   if (r.books) {
-    r.verdict.explanation += (r.verdict.explanation.empty() ? "" : " ") + ExplainBooks(*r.books);
+    AppendSentence(&r.verdict.explanation, ExplainBooks(*r.books));
   }
   return r;
 }

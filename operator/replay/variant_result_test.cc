@@ -49,6 +49,26 @@ TEST(AnalyzeRunTest, FloorsSlopeAndFiguresOfAClearRatchet) {
   EXPECT_NEAR(r.cpu_seconds, 30, 1e-9);
 }
 
+// The books' reading follows the judge's explanation as a sentence of its
+// own, as the report and the terminal print it.
+TEST(AnalyzeRunTest, TheBooksReadingIsASentenceAfterTheJudgesExplanation) {
+  CsvRun run = SampledRun(10, 40);
+  for (SampleRow& r : run.rows) {
+    r.books_in_use_bytes = static_cast<int64_t>(300 * kBytesPerMiB);
+    r.books_retained_bytes = r.memory.anon_bytes - *r.books_in_use_bytes;
+    r.books_processes = 1;
+  }
+  JudgeSettings settings;
+  settings.early_stop = false;
+  const VariantResult r = AnalyzeRun(run, settings, true);
+  ASSERT_EQ(r.verdict.verdict, memory::Verdict::kRatchet);
+  const std::string& why = r.verdict.explanation;
+  const size_t books = why.find("The allocator's books: in-use flat");
+  ASSERT_NE(books, std::string::npos) << why;
+  EXPECT_EQ(why.substr(books - 2, 2), ". ") << why;
+  EXPECT_EQ(why.find(".."), std::string::npos) << why;
+}
+
 TEST(AnalyzeRunTest, LevelFloorIsFlat) {
   JudgeSettings settings;
   settings.early_stop = false;
