@@ -203,10 +203,12 @@ std::string BooksAreas(const Frame& fr, const CsvRun& run) {
   return svg;
 }
 
-bool HasBooks(const CsvRun& run) {
-  return std::any_of(run.rows.begin(), run.rows.end(), [](const SampleRow& r) {
+// The last sample with both books figures, or null when the run has none.
+const SampleRow* LastBooks(const CsvRun& run) {
+  auto last = std::find_if(run.rows.rbegin(), run.rows.rend(), [](const SampleRow& r) {
     return r.books_in_use_bytes.has_value() && r.books_retained_bytes.has_value();
   });
+  return last == run.rows.rend() ? nullptr : &*last;
 }
 
 std::string Chart(const CsvRun& run, const VariantResult& r, const Scale& scale) {
@@ -398,15 +400,15 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 4px}
 .ok{background:#e3f4e6;color:#1c5e2a}.bad{background:#fbe4e2;color:#8a1f14}.warn{background:#fdf3d8;color:#6b4e00}
 table{border-collapse:collapse;width:100%;margin:12px 0;font-size:12.5px;font-variant-numeric:tabular-nums}
 th,td{border-bottom:1px solid #dde1e8;padding:4px 5px;text-align:right;white-space:nowrap}
-td small{display:block;color:#5b6475}th{white-space:normal}th{background:#f4f6f9}
+td small{display:block;color:#5b6475;white-space:normal;overflow-wrap:anywhere}th{white-space:normal}th{background:#f4f6f9}
 td:first-child,th:first-child,td.l{text-align:left}
 svg{width:100%;height:auto;background:#fff;border:1px solid #dde1e8;border-radius:4px}
 .grid{stroke:#eceff3}.axis{font-size:11px;fill:#5b6475}
 .samples{fill:none;stroke:#8fa4c8;stroke-width:1.2}.floor{fill:#1f4fa3}
 .fit{stroke:#d2452f;stroke-width:2.2;stroke-dasharray:6 4}.warmup{fill:#f2f2f2}
-.books-in-use{fill:#b9d7b0;fill-opacity:.75}.books-retained{fill:#f2c9a0;fill-opacity:.75}
+.books-in-use{fill:#c4b5e3;fill-opacity:.8}.books-retained{fill:#f2c9a0;fill-opacity:.8}
 .band{fill:#2e9d4a;fill-opacity:.13;stroke:#2e9d4a;stroke-opacity:.35;stroke-width:1}
-table.meta td{text-align:left;white-space:normal}table.meta td:first-child{width:170px;color:#5b6475}
+table.meta td{text-align:left;white-space:normal;overflow-wrap:anywhere}table.meta td:first-child{width:170px;color:#5b6475}
 dl.glossary{display:grid;grid-template-columns:150px 1fr;gap:4px 14px;font-size:13px}
 dl.glossary dt{font-weight:600}dl.glossary dd{margin:0;color:#3b4354}
 .legend span{display:inline-block;margin-right:16px;font-size:12px;color:#5b6475}
@@ -474,11 +476,14 @@ std::string Charts(const ReplaySummary& summary, const std::vector<CsvRun>& runs
         "style=\"background:#d2452f\"></i>floor slope fit</span><span><i class=\"sw\" "
         "style=\"background:#cfe9d5;height:10px\"></i>flat threshold band</span><span><i "
         "class=\"sw\" style=\"background:#e6e6e6;height:10px\"></i>warm-up</span>";
-    if (HasBooks(*run)) {
+    if (const SampleRow* last = LastBooks(*run); last != nullptr) {
       html +=
-          "<span><i class=\"sw\" style=\"background:#b9d7b0;height:10px\"></i>allocator books: "
-          "in use</span><span><i class=\"sw\" style=\"background:#f2c9a0;height:10px\"></i>"
-          "retained (held free), stacked on in use</span>";
+          "<span><i class=\"sw\" style=\"background:#c4b5e3;height:10px\"></i>allocator books: "
+          "in use (last " +
+          F(static_cast<double>(*last->books_in_use_bytes) / kBytesPerMiB, 0) +
+          " MiB)</span><span><i class=\"sw\" style=\"background:#f2c9a0;height:10px\"></i>"
+          "retained (held free), stacked on in use (last " +
+          F(static_cast<double>(*last->books_retained_bytes) / kBytesPerMiB, 0) + " MiB)</span>";
     }
     html += "</div>\n";
   }
