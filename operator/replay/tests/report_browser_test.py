@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The replay report in a real headless browser (Debian's chromium).
 
-    report_browser_test.py ALLOCGUARD OUT_DIR CANDIDATE.csv OTHER.csv
+    report_browser_test.py ALLOCGUARD OUT_DIR CANDIDATE.csv OTHER.csv \
+        [PLAIN_CANDIDATE.csv PLAIN_OTHER.csv]
 
 Writes the report of two recorded replay runs with `allocguard report`,
 opens it in headless Chromium driven over the DevTools protocol
@@ -11,12 +12,22 @@ opens it in headless Chromium driven over the DevTools protocol
   make is seen (Network.requestWillBeSent of the page's own target, so the
   browser's own background traffic is not counted);
 - the DOM Chromium built has a chart per variant on one shared scale, the
-  flat threshold's band around each fit, the run metadata and the glossary;
+  flat threshold's band around each fit, the run metadata and the glossary,
+  and no figure printed as nan or inf;
+- when the CSVs recorded the allocator's books (their books_* columns): each
+  chart draws them as two areas, in use standing on the chart's zero line
+  and retained stacked on it, spanning the run, painted (Chromium's own hit
+  test finds them on top where they are drawn) in the colours of the legend
+  entries that name them;
 - a screenshot of the whole page is taken (OUT_DIR/report.png, the picture
   in docs/replay.md) and is not blank.
+
+With a second pair recorded before the books existed, its report is loaded
+too and must draw no books and name none in its legends.
 """
 
 import base64
+import fcntl
 import json
 import os
 import re
@@ -30,6 +41,7 @@ import time
 import zlib
 
 BINARY, OUT, CANDIDATE, OTHER = sys.argv[1:5]
+PLAIN = sys.argv[5:7]
 failures = []
 
 
@@ -49,6 +61,15 @@ class DevTools:
     def __init__(self, browser, profile):
         to_browser_r, self._to_browser = os.pipe()
         self._from_browser, from_browser_w = os.pipe()
+        # The browser's ends are moved above 4 first: a pipe end that already
+        # is fd 3 or 4 (a process with nothing else open) would be dup2'ed
+        # onto itself, which keeps its close-on-exec flag, and Chromium would
+        # start without it ("Remote debugging pipe file descriptors are not
+        # open").
+        to_browser_r = self._above_4(to_browser_r)
+        from_browser_w = self._above_4(from_browser_w)
+        self._to_browser = self._above_4(self._to_browser)
+        self._from_browser = self._above_4(self._from_browser)
 
         def fds():
             os.dup2(to_browser_r, 3)
@@ -68,6 +89,12 @@ class DevTools:
         self._buffer = b""
         self._next_id = 0
         self.events = []
+
+    @staticmethod
+    def _above_4(fd):
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 5)
+        os.close(fd)
+        return moved
 
     def _read_message(self, deadline):
         while b"\0" not in self._buffer:
@@ -159,6 +186,9 @@ def check_dom(page):
         fail("the page does not say its charts share one scale")
     elif tops.count(scale.group(1)) != 2:
         fail(f"the axis top {scale.group(1)} MiB is not on both charts: {sorted(set(tops))}")
+    bad_numbers = re.findall(r"[^<>]{0,40}\b(?:nan|inf)\b[^<>]{0,20}", page, re.I)
+    if bad_numbers:
+        fail(f"the page prints figures as nan or inf: {bad_numbers[:3]}")
     for needed in ("<h2>Run</h2>", "arena limit", "report written", "<h2>Glossary</h2>",
                    "<dt>floor</dt>", "threshold band"):
         if needed not in page:
@@ -168,40 +198,192 @@ def check_dom(page):
            "each, run metadata, glossary")
 
 
-def main():
-    os.makedirs(OUT, exist_ok=True)
-    html = os.path.abspath(os.path.join(OUT, "report.html"))
-    p = subprocess.run([BINARY, "report", CANDIDATE, OTHER, "--html", html],
+# Runs in the page: per chart, the books' areas as Chromium laid them out, in
+# the chart's own (viewBox) coordinates, and what its hit test finds at
+# points inside each area.
+BOOKS_PROBE = r"""
+(() => {
+  const charts = [];
+  for (const svg of document.querySelectorAll('svg[aria-label^="memory of "]')) {
+    // elementFromPoint sees the viewport only: the chart is scrolled into it.
+    svg.scrollIntoView();
+    const ctm = svg.getScreenCTM();
+    // What is painted at a point, from the top down to the svg.
+    const hit = (x, y) => {
+      const p = new DOMPoint(x, y).matrixTransform(ctm);
+      const stack = [];
+      for (const e of document.elementsFromPoint(p.x, p.y)) {
+        if (e === svg) break;
+        stack.push(e.getAttribute('class') || e.tagName);
+      }
+      return stack;
+    };
+    const zero = [...svg.querySelectorAll('text.axis')].find(t => t.textContent === '0');
+    const area = cls => [...svg.querySelectorAll('polygon.' + cls)].map(p => {
+      const b = p.getBBox();
+      const style = getComputedStyle(p);
+      return {points: [...p.points].map(q => [q.x, q.y]),
+              box: [b.x, b.y, b.width, b.height],
+              fill: style.fill, opacity: style.fillOpacity, title: p.textContent};
+    });
+    const inUse = area('books-in-use'), retained = area('books-retained');
+    // Points halfway between the top and the bottom of each area, at every
+    // sample where the area is at least 3 px thick.
+    const probes = (areas, cls) => areas.flatMap(a => {
+      const n = a.points.length;
+      const k = cls === 'books-in-use' ? n - 2 : n / 2;  // samples along the top
+      const out = [];
+      for (let i = 0; i < k; i++) {
+        const [x, top] = a.points[i];
+        const bottom = cls === 'books-in-use' ? a.points[n - 1][1] : a.points[n - 1 - i][1];
+        if (bottom - top >= 3) out.push(hit(x + (i === 0 ? 1 : i === k - 1 ? -1 : 0), (top + bottom) / 2));
+      }
+      return out;
+    });
+    charts.push({name: svg.getAttribute('aria-label').slice('memory of '.length),
+                 plot: [svg.viewBox.baseVal.width, svg.viewBox.baseVal.height],
+                 zeroY: zero ? parseFloat(zero.getAttribute('y')) - 4 : null,
+                 inUse, retained,
+                 inUseHits: probes(inUse, 'books-in-use'),
+                 retainedHits: probes(retained, 'books-retained')});
+  }
+  const legends = [...document.querySelectorAll('.legend')].map(l =>
+      [...l.querySelectorAll('span')].map(s => ({text: s.textContent,
+        color: getComputedStyle(s.querySelector('i')).backgroundColor})));
+  window.scrollTo(0, 0);
+  return JSON.stringify({charts, legends});
+})()
+"""
+
+
+# What the chart draws over the books (report_html.cc, Chart).
+OVER_BOOKS = {"samples", "floor", "fit", "band"}
+
+
+def check_books(probe, want_books):
+    """The allocator's books as Chromium drew them (BOOKS_PROBE's answer)."""
+    charts, legends = probe["charts"], probe["legends"]
+    if not want_books:
+        drawn = [(c["name"], len(c["inUse"]), len(c["retained"])) for c in charts
+                 if c["inUse"] or c["retained"]]
+        named = [s["text"] for legend in legends for s in legend if "books" in s["text"]]
+        if drawn or named:
+            fail(f"a report without books draws {drawn} or names {named} in a legend")
+        else:
+            ok(f"no books in the CSVs: none drawn in {len(charts)} charts, none in the legends")
+        return
+    if len(legends) != len(charts):
+        fail(f"{len(legends)} legends for {len(charts)} charts")
+        return
+    for chart, legend in zip(charts, legends):
+        name = chart["name"]
+        swatch = {s["text"]: s["color"] for s in legend}
+        in_use_color = next((c for t, c in swatch.items()
+                             if t.startswith("allocator books: in use (last ")), None)
+        retained_color = next((c for t, c in swatch.items()
+                               if t.startswith("retained (held free), stacked on in use (last ")),
+                              None)
+        if in_use_color is None or retained_color is None:
+            fail(f"{name}: the legend does not name the books' areas: {list(swatch)}")
+            continue
+        if len(chart["inUse"]) < 1 or len(chart["inUse"]) != len(chart["retained"]):
+            fail(f"{name}: {len(chart['inUse'])} in-use and {len(chart['retained'])} retained "
+                 "areas, want one of each per span of samples with books")
+            continue
+        width, _ = chart["plot"]
+        zero = chart["zeroY"]
+        for in_use, retained in zip(chart["inUse"], chart["retained"]):
+            top = in_use["points"][:-2]
+            x0, y0, w, h = in_use["box"]
+            rx0, ry0, rw, rh = retained["box"]
+            problems = []
+            if len(top) < 30:
+                problems.append(f"in use has {len(top)} samples")
+            if w < 0.5 * width or h <= 0:
+                problems.append(f"in use spans {w:.0f}x{h:.0f} of a {width:.0f} wide chart")
+            if zero is None or abs(y0 + h - zero) > 0.5:
+                problems.append(f"in use ends at y {y0 + h:.1f}, the zero line is at {zero}")
+            # Retained: its lower edge is the in-use line, point by point.
+            upper, lower = retained["points"][:len(top)], retained["points"][len(top):][::-1]
+            if len(lower) != len(top) or any(
+                    abs(a[0] - b[0]) > 0.05 or abs(a[1] - b[1]) > 0.05 for a, b in zip(lower, top)):
+                problems.append("retained does not stand on the in-use line")
+            elif any(u[1] > t[1] + 0.05 for u, t in zip(upper, top)):
+                problems.append("retained's top dips under in use")
+            if rh <= 0 or abs(rx0 - x0) > 0.05 or abs(rw - w) > 0.05:
+                problems.append(f"retained spans {rw:.0f}x{rh:.0f}, in use {w:.0f}")
+            if in_use["fill"] != in_use_color or retained["fill"] != retained_color:
+                problems.append(f"fills {in_use['fill']}, {retained['fill']} are not the legend's "
+                                f"{in_use_color}, {retained_color}")
+            if float(in_use["opacity"]) < 0.5 or float(retained["opacity"]) < 0.5:
+                problems.append("an area is nearly transparent")
+            if not re.search(r"in use \d+ → \d+ MiB", in_use["title"]) or not re.search(
+                    r"retained \d+ → \d+ MiB", retained["title"]):
+                problems.append(f"titles {in_use['title']!r}, {retained['title']!r}")
+            for kind, stacks in (("in use", chart["inUseHits"]),
+                                 ("retained", chart["retainedHits"])):
+                cls = "books-" + kind.replace(" ", "-")
+                # Inside an area Chromium finds the area, under nothing but
+                # the marks drawn over it on purpose: the samples' line, the
+                # floors' dots, the fit's dashes, the translucent band.
+                seen = [st for st in stacks if cls in st and set(st[:st.index(cls)]) <= OVER_BOOKS]
+                if not stacks or len(seen) < len(stacks):
+                    hidden = [st for st in stacks if st not in seen][:3]
+                    problems.append(f"{kind}: painted and uncovered at {len(seen)} of "
+                                    f"{len(stacks)} points inside it; elsewhere {hidden}")
+            if problems:
+                fail(f"{name}: the books are not drawn right: " + "; ".join(problems))
+            else:
+                ok(f"{name}: books drawn, in use from the zero line over {len(top)} samples "
+                   f"({in_use['title'].split(': ')[1]}), retained stacked on it "
+                   f"({retained['title'].split(': ')[1]}), painted and uncovered at "
+                   f"{len(chart['inUseHits'])} + {len(chart['retainedHits'])} points inside them, "
+                   "in the legend's colours")
+
+
+def write_report(name, csvs):
+    html = os.path.abspath(os.path.join(OUT, name))
+    p = subprocess.run([BINARY, "report", *csvs, "--html", html],
                        capture_output=True, text=True, timeout=60)
     if p.returncode != 0:
         sys.exit(f"FAIL: allocguard report exited {p.returncode}: {p.stderr}")
-    ok(f"allocguard report: {p.stdout.strip()}")
+    ok(f"allocguard report {' '.join(os.path.basename(c) for c in csvs)}: {p.stdout.strip()}")
+    return html
 
+
+def load(dt, html, screenshot):
+    """Opens file://html in a new tab: its DOM, the books probe's answer, the
+    requests it made and (when asked) a screenshot of the whole page."""
     url = "file://" + html
-    with tempfile.TemporaryDirectory() as profile:
-        dt = DevTools(chromium(), profile)
-        try:
-            target = dt.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-            session = dt.call("Target.attachToTarget",
-                              {"targetId": target, "flatten": True})["sessionId"]
-            dt.call("Network.enable", session=session)
-            dt.call("Page.enable", session=session)
-            dt.call("Emulation.setDeviceMetricsOverride",
-                    {"width": 1000, "height": 900, "deviceScaleFactor": 1, "mobile": False},
-                    session=session)
-            dt.call("Page.navigate", {"url": url}, session=session)
-            dt.wait_for("Page.loadEventFired", session)
-            page = dt.call("Runtime.evaluate",
-                           {"expression": "document.documentElement.outerHTML",
-                            "returnByValue": True}, session=session)["result"]["value"]
-            shot = dt.call("Page.captureScreenshot",
-                           {"format": "png", "captureBeyondViewport": True}, session=session)
-            requests = [e["params"]["request"]["url"] for e in dt.events
-                        if e.get("method") == "Network.requestWillBeSent"
-                        and e.get("sessionId") == session]
-        finally:
-            dt.close()
+    target = dt.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = dt.call("Target.attachToTarget",
+                      {"targetId": target, "flatten": True})["sessionId"]
+    dt.call("Network.enable", session=session)
+    dt.call("Page.enable", session=session)
+    dt.call("Emulation.setDeviceMetricsOverride",
+            {"width": 1000, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+            session=session)
+    dt.call("Page.navigate", {"url": url}, session=session)
+    dt.wait_for("Page.loadEventFired", session)
 
+    def evaluate(expression):
+        return dt.call("Runtime.evaluate", {"expression": expression, "returnByValue": True},
+                       session=session)["result"]["value"]
+
+    page = evaluate("document.documentElement.outerHTML")
+    probe = json.loads(evaluate(BOOKS_PROBE))
+    shot = None
+    if screenshot:
+        shot = dt.call("Page.captureScreenshot",
+                       {"format": "png", "captureBeyondViewport": True}, session=session)
+    requests = [e["params"]["request"]["url"] for e in dt.events
+                if e.get("method") == "Network.requestWillBeSent"
+                and e.get("sessionId") == session]
+    dt.call("Target.closeTarget", {"targetId": target})
+    return url, page, probe, shot, requests
+
+
+def check_requests(url, requests):
     others = [u for u in requests if u != url]
     if url not in requests:
         fail(f"the page's own load was not seen, so its requests cannot be trusted: {requests}")
@@ -210,7 +392,40 @@ def main():
     else:
         ok(f"the page requested nothing but itself ({len(requests)} request seen)")
 
+
+def has_books(csv_path):
+    """Whether a replay CSV has a sample with both books figures."""
+    with open(csv_path, encoding="utf-8") as f:
+        lines = [line.strip() for line in f if not line.startswith("#")]
+    columns = lines[0].split(",")
+    if "books_in_use_bytes" not in columns:
+        return False
+    a, b = columns.index("books_in_use_bytes"), columns.index("books_retained_bytes")
+    return any(cells[a] and cells[b] for cells in (line.split(",") for line in lines[1:]))
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    html = write_report("report.html", [CANDIDATE, OTHER])
+    plain_html = write_report("report-no-books.html", PLAIN) if PLAIN else None
+    with tempfile.TemporaryDirectory() as profile:
+        dt = DevTools(chromium(), profile)
+        try:
+            url, page, probe, shot, requests = load(dt, html, screenshot=True)
+            plain = load(dt, plain_html, screenshot=False) if plain_html else None
+        finally:
+            dt.close()
+
+    check_requests(url, requests)
     check_dom(page)
+    check_books(probe, want_books=has_books(CANDIDATE) and has_books(OTHER))
+    if plain:
+        plain_url, plain_page, plain_probe, _, plain_requests = plain
+        if has_books(PLAIN[0]) or has_books(PLAIN[1]):
+            fail(f"{PLAIN} are meant to be recorded without books, and have them")
+        check_requests(plain_url, plain_requests)
+        check_dom(plain_page)
+        check_books(plain_probe, want_books=False)
 
     png = base64.b64decode(shot["data"])
     path = os.path.join(OUT, "report.png")
