@@ -236,7 +236,9 @@ BOOKS_PROBE = r"""
       for (let i = 0; i < k; i++) {
         const [x, top] = a.points[i];
         const bottom = cls === 'books-in-use' ? a.points[n - 1][1] : a.points[n - 1 - i][1];
-        if (bottom - top >= 3) out.push(hit(x + (i === 0 ? 1 : i === k - 1 ? -1 : 0), (top + bottom) / 2));
+        // At the first and last sample, a pixel inwards.
+        const inwards = i === 0 ? 1 : i === k - 1 ? -1 : 0;
+        if (bottom - top >= 3) out.push(hit(x + inwards, (top + bottom) / 2));
       }
       return out;
     });
