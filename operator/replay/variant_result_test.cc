@@ -246,6 +246,35 @@ TEST(RecordedDemoTracesTest, ReJudgingGivesTheVerdictsTheDemoShowed) {
   }
 }
 
+// Real runs of the demo with the stats agent (operator/replay/testdata/
+// README.md): the books split the floor as the demo shows it. glibc512's
+// floor is retention (in use flat, retained climbing); jemalloc's books do
+// not call its flat floor a leak or retention; with --leak, in use climbs
+// under both allocators.
+TEST(RecordedDemoTracesTest, TheBooksOfRealRunsSplitTheFloor) {
+  struct Case {
+    const char* file;
+    BooksReading want;
+  } cases[] = {{"books-demo-glibc512.csv", BooksReading::kRetention},
+               {"books-demo-jemalloc.csv", BooksReading::kUnclear},
+               {"books-leak-glibc512.csv", BooksReading::kLeak},
+               {"books-leak-jemalloc.csv", BooksReading::kLeak}};
+  for (const Case& c : cases) {
+    auto run = ReadSampleCsv(std::string(ALLOCGUARD_REPLAY_TESTDATA_DIR) + "/" + c.file);
+    ASSERT_TRUE(run.ok()) << run.status().ToString();
+    JudgeSettings settings;
+    settings.FromHeader(*run);
+    const VariantResult r = AnalyzeRun(*run, settings, /*finished=*/true);
+    ASSERT_TRUE(r.books.has_value()) << c.file;
+    EXPECT_EQ(r.books->reading, c.want) << c.file << ": " << r.verdict.explanation;
+    if (c.want != BooksReading::kLeak) {
+      EXPECT_EQ(r.books->in_use.trend, BooksTrend::kFlat)
+          << c.file << ": " << r.verdict.explanation;
+    }
+    EXPECT_EQ(r.requests_late, 0) << c.file;
+  }
+}
+
 }  // namespace
 }  // namespace allocguard::replay
 
