@@ -248,8 +248,8 @@ int main(int argc, char** argv) {
   char path[4096];
   int is_allocator = 0;
   MallocObject(path, sizeof path, &is_allocator);
-  printf("libc_demo: process %ld listening on port %d; malloc served by %s\n", (long)getpid(),
-         port, path);
+  printf("libc_demo: process %ld listening on port %d; malloc served by %s\n", (long)getpid(), port,
+         path);
   fflush(stdout);
 
   for (;;) {
