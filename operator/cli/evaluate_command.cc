@@ -37,6 +37,7 @@ struct EvaluateArgs {
   double new_spending_rho = memory::StepJudgeOptions({}).spending_rho;
   double new_extension_share = memory::StepJudgeOptions({}).extension_share;
   bool late_growth_hinge = memory::StepJudgeOptions({}).late_growth_hinge;
+  double late_growth_trend_p = memory::StepJudgeOptions({}).late_growth_trend_p;
   bool outlier_screen =
       memory::StepJudgeOptions({}).noise == memory::SlopeNoise::kScreenedQuadraticResiduals;
   int traces_per_class = 1000;
@@ -64,6 +65,7 @@ memory::JudgeOptions NewJudgeOptions(const memory::JudgeOptions& base, const Eva
   out.spending_rho = args.new_spending_rho;
   out.extension_share = args.new_extension_share;
   out.late_growth_hinge = args.late_growth_hinge;
+  out.late_growth_trend_p = args.late_growth_trend_p;
   out.noise = args.outlier_screen ? memory::SlopeNoise::kScreenedQuadraticResiduals
                                   : memory::SlopeNoise::kQuadraticResiduals;
   return out;
@@ -681,6 +683,13 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
   const auto corpus = memory::WideCorpus(threshold, args.max_minutes, args.planned_minutes);
   const auto counts = memory::EvaluateRules(corpus, args.traces_per_class, args.seed, rules);
 
+  std::string late_scan = next.late_growth_hinge ? ", the broken-line late-growth scan" : "";
+  if (next.late_growth_trend_p > 0) {
+    char gate[64];
+    std::snprintf(gate, sizeof gate, ", a late-growth tail's rank trend at p < %.3g",
+                  next.late_growth_trend_p);
+    late_scan += gate;
+  }
   std::printf(
       "allocguard evaluate-verdicts: wide corpus, %d traces per class, seed %llu, threshold "
       "%.2f GiB/h, runs of up to %d minutes (minute 0 is warm-up)\n"
@@ -701,7 +710,7 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
       next.noise == memory::SlopeNoise::kScreenedQuadraticResiduals
           ? ", one outlier minute left out"
           : "",
-      next.late_growth_hinge ? ", the broken-line late-growth scan" : "");
+      late_scan.c_str());
   std::printf("%-34s %-11s", "class", "truth");
   for (const auto& r : rules) std::printf(" | %-26s", r.name.c_str());
   std::printf("\n%-34s %-11s", "", "");
@@ -1062,6 +1071,11 @@ void RegisterEvaluateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--late-growth-hinge", args->late_growth_hinge,
                   "The new judge's late-growth scan fits a broken line to all the floors "
                   "instead of each tail alone")
+      ->capture_default_str();
+  cmd->add_option("--late-growth-trend-p", args->late_growth_trend_p,
+                  "The new judge's late-growth Ratchet needs the tail's Mann-Kendall p below "
+                  "this (0.05: the gate of the whole-run test)")
+      ->check(CLI::Range(0.001, 0.2))
       ->capture_default_str();
   cmd->add_option("--samples", args->sample_traces_per_class,
                   "Traces per class of the sample-level corpus (2 s samples; compares floor "

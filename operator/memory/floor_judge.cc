@@ -144,6 +144,7 @@ JudgeOptions StepJudgeOptions(JudgeOptions base) {
   base.extension_share = 0.4;
   base.noise = SlopeNoise::kScreenedQuadraticResiduals;
   base.late_growth_hinge = true;
+  base.late_growth_trend_p = 0.01;
   return base;
 }
 

@@ -135,6 +135,12 @@ struct JudgeOptions {
   // slope above max and a Mann–Kendall p below this for a floor rising faster
   // than max, so one outlier minute cannot decide.
   double robust_trend_p = 0.05;
+  // The same gate for the late-growth scan's tail (0: robust_trend_p). Five
+  // rising floors are what one swing of slow wander makes, and their
+  // Mann–Kendall p is at least 0.0137 however steep they are: at 0.01 a
+  // rising tail needs six floors in order, or seven with one out of order
+  // (docs/verdicts.md).
+  double late_growth_trend_p = 0;
 };
 
 class FloorJudge {
@@ -158,7 +164,8 @@ std::unique_ptr<FloorJudge> NewSequentialJudge(const JudgeOptions& options);
 // the looks after the planned end, and the whole-run noise estimate with one
 // outlier minute left out (SlopeNoise::kScreenedQuadraticResiduals), and
 // the late-growth scan on a broken line through all the floors
-// (late_growth_hinge; docs/verdicts.md measures each). The other fields, the
+// (late_growth_hinge), whose tail's rank trend must hold at p < 0.01
+// (late_growth_trend_p; docs/verdicts.md measures each). The other fields, the
 // plan's lengths among them, are base's.
 JudgeOptions StepJudgeOptions(JudgeOptions base);
 

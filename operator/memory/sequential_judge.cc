@@ -155,7 +155,9 @@ class SequentialJudge final : public FloorJudge {
       const auto tail = floors.subspan(static_cast<size_t>(n - late.tail.n));
       const double tail_sen = TheilSenSlope(tail);
       const MannKendallResult tail_mk = MannKendallTest(tail, threshold);
-      if (tail_sen > threshold && tail_mk.p_increasing < options_.robust_trend_p) {
+      const double tail_p =
+          options_.late_growth_trend_p > 0 ? options_.late_growth_trend_p : options_.robust_trend_p;
+      if (tail_sen > threshold && tail_mk.p_increasing < tail_p) {
         const double tail_confidence = 1 - 2 * budget.late_growth / late.candidates;
         Describe(late.tail, tail_confidence, &j);
         j.theil_sen_gib_per_h = BytesPerMinuteToGiBPerHour(tail_sen);

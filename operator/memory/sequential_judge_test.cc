@@ -448,6 +448,78 @@ TEST(DifferenceCheckTest, SlowWanderIsCalledRatchetLessOftenThanByTodaysJudge) {
   EXPECT_LE(ratchets, kTraces * 2 / 100);
 }
 
+// The late-growth scan's rank gate (JudgeOptions::late_growth_trend_p, 0.01
+// in the default judge). Mann–Kendall on n floors in order, with the
+// continuity correction: S = n (n - 1) / 2, Var S = n (n - 1) (2n + 5) / 18,
+// p = 1 - Phi((S - 1) / sqrt(Var S)). Five floors: S = 10, Var S = 50/3,
+// z = 2.204541, p = 0.013743 (no five floors pass 0.01, however steep);
+// six: S = 15, Var S = 85/3, z = 2.630146, p = 0.004267.
+std::vector<MinuteFloor> LevelThenClimb(int last_level_minute, double climb_mib_per_minute,
+                                        int count) {
+  static const double kPattern[] = {0.6, -1.1, 0.3,  1.2, -0.7, -0.2, 1.0,  -1.3,
+                                    0.4, 0.9,  -0.8, 0.1, -0.5, 1.1,  -0.9, 0.2};
+  std::vector<MinuteFloor> out;
+  for (int m = 1; m <= count; ++m) {
+    const double rise = m > last_level_minute ? climb_mib_per_minute * (m - last_level_minute) : 0;
+    out.push_back(
+        {.minute = m, .floor_bytes = (300 + 10 * kPattern[m % 16] + rise) * kBytesPerMiB});
+  }
+  return out;
+}
+
+// Growth of 30 MiB a minute (+1.76 GiB/h) from minute 7 on a floor level
+// within ±13 MiB before it. The broken-line scan finds it on the floor of
+// minute 11, five floors into the climb; the rank gate lets it decide on
+// the sixth, one minute later than a gate at 0.05 would.
+TEST(LateGrowthTrendGateTest, GrowthFromMinuteSevenIsARatchetOnItsSixthFloor) {
+  const JudgeOptions plan{.max_minutes = 30, .planned_minutes = 15};
+  const auto floors = LevelThenClimb(6, 30, 14);
+  const auto judge = NewDefaultJudge(plan);
+  for (size_t n = 1; n <= 11; ++n) {
+    EXPECT_EQ(judge->Judge(std::span(floors).first(n), false).decision, FloorDecision::kContinue)
+        << n;
+  }
+  const FloorJudgement j = judge->Judge(std::span(floors).first(12), false);
+  ASSERT_EQ(j.decision, FloorDecision::kRatchet) << j.explanation;
+  EXPECT_EQ(j.ratchet_rule, FloorJudgement::Rule::kLateGrowth);
+  EXPECT_EQ(j.growth_start_minute, 7);
+  EXPECT_NEAR(j.trend_p_value, 0.004267, 1e-6);
+
+  JudgeOptions lenient = StepJudgeOptions(plan);
+  lenient.late_growth_trend_p = 0.05;
+  const FloorJudgement early =
+      NewSequentialJudge(lenient)->Judge(std::span(floors).first(11), false);
+  ASSERT_EQ(early.decision, FloorDecision::kRatchet) << early.explanation;
+  EXPECT_EQ(early.ratchet_rule, FloorJudgement::Rule::kLateGrowth);
+  EXPECT_NEAR(early.trend_p_value, 0.013743, 1e-6);
+}
+
+// One swing of slow wander: a level floor swaying ±60 MiB over 12 minutes
+// (with a ±3 MiB ripple). Minutes 7-11 rise in order, and the broken-line
+// scan reads them as growth since minute 7 (+1.44 GiB/h, interval +0.77 to
+// +2.11 GiB/h at 99.99 %: the whole run's residuals do not show the wander
+// as correlated). A rank gate at 0.05 lets that decide; the default
+// judge's does not, and calls the same eleven floors Flat.
+TEST(LateGrowthTrendGateTest, OneSwingOfWanderIsNotALateGrowthRatchet) {
+  const JudgeOptions plan{.max_minutes = 30, .planned_minutes = 15};
+  std::vector<MinuteFloor> floors;
+  for (int m = 1; m <= 29; ++m) {
+    const double mib = 300 + 60 * std::sin(6.2832 * m / 12 + 1.57) + 3 * std::sin(2.7 * m);
+    floors.push_back({.minute = m, .floor_bytes = mib * kBytesPerMiB});
+  }
+  const RunOutcome outcome = ReplayJudge(*NewDefaultJudge(plan), floors);
+  EXPECT_EQ(outcome.judgement.decision, FloorDecision::kFlat) << outcome.judgement.explanation;
+  EXPECT_EQ(outcome.judgement.minutes_used, 11);
+
+  JudgeOptions lenient = StepJudgeOptions(plan);
+  lenient.late_growth_trend_p = 0.05;
+  const RunOutcome before = ReplayJudge(*NewSequentialJudge(lenient), floors);
+  EXPECT_EQ(before.judgement.decision, FloorDecision::kRatchet) << before.judgement.explanation;
+  EXPECT_EQ(before.judgement.ratchet_rule, FloorJudgement::Rule::kLateGrowth);
+  EXPECT_EQ(before.judgement.growth_start_minute, 7);
+  EXPECT_EQ(before.judgement.minutes_used, 11);
+}
+
 TEST(DefaultJudgeTest, IsTheSequentialJudge) {
   EXPECT_EQ(NewDefaultJudge({.max_slope_gib_per_h = 0.5})->Judge(Trace(0, 1), true).method,
             "sequential");
