@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <map>
+#include <string_view>
 #include <tuple>
+#include <unordered_map>
+#include <utility>
 
 #include "controllers/canary_decision.h"
 #include "controllers/rollout_decision.h"
@@ -63,13 +66,45 @@ struct PolicyFacts {
   std::vector<std::string> drifted_names;
 };
 
+// The policy's canaries by name and by (target kind, measured template
+// hash), built once per status so that finding the canary of each held
+// workload is a lookup, not a scan of every canary. Where two canaries share
+// a key the first listed is kept, the one a scan in list order finds. The
+// canaries must outlive the index (it points into them).
+class CanaryIndex {
+ public:
+  explicit CanaryIndex(const std::vector<api::ReplayCanarySummary>& canaries) {
+    by_name_.reserve(canaries.size());
+    for (const api::ReplayCanarySummary& c : canaries) {
+      by_name_.try_emplace(c.meta.name, &c);
+      by_measured_.try_emplace({c.target_kind, c.template_hash}, &c);
+    }
+  }
+
+  const api::ReplayCanarySummary* Named(std::string_view name) const {
+    auto it = by_name_.find(name);
+    return it != by_name_.end() ? it->second : nullptr;
+  }
+
+  const api::ReplayCanarySummary* Measuring(std::string_view kind, std::string_view hash) const {
+    auto it = by_measured_.find({kind, hash});
+    return it != by_measured_.end() ? it->second : nullptr;
+  }
+
+ private:
+  std::unordered_map<std::string_view, const api::ReplayCanarySummary*> by_name_;
+  std::map<std::pair<std::string_view, std::string_view>, const api::ReplayCanarySummary*>
+      by_measured_;
+};
+
 // The canary of a workload's held template, when the cache shows that
 // template (its measured hash is cached beside its hash); else null (not
 // known yet). A StatefulSet's key also holds its claims, which the summary
 // does not keep: its canary is found by kind and measured template among
 // the policy's canaries instead. For the status only; trust is decided by
 // CanaryDistrust where a verdict is acted on.
-const api::ReplayCanarySummary* HeldCanary(const PolicyInput& input, WorkloadKind kind,
+const api::ReplayCanarySummary* HeldCanary(const PolicyInput& input, const CanaryIndex& canaries,
+                                           WorkloadKind kind,
                                            const api::DeploymentSummary& workload,
                                            const std::string& held) {
   if (!workload.cached_template_hash.empty() && workload.cached_template_hash != held) {
@@ -78,15 +113,10 @@ const api::ReplayCanarySummary* HeldCanary(const PolicyInput& input, WorkloadKin
   MeasuredTemplate measured;
   measured.kind = kind;
   measured.hash = api::MeasuredHashOf(workload);
-  const std::string name = CanaryName(CanaryKey(measured, input.policy));
-  for (const api::ReplayCanarySummary& c : input.canaries) {
-    if (kind != WorkloadKind::kStatefulSet) {
-      if (c.meta.name == name) return &c;
-    } else if (c.template_hash == measured.hash && c.target_kind == WorkloadKindName(kind)) {
-      return &c;
-    }
+  if (kind == WorkloadKind::kStatefulSet) {
+    return canaries.Measuring(WorkloadKindName(kind), measured.hash);
   }
-  return nullptr;
+  return canaries.Named(CanaryName(CanaryKey(measured, input.policy)));
 }
 
 // Rule 2: the governed workloads, and the held ones by their canary.
@@ -94,6 +124,7 @@ void GovernedRule(const PolicyInput& input, api::AllocatorPolicyStatus& status,
                   PolicyFacts& facts) {
   const api::AllocatorPolicy& policy = input.policy;
   status.governed.clear();
+  const CanaryIndex canaries(input.canaries);
   // Deployments by name alone, as the conditions always named them.
   const std::tuple<WorkloadKind, const std::vector<api::DeploymentSummary>*, const char*> kinds[] =
       {{WorkloadKind::kDeployment, &input.deployments, ""},
@@ -111,7 +142,7 @@ void GovernedRule(const PolicyInput& input, api::AllocatorPolicyStatus& status,
       }
       const std::string held = d.meta.Annotation(api::kHeldCandidateAnnotation);
       if (held.empty()) continue;
-      const api::ReplayCanarySummary* canary = HeldCanary(input, kind, d, held);
+      const api::ReplayCanarySummary* canary = HeldCanary(input, canaries, kind, d, held);
       const api::ReplayCanaryStatus cs =
           canary != nullptr ? canary->status : api::ReplayCanaryStatus{};
       if (!Ended(cs.phase)) {

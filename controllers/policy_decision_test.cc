@@ -173,6 +173,63 @@ TEST(DecidePolicyStatusTest, ListsGovernedStatefulSetsAndDaemonSetsWithTheirKind
             "waiting for canaries of statefulset/db, daemonset/agent");
 }
 
+// Two canaries of one template: the status names a held Deployment's or
+// DaemonSet's canary of the current policy (by its name), whatever else
+// measured the same template and wherever it is listed; a held StatefulSet's
+// (found by kind and measured hash, its claims not being cached) is the
+// first of them the cache lists.
+TEST(DecidePolicyStatusTest, HeldCanaryOfTheCurrentPolicyAmongCanariesOfOneTemplate) {
+  api::AllocatorPolicy earlier = Policy();
+  earlier.spec.allocator.name = api::Allocator::kMimalloc;
+  // What the policy measured before its allocator changed: ended, Ratchet.
+  auto earlier_canary = [&](WorkloadKind kind) {
+    json c = Canary("web", "hash1", "Ratchet", "2026-11-29T09:00:00Z", "", kind);
+    MeasuredTemplate measured;
+    measured.kind = kind;
+    measured.hash = MeasuredOf("hash1");
+    c["metadata"]["name"] = CanaryName(CanaryKey(measured, earlier));
+    return c;
+  };
+  // The current policy's canary of the same template: still running.
+  auto current_canary = [](WorkloadKind kind) {
+    json c = Canary("web", "hash1", "", "", "", kind);
+    c["status"] = {{"phase", "Running"}};
+    return c;
+  };
+  for (WorkloadKind kind : {WorkloadKind::kDeployment, WorkloadKind::kDaemonSet}) {
+    for (bool earlier_first : {true, false}) {
+      SCOPED_TRACE(std::string(WorkloadKindName(kind)) +
+                   (earlier_first ? ", earlier listed first" : ", current listed first"));
+      PolicyInput in;
+      in.policy = Policy();
+      (kind == WorkloadKind::kDeployment ? in.deployments : in.daemonsets) =
+          Deployments({Deployment("web", "web", "hash1")});
+      in.canaries = earlier_first ? Canaries({earlier_canary(kind), current_canary(kind)})
+                                  : Canaries({current_canary(kind), earlier_canary(kind)});
+      in.now_rfc3339 = "2026-11-29T10:01:00Z";
+      const std::optional<json> blocked =
+          Condition(DecidePolicyStatus(in).status, "RolloutBlocked");
+      EXPECT_EQ((*blocked)["status"], "False");
+      EXPECT_EQ((*blocked)["reason"], "CanaryRunning") << (*blocked)["message"];
+    }
+  }
+  PolicyInput in;
+  in.policy = Policy();
+  in.statefulsets = Deployments({Deployment("db", "web", "hash1")});
+  in.canaries = Canaries(
+      {current_canary(WorkloadKind::kStatefulSet), earlier_canary(WorkloadKind::kStatefulSet)});
+  in.now_rfc3339 = "2026-11-29T10:01:00Z";
+  EXPECT_EQ((*Condition(DecidePolicyStatus(in).status, "RolloutBlocked"))["reason"],
+            "CanaryRunning");
+  std::swap(in.canaries[0], in.canaries[1]);
+  const std::optional<json> blocked = Condition(DecidePolicyStatus(in).status, "RolloutBlocked");
+  EXPECT_EQ((*blocked)["reason"], "CanaryNotFlat");
+  EXPECT_NE(
+      (*blocked)["message"].get<std::string>().find("statefulset/db (template hash1): Ratchet"),
+      std::string::npos)
+      << (*blocked)["message"];
+}
+
 TEST(DecidePolicyStatusTest, BlockedRolloutNamesTheFlatVariant) {
   PolicyInput in;
   in.policy = Policy();
