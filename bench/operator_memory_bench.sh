@@ -105,6 +105,20 @@ mib() { awk -v k="$1" 'BEGIN {printf "%.1f MiB", k / 1024}'; }
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
+# The sum of the series of metric $1 (with or without labels) on the
+# operator's /metrics; 0 when it is not exported or not answering.
+metric_sum() {
+  curl -fs "http://127.0.0.1:$metrics_port/metrics" 2>/dev/null |
+    awk -v m="$1" '$1 == m || index($1, m "{") == 1 {s += $2} END {print s + 0}'
+}
+# Whether RSS has settled: the last 11 of the samples given (KiB, 2 s apart,
+# so 20 s) lie within 1 MiB or 1 % of the highest of them.
+rss_settled() {
+  (($# >= 11)) || return 1
+  printf '%s\n' "${@: -11}" | awk '
+    NR == 1 {lo = hi = $1} {if ($1 < lo) lo = $1; if ($1 > hi) hi = $1}
+    END {exit !((hi - lo) <= 1024 || (hi - lo) <= hi / 100)}'
+}
 
 # --- operator binary ----------------------------------------------------------
 if ((with_operator)) && [[ -n $peer ]]; then
@@ -300,8 +314,7 @@ if ((with_operator)); then
   for ((i = 0; i < 150; i++)); do
     sleep 2
     kill -0 "$operator_pid" 2>/dev/null || { echo "operator exited" >&2; tail -n 30 "$work/operator.log" >&2; exit 1; }
-    governed=$(curl -fs "http://127.0.0.1:$metrics_port/metrics" 2>/dev/null |
-      awk -v m="$governed_metric" '$1 == m || index($1, m "{") == 1 {s += $2} END {print s + 0}')
+    governed=$(metric_sum "$governed_metric")
     read -r rss _ < <(mem_kib "$operator_pid")
     samples+=("$rss")
     ((i % 5 == 4)) && log "operator VmRSS $(mib "$rss"), $governed_metric $governed"
@@ -309,14 +322,9 @@ if ((with_operator)); then
       seen_by=$(awk -v a="$t2" -v b="$(now)" 'BEGIN {printf "%.0f", b - a}')
       log "the operator reports $governed ${kind}s after ${seen_by} s"
     fi
-    if ((${#samples[@]} >= 11)); then
-      window=("${samples[@]: -11}")
-      if printf '%s\n' "${window[@]}" | awk '
-          NR == 1 {lo = hi = $1} {if ($1 < lo) lo = $1; if ($1 > hi) hi = $1}
-          END {exit !((hi - lo) <= 1024 || (hi - lo) <= hi / 100)}'; then
-        settled=$(awk -v a="$t2" -v b="$(now)" 'BEGIN {printf "%.0f", b - a}')
-        break
-      fi
+    if rss_settled "${samples[@]}"; then
+      settled=$(awk -v a="$t2" -v b="$(now)" 'BEGIN {printf "%.0f", b - a}')
+      break
     fi
   done
   read -r full_rss full_anon < <(mem_kib "$operator_pid")
@@ -333,15 +341,12 @@ if [[ -n $peer ]] && ((peer_restart)); then
   restart_seen_by=
   for ((i = 0; i < 150; i++)); do
     sleep 2
-    governed=$(curl -fs "http://127.0.0.1:$metrics_port/metrics" 2>/dev/null |
-      awk -v m="$governed_metric" '$1 == m {s += $2} END {print s + 0}')
+    governed=$(metric_sum "$governed_metric")
     ((governed >= deployments)) || continue
     [[ -n $restart_seen_by ]] || restart_seen_by=$(awk -v a="$t3" -v b="$(now)" 'BEGIN {printf "%.0f", b - a}')
     read -r rss _ < <(mem_kib "$operator_pid")
     samples+=("$rss")
-    ((${#samples[@]} >= 11)) && printf '%s\n' "${samples[@]: -11}" | awk '
-        NR == 1 {lo = hi = $1} {if ($1 < lo) lo = $1; if ($1 > hi) hi = $1}
-        END {exit !((hi - lo) <= 1024 || (hi - lo) <= hi / 100)}' && break
+    rss_settled "${samples[@]}" && break
   done
   read -r present_rss present_anon < <(mem_kib "$operator_pid")
   present_peak=$(awk '/^VmHWM:/ {print $2}' "/proc/$operator_pid/status")
