@@ -231,4 +231,13 @@ void SlimStatefulSet(json& statefulset) {
   (*spec)["volumeClaimTemplates"] = std::move(slim);
 }
 
+bool KeptBySlimStatefulSet(const MemberPath& path) {
+  // ReadClaims reads spec.volumeClaimTemplates whole before SlimDeployment.
+  if (path.size() == 2 && !path[0].element && !path[1].element && path[0].key == "spec" &&
+      path[1].key == "volumeClaimTemplates") {
+    return true;
+  }
+  return KeptBySlimDeployment(path);
+}
+
 }  // namespace allocguard::api

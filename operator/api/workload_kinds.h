@@ -21,6 +21,7 @@
 
 #include "operator/api/deployment.h"
 #include "operator/api/object_meta.h"
+#include "operator/common/member_path.h"
 
 namespace allocguard::api {
 
@@ -122,5 +123,9 @@ DaemonSet ParseDaemonSet(const nlohmann::json& object,
 // turns into emptyDirs. Never throws. The DaemonSet cache uses
 // SlimDeployment itself.
 void SlimStatefulSet(nlohmann::json& statefulset);
+
+// The MemberFilter of the StatefulSet cache: KeptBySlimDeployment, keeping
+// spec.volumeClaimTemplates, which SlimStatefulSet reads.
+bool KeptBySlimStatefulSet(const MemberPath& path);
 
 }  // namespace allocguard::api

@@ -1,7 +1,9 @@
 #include "operator/api/workloads.h"
 
-#include <initializer_list>
+#include <algorithm>
 #include <iterator>
+#include <span>
+#include <string_view>
 
 #include "operator/api/deployment.h"
 #include "operator/api/json_fields.h"
@@ -104,8 +106,36 @@ void SlimDeployment(json& deployment) {
 
 namespace {
 
+using KeyList = std::span<const char* const>;
+
+// What SlimPod keeps, level by level; KeptBySlimPod reads the same lists.
+constexpr const char* kPodKeys[] = {"apiVersion", "kind", "metadata", "spec", "status"};
+constexpr const char* kPodMetadataKeys[] = {"name",
+                                            "namespace",
+                                            "uid",
+                                            "resourceVersion",
+                                            "generation",
+                                            "creationTimestamp",
+                                            "deletionTimestamp",
+                                            "labels",
+                                            "annotations",
+                                            "ownerReferences"};
+constexpr const char* kPodSpecKeys[] = {"nodeName"};
+constexpr const char* kPodStatusKeys[] = {
+    "phase", "reason", "message", "conditions", "containerStatuses", "initContainerStatuses"};
+constexpr const char* kConditionKeys[] = {"type", "status", "reason", "message"};
+constexpr const char* kContainerStatusLists[] = {"containerStatuses", "initContainerStatuses"};
+constexpr const char* kContainerStatusKeys[] = {"name", "ready", "restartCount", "state",
+                                                "lastState"};
+// What SlimDeployment keeps of a spec (and SlimStatefulSet besides).
+constexpr const char* kWorkloadSpecKeys[] = {"template", "paused"};
+
+bool Listed(KeyList keys, std::string_view key) {
+  return std::any_of(keys.begin(), keys.end(), [key](const char* k) { return key == k; });
+}
+
 // Keeps only `keys` of an object; anything else is left alone.
-void KeepMembers(json& object, std::initializer_list<const char*> keys) {
+void KeepMembers(json& object, KeyList keys) {
   if (!object.is_object()) return;
   json kept = json::object();
   for (const char* key : keys) {
@@ -116,21 +146,29 @@ void KeepMembers(json& object, std::initializer_list<const char*> keys) {
 }
 
 // KeepMembers on every element of the array object[key], if it is one.
-void KeepMembersOfEach(json& object, const char* key, std::initializer_list<const char*> keys) {
+void KeepMembersOfEach(json& object, const char* key, KeyList keys) {
   auto it = object.find(key);
   if (it == object.end() || !it->is_array()) return;
   for (json& element : *it) KeepMembers(element, keys);
+}
+
+// For the workload filters: metadata.managedFields (which the caches'
+// kube::StripManagedFields drops) and the members of spec other than
+// `spec_keys` are dropped, anything else kept.
+bool KeptByWorkloadFilter(const MemberPath& path, KeyList spec_keys) {
+  if (path.size() != 2 || path[0].element || path[1].element) return true;
+  if (path[0].key == "metadata") return path[1].key != "managedFields";
+  if (path[0].key == "spec") return Listed(spec_keys, path[1].key);
+  return true;
 }
 
 }  // namespace
 
 void SlimPod(json& pod) {
   if (!pod.is_object()) return;
-  KeepMembers(pod, {"apiVersion", "kind", "metadata", "spec", "status"});
+  KeepMembers(pod, kPodKeys);
   if (auto meta = pod.find("metadata"); meta != pod.end() && meta->is_object()) {
-    KeepMembers(*meta,
-                {"name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
-                 "deletionTimestamp", "labels", "annotations", "ownerReferences"});
+    KeepMembers(*meta, kPodMetadataKeys);
     if (auto annotations = meta->find("annotations");
         annotations != meta->end() && annotations->is_object()) {
       for (auto it = annotations->begin(); it != annotations->end();) {
@@ -139,16 +177,43 @@ void SlimPod(json& pod) {
     }
   }
   if (auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
-    KeepMembers(*spec, {"nodeName"});
+    KeepMembers(*spec, kPodSpecKeys);
   }
   if (auto status = pod.find("status"); status != pod.end() && status->is_object()) {
-    KeepMembers(*status, {"phase", "reason", "message", "conditions", "containerStatuses",
-                          "initContainerStatuses"});
-    KeepMembersOfEach(*status, "conditions", {"type", "status", "reason", "message"});
-    for (const char* key : {"containerStatuses", "initContainerStatuses"}) {
-      KeepMembersOfEach(*status, key, {"name", "ready", "restartCount", "state", "lastState"});
+    KeepMembers(*status, kPodStatusKeys);
+    KeepMembersOfEach(*status, "conditions", kConditionKeys);
+    for (const char* key : kContainerStatusLists) {
+      KeepMembersOfEach(*status, key, kContainerStatusKeys);
     }
   }
+}
+
+bool KeptBySlimPod(const MemberPath& path) {
+  if (path.empty() || path[0].element) return true;
+  const std::string_view top = path[0].key;
+  if (path.size() == 1) return Listed(kPodKeys, top);
+  if (path[1].element) return true;
+  if (path.size() == 2) {
+    if (top == "metadata") return Listed(kPodMetadataKeys, path[1].key);
+    if (top == "spec") return Listed(kPodSpecKeys, path[1].key);
+    if (top == "status") return Listed(kPodStatusKeys, path[1].key);
+    return true;
+  }
+  if (path.size() == 3 && top == "metadata" && path[1].key == "annotations" && !path[2].element) {
+    return path[2].key.rfind(kAnnotationPrefix, 0) == 0;
+  }
+  // status.<list>[i].<key>: an element of the list, and a member of it.
+  if (path.size() == 4 && top == "status" && path[2].element && !path[3].element) {
+    if (path[1].key == "conditions") return Listed(kConditionKeys, path[3].key);
+    if (Listed(kContainerStatusLists, path[1].key)) {
+      return Listed(kContainerStatusKeys, path[3].key);
+    }
+  }
+  return true;
+}
+
+bool KeptBySlimDeployment(const MemberPath& path) {
+  return KeptByWorkloadFilter(path, kWorkloadSpecKeys);
 }
 
 DeploymentSummary ParseDeploymentSummary(const json& object, std::vector<std::string>* problems) {

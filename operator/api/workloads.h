@@ -19,6 +19,7 @@
 #include "operator/api/canary_status.h"
 #include "operator/api/object_meta.h"
 #include "operator/api/types.h"
+#include "operator/common/member_path.h"
 
 namespace allocguard::api {
 
@@ -37,6 +38,14 @@ inline constexpr char kCachedMeasuredHashField[] = "allocguardMeasuredHash";
 // one a fraction of that. Never throws: a spec that is not an object is left
 // as it is (ParseDeploymentSummary reports it).
 void SlimDeployment(nlohmann::json& deployment);
+
+// The MemberFilter (kube::ParsePruned) of the Deployment and DaemonSet
+// caches: drops, while an object is parsed, members that
+// kube::StripManagedFields and SlimDeployment would drop right after it
+// (metadata.managedFields, and the members of spec other than template and
+// paused), so that they are never built as a tree. Slimming the pruned
+// object gives what slimming the whole one gives.
+bool KeptBySlimDeployment(const MemberPath& path);
 
 // A Deployment as the controllers read it: what the slim cache keeps
 // (metadata, spec.paused, the template's labels and annotations, the cached
@@ -112,6 +121,11 @@ struct ObjectCondition {
 // throws: a member of an unexpected type is left as it is, for the reader
 // to report.
 void SlimPod(nlohmann::json& pod);
+
+// The MemberFilter of the Pod cache: drops, while a Pod is parsed, every
+// member that SlimPod would drop (read from the same lists), so that
+// SlimPod of the pruned Pod is SlimPod of the whole one.
+bool KeptBySlimPod(const MemberPath& path);
 
 // A Pod as the controllers read it: metadata, status (phase, reason,
 // message, conditions) and the containers' statuses (the spec is

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "operator/kube/pruned_parse.h"
+
 namespace allocguard::kube {
 
 namespace {
@@ -213,10 +215,10 @@ ApiResult<net::HttpResponse> Client::DoRaw(const Call& call) {
   }
 }
 
-ApiResult<Object> Client::Do(const Call& call) {
+ApiResult<Object> Client::Do(const Call& call, const MemberPath& root, const MemberFilter& keep) {
   ApiResult<net::HttpResponse> res = DoRaw(call);
   if (!res.ok()) return res.error();
-  auto parsed = Object::parse(res->body, nullptr, /*allow_exceptions=*/false);
+  Object parsed = ParsePruned(res->body, root, keep);
   if (parsed.is_discarded()) {
     return InvalidResponse(res->status, call.method + " " + call.path +
                                             ": the response body is not JSON (" +
@@ -262,7 +264,8 @@ ApiResult<std::string> Client::ListPages(const ResourceType& type, const std::st
     AddParam(path, "fieldSelector", options.field_selector);
     if (options.page_size > 0) AddParam(path, "limit", std::to_string(options.page_size));
     AddParam(path, "continue", cont);
-    ApiResult<Object> page = Do({"GET", path, "", "", true});
+    ApiResult<Object> page =
+        Do({"GET", path, "", "", true}, {{"items"}, {{}, true}}, options.member_filter);
     if (!page.ok()) {
       if (page.error().IsGone() && !cont.empty() && !restarted) {
         // The continue token expired (etcd compacted): start over, once.
@@ -424,7 +427,12 @@ ApiResult<bool> Client::Watch(const ResourceType& type, const std::string& ns,
         return true;
       }
       Status s = splitter.Feed(piece, [&](std::string_view line) {
-        auto event = Object::parse(line.begin(), line.end(), nullptr, false);
+        Object event = ParsePruned(line, {{"object"}}, options.member_filter);
+        if (options.member_filter && event.is_object() && event.contains("type") &&
+            event["type"] == "ERROR") {
+          // A Status, not an object of the type watched: the filter is not for it.
+          event = ParsePruned(line, {}, nullptr);
+        }
         if (!event.is_object() || !event.contains("type") || !event["type"].is_string() ||
             !event.contains("object")) {
           stream_error = InvalidResponse(200, "watch " + type.resource +

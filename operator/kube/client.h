@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "operator/common/clock.h"
+#include "operator/common/member_path.h"
 #include "operator/kube/api_error.h"
 #include "operator/kube/cancel.h"
 #include "operator/kube/config.h"
@@ -62,6 +63,9 @@ struct ListOptions {
   std::string label_selector;
   std::string field_selector;
   int page_size = 500;  // limit per request; pages are followed with continue
+  // Members of each item left out as the page is parsed (ParsePruned), for a
+  // caller that would drop them anyway; null keeps everything.
+  MemberFilter member_filter;
 };
 
 struct ObjectList {
@@ -87,6 +91,10 @@ struct WatchOptions {
   std::string field_selector;
   int timeout_seconds = 300;  // server ends the watch after this; the caller re-watches
   bool allow_bookmarks = true;
+  // Members of each event's object left out as the event is parsed
+  // (ParsePruned), for a caller that would drop them anyway; null keeps
+  // everything. An ERROR event's Status is always read whole.
+  MemberFilter member_filter;
 };
 
 struct ClientOptions {
@@ -177,7 +185,9 @@ class Client {
     std::string content_type;
     bool safe_to_repeat = false;
   };
-  ApiResult<Object> Do(const Call& call);
+  // The response parsed, members below `root` left out as `keep` says.
+  ApiResult<Object> Do(const Call& call, const MemberPath& root = {},
+                       const MemberFilter& keep = nullptr);
   ApiResult<net::HttpResponse> DoRaw(const Call& call);
   Status Authorize(net::HttpRequest& request, bool force_refresh);
 

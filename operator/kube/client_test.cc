@@ -173,6 +173,25 @@ TEST_F(ClientTest, ListKeepsItemsThatAreNotObjectsAsTheyAreWithoutThrowing) {
   EXPECT_EQ(list->items[2]["kind"], "ConfigMap");
 }
 
+// A filter that drops metadata.managedFields, as the operator's slim caches
+// do while they parse.
+bool NoManagedFields(const MemberPath& path) {
+  return !(path.size() == 2 && path[0].key == "metadata" && path[1].key == "managedFields");
+}
+
+TEST_F(ClientTest, ListLeavesOutWhatTheMemberFilterDropsFromEachItem) {
+  transport_->Queue(FakeReply::Json(200, R"({"metadata":{"resourceVersion":"10"},
+      "items":[{"metadata":{"name":"a","namespace":"n","managedFields":[{"manager":"k"}]}},
+               {"metadata":{"name":"b","namespace":"n"},"data":{"managedFields":"kept"}}]})"));
+  auto list = client_->List(ConfigMaps(), "n", {.member_filter = NoManagedFields});
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->items.size(), 2u);
+  EXPECT_EQ(list->items[0]["metadata"], Object::parse(R"({"name":"a","namespace":"n"})"));
+  EXPECT_EQ(list->items[0]["kind"], "ConfigMap");
+  EXPECT_EQ(list->items[1]["data"]["managedFields"], "kept");
+  EXPECT_EQ(list->resource_version, "10");
+}
+
 TEST_F(ClientTest, HonoursRetryAfterOn429) {
   FakeReply throttled = FakeReply::Json(429, R"({"kind":"Status","reason":"TooManyRequests"})");
   throttled.headers.emplace("Retry-After", "4");
@@ -308,6 +327,35 @@ TEST_F(ClientTest, WatchErrorEventBecomesTheServersStatus) {
   EXPECT_TRUE(result.error().IsGone());
   EXPECT_EQ(result.error().message, "too old resource version: 5 (9)");
   EXPECT_EQ(events, 1);
+}
+
+TEST_F(ClientTest, WatchLeavesOutWhatTheMemberFilterDropsButReadsAnErrorWhole) {
+  transport_->QueueStream(FakeReply::Json(
+      200,
+      R"json({"type":"ADDED","object":{"metadata":{"name":"a","namespace":"n","resourceVersion":"5","managedFields":[{"manager":"k"}]}}})json"
+      "\n"
+      // The filter would drop a Status' metadata.managedFields only; a filter
+      // for Pods keeps no `code`, which must not turn a 410 into something else.
+      R"json({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old","metadata":{"managedFields":1}}})json"
+      "\n"));
+  std::vector<Object> objects;
+  WatchOptions options;
+  options.member_filter = [](const MemberPath& path) {
+    return NoManagedFields(path) && !(path.size() == 1 && path[0].key == "code");
+  };
+  auto result = client_->Watch(
+      ConfigMaps(), "n", options,
+      [&](WatchEventType, Object& o) {
+        objects.push_back(o);
+        return true;
+      },
+      nullptr);
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(result.error().IsGone()) << result.error().ToString();
+  EXPECT_EQ(result.error().message, "too old");
+  ASSERT_EQ(objects.size(), 1u);
+  EXPECT_EQ(objects[0]["metadata"],
+            Object::parse(R"({"name":"a","namespace":"n","resourceVersion":"5"})"));
 }
 
 TEST_F(ClientTest, WatchHttp410IsGone) {

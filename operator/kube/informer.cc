@@ -289,6 +289,7 @@ bool Informer::ListOnce() {
   lo.label_selector = options_.label_selector;
   lo.field_selector = options_.field_selector;
   lo.page_size = options_.page_size;
+  lo.member_filter = options_.member_filter;
   // Each page is transformed as it arrives, so the whole list is never held
   // as the server sent it, only as the store keeps it.
   std::vector<CacheEntryRef> items;
@@ -336,6 +337,7 @@ void Informer::Run() {
     wo.resource_version = last_resource_version();
     wo.label_selector = options_.label_selector;
     wo.field_selector = options_.field_selector;
+    wo.member_filter = options_.member_filter;
     int min = options_.min_watch_timeout_seconds;
     wo.timeout_seconds = min + static_cast<int>(rng() % static_cast<unsigned>(std::max(1, min)));
     watches_.fetch_add(1);

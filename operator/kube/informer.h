@@ -185,6 +185,11 @@ struct InformerOptions {
   // Applied to every object before it is stored (and handed to handlers),
   // e.g. StripManagedFields to cut the cache's memory.
   std::function<void(Object& object)> transform;
+  // Members of each listed or watched object left out while it is parsed
+  // (ParsePruned), so that what `transform` throws away is never built as a
+  // tree. REQUIRES: it drops only what `transform` drops anyway, so that
+  // transform(pruned) == transform(whole) for every object. Null: none.
+  MemberFilter member_filter;
   // Keep the store's entries packed (Store::SetPacked): for caches of many
   // objects (every Pod of the cluster) that readers visit rarely.
   bool packed = false;

@@ -157,12 +157,16 @@ Caches MakeCaches(kube::Client* client, const ManagerOptions& options) {
   // Packed caches (kube::Store::SetPacked) hold the workloads and Pods, which
   // a cluster has by the ten thousand and the reconcilers read a namespace
   // at a time; policies and canaries stay trees.
+  // A slim cache's filter leaves out, while each object is parsed, what its
+  // transform drops anyway (api::KeptBySlimDeployment and the like).
   auto make = [&](const kube::ResourceType& type, const std::string& label_selector,
-                  const std::function<void(json&)>& slim, bool packed = false) {
+                  const std::function<void(json&)>& slim, bool packed = false,
+                  MemberFilter member_filter = nullptr) {
     kube::InformerOptions io;
     io.namespace_ = options.watch_namespace;
     io.label_selector = label_selector;
     io.packed = packed;
+    io.member_filter = std::move(member_filter);
     io.transform = [typed = TypedTransform(type), slim](json& object) {
       typed(object);
       if (slim) slim(object);
@@ -172,10 +176,13 @@ Caches MakeCaches(kube::Client* client, const ManagerOptions& options) {
   Caches c;
   c.policies = make(kube::AllocatorPolicies(), "", nullptr);
   c.canaries = make(kube::ReplayCanaries(), "", nullptr);
-  c.deployments = make(kube::Deployments(), "", api::SlimDeployment, /*packed=*/true);
-  c.statefulsets = make(kube::StatefulSets(), "", api::SlimStatefulSet, /*packed=*/true);
-  c.daemonsets = make(kube::DaemonSets(), "", api::SlimDeployment, /*packed=*/true);
-  c.pods = make(kube::Pods(), "", api::SlimPod, /*packed=*/true);
+  c.deployments = make(kube::Deployments(), "", api::SlimDeployment, /*packed=*/true,
+                       api::KeptBySlimDeployment);
+  c.statefulsets = make(kube::StatefulSets(), "", api::SlimStatefulSet, /*packed=*/true,
+                        api::KeptBySlimStatefulSet);
+  c.daemonsets =
+      make(kube::DaemonSets(), "", api::SlimDeployment, /*packed=*/true, api::KeptBySlimDeployment);
+  c.pods = make(kube::Pods(), "", api::SlimPod, /*packed=*/true, api::KeptBySlimPod);
   c.jobs =
       make(kube::Jobs(), std::string(api::kManagedByLabel) + "=" + api::kManagedByValue, nullptr);
   for (const auto& [kind, informer] : c.All()) controllers::AddNamespaceIndex(informer->store());
