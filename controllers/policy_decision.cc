@@ -68,16 +68,21 @@ struct PolicyFacts {
 
 // The policy's canaries by name and by (target kind, measured template
 // hash), built once per status so that finding the canary of each held
-// workload is a lookup, not a scan of every canary. Where two canaries share
-// a key the first listed is kept, the one a scan in list order finds. The
-// canaries must outlive the index (it points into them).
+// workload is a lookup, not a scan of every canary. Two canaries of one
+// kind and template are those of two policy specs (before and after an
+// edit, say glibc then jemalloc): the newest created is kept, the current
+// spec's. The canaries must outlive the index (it points into them).
 class CanaryIndex {
  public:
   explicit CanaryIndex(const std::vector<api::ReplayCanarySummary>& canaries) {
     by_name_.reserve(canaries.size());
     for (const api::ReplayCanarySummary& c : canaries) {
       by_name_.try_emplace(c.meta.name, &c);
-      by_measured_.try_emplace({c.target_kind, c.template_hash}, &c);
+      // RFC 3339 times as the API server writes them order as text.
+      auto [it, added] = by_measured_.try_emplace({c.target_kind, c.template_hash}, &c);
+      if (!added && c.meta.creation_timestamp > it->second->meta.creation_timestamp) {
+        it->second = &c;
+      }
     }
   }
 
