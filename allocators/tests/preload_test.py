@@ -29,6 +29,8 @@ import sys
 import tempfile
 import unittest
 
+import prerequisites  # allocators/tests/prerequisites.py, beside this file
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ALLOCATORS = os.path.dirname(HERE)
 SKIP = 77
@@ -48,14 +50,7 @@ BUILD, OLD_ROOT, MUSL_ROOT = versions()
 
 
 def missing_prerequisites():
-    if os.geteuid() != 0:
-        return "needs root (chroot)"
-    if not os.path.exists(os.path.join(BUILD, ".complete")):
-        return f"no allocator build at {BUILD}; run allocators/build.sh"
-    for root in (OLD_ROOT, MUSL_ROOT):
-        if not os.path.exists(os.path.join(root, ".allocguard-ready")):
-            return f"no build rootfs at {root}; run allocators/build.sh"
-    return None
+    return prerequisites.missing(BUILD, (OLD_ROOT, MUSL_ROOT))
 
 
 def manifest(path):

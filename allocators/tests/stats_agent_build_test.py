@@ -44,6 +44,8 @@ import tempfile
 import time
 import unittest
 
+import prerequisites  # allocators/tests/prerequisites.py, beside this file
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ALLOCATORS = os.path.dirname(HERE)
 AGENT_DIR = os.path.join(ALLOCATORS, "stats_agent")
@@ -65,14 +67,7 @@ BUILD, OLD_ROOT, NEW_ROOT, GLIBC_SUITE, MUSL_SUITE, CACHE, KEY = versions()
 
 
 def missing_prerequisites():
-    if os.geteuid() != 0:
-        return "needs root (chroot)"
-    if not os.path.exists(os.path.join(BUILD, ".complete")):
-        return f"no allocator build at {BUILD}; run allocators/build.sh"
-    for root in (OLD_ROOT, NEW_ROOT):
-        if not os.path.exists(os.path.join(root, ".allocguard-ready")):
-            return f"no build rootfs at {root}; run allocators/build.sh"
-    return None
+    return prerequisites.missing(BUILD, (OLD_ROOT, NEW_ROOT))
 
 
 def agent_digest():
