@@ -23,13 +23,11 @@ import glob
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
 
-import prerequisites  # allocators/tests/prerequisites.py, beside this file
+import build_rootfs  # allocators/tests/build_rootfs.py, beside this file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ALLOCATORS = os.path.dirname(HERE)
@@ -50,7 +48,7 @@ BUILD, OLD_ROOT, MUSL_ROOT = versions()
 
 
 def missing_prerequisites():
-    return prerequisites.missing(BUILD, (OLD_ROOT, MUSL_ROOT))
+    return build_rootfs.missing(BUILD, (OLD_ROOT, MUSL_ROOT))
 
 
 def manifest(path):
@@ -62,35 +60,18 @@ def glibc_tuple(text):
     return tuple(int(n) for n in re.findall(r"\d+", text))
 
 
-class Rootfs:
+class Rootfs(build_rootfs.Rootfs):
     """A Debian rootfs with a scratch directory for one test run."""
 
     def __init__(self, root):
-        self.root = root
-        self.scratch = tempfile.mkdtemp(prefix="allocguard-preload-",
-                                        dir=os.path.join(root, "tmp"))
-        os.chmod(self.scratch, 0o755)
-        self.inside = "/tmp/" + os.path.basename(self.scratch)
-
-    def close(self):
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        super().__init__(root, "allocguard-preload-")
 
     def describe(self):
-        with open(os.path.join(self.root, "etc/debian_version")) as f:
-            debian = f.read().strip()
-        return f"Debian {debian}, {self.libc_version()}"
+        return f"Debian {self.debian_version()}, {self.libc_version()}"
 
     def libc_version(self):
         """'glibc 2.31' from the rootfs' own libc6 package."""
-        out = self.run(["dpkg-query", "-W", "-f=${Version}", "libc6"]).stdout
-        return "glibc " + out.split("-")[0]
-
-    def copy_in(self, path, subdir=""):
-        """Copies a file into the scratch dir; returns its path inside."""
-        d = os.path.join(self.scratch, subdir)
-        os.makedirs(d, exist_ok=True)
-        shutil.copy(path, d)
-        return os.path.join(self.inside, subdir, os.path.basename(path))
+        return "glibc " + self.glibc_version()
 
     def command(self, argv, preload=None):
         env = ["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"]

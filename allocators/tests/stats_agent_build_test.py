@@ -44,7 +44,7 @@ import tempfile
 import time
 import unittest
 
-import prerequisites  # allocators/tests/prerequisites.py, beside this file
+import build_rootfs  # allocators/tests/build_rootfs.py, beside this file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ALLOCATORS = os.path.dirname(HERE)
@@ -67,7 +67,7 @@ BUILD, OLD_ROOT, NEW_ROOT, GLIBC_SUITE, MUSL_SUITE, CACHE, KEY = versions()
 
 
 def missing_prerequisites():
-    return prerequisites.missing(BUILD, (OLD_ROOT, NEW_ROOT))
+    return build_rootfs.missing(BUILD, (OLD_ROOT, NEW_ROOT))
 
 
 def agent_digest():
@@ -134,30 +134,14 @@ def read_books(path):
             "object": obj.split(b"\0", 1)[0].decode(errors="replace")}
 
 
-class Rootfs:
+class Rootfs(build_rootfs.Rootfs):
     """A build chroot of allocators/build.sh with a scratch directory."""
 
     def __init__(self, root):
-        self.root = root
-        self.scratch = tempfile.mkdtemp(prefix="allocguard-agent-", dir=os.path.join(root, "tmp"))
-        os.chmod(self.scratch, 0o755)
-        self.inside = "/tmp/" + os.path.basename(self.scratch)
-
-    def close(self):
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        super().__init__(root, "allocguard-agent-")
 
     def describe(self):
-        with open(os.path.join(self.root, "etc/debian_version")) as f:
-            debian = f.read().strip()
-        libc = subprocess.run(["chroot", self.root, "dpkg-query", "-W", "-f=${Version}", "libc6"],
-                              capture_output=True, text=True, check=True).stdout
-        return f"Debian {debian} (glibc {libc.split('-')[0]})"
-
-    def copy_in(self, path, subdir):
-        d = os.path.join(self.scratch, subdir)
-        os.makedirs(d, exist_ok=True)
-        shutil.copy(path, d)
-        return os.path.join(self.inside, subdir, os.path.basename(path))
+        return f"Debian {self.debian_version()} (glibc {self.glibc_version()})"
 
     def compile(self, compiler, name):
         src = self.copy_in(os.path.join(AGENT_DIR, "tests", "books_workload.c"), "src")
