@@ -153,19 +153,7 @@ std::string MeasurementKey(const api::ReplayCanary& canary, const std::string& v
                            const std::vector<std::string>& containers, int rerun) {
   api::ReplayCanarySpec spec;
   spec.template_hash = canary.spec.template_hash;
-  // The template's labels are not an input: the canary's Pods carry labels
-  // of their own (canary::BuildCanaryJob), so a Deployment and a DaemonSet
-  // whose templates differ only in labels run the same Job.
   spec.pod_template_json = canary.spec.pod_template_json;
-  json pod_template = json::parse(canary.spec.pod_template_json, nullptr,
-                                  /*allow_exceptions=*/false);
-  if (pod_template.is_object()) {
-    auto metadata = pod_template.find("metadata");
-    if (metadata != pod_template.end() && metadata->is_object()) {
-      metadata->erase("labels");
-      spec.pod_template_json = pod_template.dump();
-    }
-  }
   spec.candidate_allocator = VariantAllocator(canary, variant);
   spec.libc = canary.spec.libc;
   spec.canary = canary.spec.canary;
@@ -176,7 +164,14 @@ std::string MeasurementKey(const api::ReplayCanary& canary, const std::string& v
   spec.canary.inconclusive_reruns = api::kDefaultInconclusiveReruns;
   spec.canary.load.seed = api::RerunSeed(spec.canary.load.seed, rerun);
   spec.limits = canary.spec.limits;
-  json key = api::ReplayCanarySpecToJson(spec);
+  json key = api::ReplayCanarySpecToJson(spec);  // "template" parsed, always an object
+  // The template's labels are not an input: the canary's Pods carry labels
+  // of their own (canary::BuildCanaryJob), so a Deployment and a DaemonSet
+  // whose templates differ only in labels run the same Job.
+  if (auto metadata = key["template"].find("metadata");
+      metadata != key["template"].end() && metadata->is_object()) {
+    metadata->erase("labels");
+  }
   key["containers"] = containers;
   // A StatefulSet's canary pod has the identity of the set's first pod and
   // mounts its claims as emptyDirs (BuildVariantJob): it measures something
