@@ -707,11 +707,27 @@ Result<ReconcileResult> RolloutReconciler::ConsumePinnedOverride(const json& cac
                                              ? admission::DaemonSetPinInPlace(full)
                                              : admission::StatefulSetPinInPlace(full);
   if (pin.has_value()) {
-    RecordEvent(ctx_, cached, true, "RolloutHeld",
-                "template " + read.meta.Annotation(api::kHeldCandidateAnnotation) +
-                    " stays held although " + api::kOverrideHoldAnnotation + " is set: " + *pin +
-                    " (allocguard lifts no pin for an override: the one who may override does)");
-    return ReconcileResult{};
+    // The override is asked for, not acted on: the hold goes on as without
+    // it, decided again on the object read (its canary is created or
+    // waited for; a Flat one releases the hold and the annotation with it).
+    RolloutInput pinned = input;
+    pinned.deployment = std::move(read);
+    pinned.pin_in_place = true;
+    RolloutActions held = DecideRollout(pinned);
+    const std::string why_held = std::string(api::kOverrideHoldAnnotation) + " is set but " + *pin +
+                                 " (allocguard lifts no pin for an override: the one who may "
+                                 "override does)";
+    if (held.event_reason.empty() || held.event_reason == "RolloutHeld") {
+      held.event_warning = true;
+      held.event_note =
+          (held.event_reason.empty()
+               ? "template " + pinned.deployment.meta.Annotation(api::kHeldCandidateAnnotation) +
+                     " stays held: "
+               : held.event_note + "; ") +
+          why_held;
+      held.event_reason = "RolloutHeld";
+    }
+    return ApplyRolloutActions(cached, pinned, held);
   }
   if (actions.deployment_patch.has_value()) {
     if (auto stop = PatchUnchanged(*actions.deployment_patch, read.meta)) return *stop;

@@ -608,6 +608,37 @@ TEST_F(ReconcilerTest, StatefulSetOverrideIsConsumedOnlyOnceTheUserLiftsThePin) 
   EXPECT_THAT(EventReasons(), Contains("HoldCleared"));
 }
 
+// The override annotation set, the pin left in place: the hold goes on as
+// without it. The held template is canaried, and a Flat canary releases the
+// hold to the user's own partition, the unused override removed with it.
+TEST_F(ReconcilerTest, StatefulSetOverrideWithThePinInPlaceStillCanariesAndReleasesWhenFlat) {
+  const api::AllocatorPolicy policy = PutPolicy();
+  json set = HeldStatefulSetObject();
+  set["metadata"]["annotations"][api::kOverrideHoldAnnotation] = "INC-7 hotfix";
+  set = Put(kube::StatefulSets(), statefulsets_, set);
+  RolloutReconciler reconciler(ctx_, WorkloadKind::kStatefulSet);
+
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/db").ok());
+  const std::vector<json> created = server_->List(kube::ReplayCanaries(), kNs);
+  ASSERT_EQ(created.size(), 1u) << "the held template is canaried";
+  EXPECT_EQ(created[0]["spec"]["template"], set["spec"]["template"]);
+  EXPECT_THAT(EventReasons(), Contains("CanaryStarted"));
+
+  PutCanary(WorkloadKind::kStatefulSet, set, policy, "Flat");
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/db").ok());
+  const json released = server_->Get(kube::StatefulSets(), kNs, "db").value();
+  EXPECT_EQ(released["spec"]["updateStrategy"]["rollingUpdate"]["partition"], 1);
+  const json& annotations = released["metadata"]["annotations"];
+  EXPECT_FALSE(annotations.contains(api::kHeldCandidateAnnotation)) << annotations;
+  EXPECT_FALSE(annotations.contains(api::kOverrideHoldAnnotation))
+      << "an override left behind would lift the next hold without the permission";
+  EXPECT_FALSE(annotations.contains(api::kOverriddenCandidateAnnotation)) << annotations;
+  EXPECT_EQ(annotations[api::kReleasedCandidateAnnotation],
+            admission::TemplateHash(set["spec"]["template"]));
+  EXPECT_THAT(EventReasons(), Contains("RolloutReleased"));
+  EXPECT_THAT(EventReasons(), ::testing::Not(Contains("HoldCleared")));
+}
+
 // The cache shows the hold of the template the canary proved; the StatefulSet
 // was changed since (a new candidate held): nothing is released.
 TEST_F(ReconcilerTest, StatefulSetReleaseWaitsWhenTheObjectHoldsAnotherTemplateNow) {

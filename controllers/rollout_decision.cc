@@ -236,12 +236,15 @@ std::optional<RolloutActions> ReleaseOrphanedHold(const RolloutFacts& f) {
     out.deployment_patch = json{{"metadata",
                                  {{"annotations",
                                    {{api::kHeldCandidateAnnotation, nullptr},
+                                    {api::kOverrideHoldAnnotation, nullptr},
                                     {api::kReleasedCandidateAnnotation,
                                      f.released.empty() ? json(nullptr) : json(f.released)}}}}}};
   } else {
-    out.deployment_patch =
-        json{{"metadata", {{"annotations", {{api::kHeldCandidateAnnotation, nullptr}}}}},
-             {"spec", {{"paused", false}}}};
+    out.deployment_patch = json{
+        {"metadata",
+         {{"annotations",
+           {{api::kHeldCandidateAnnotation, nullptr}, {api::kOverrideHoldAnnotation, nullptr}}}}},
+        {"spec", {{"paused", false}}}};
   }
   out.event_reason = "HoldReleased";
   out.event_note = "template " + f.held + " was held by allocguard; the hold is released " +
@@ -259,6 +262,7 @@ std::optional<RolloutActions> ClearOverriddenHold(const RolloutFacts& f) {
       f.input.deployment.meta.Annotation(api::kOverrideHoldAnnotation);
   if (!f.holding() || override_reason.empty()) return std::nullopt;
   if (!f.pinned() && !RolledOutByOverride(f.input.deployment)) return std::nullopt;
+  if (f.pinned() && f.input.pin_in_place) return std::nullopt;  // not rolled out yet
   RolloutActions out;
   json annotations = {{api::kHeldCandidateAnnotation, nullptr},
                       {api::kOverrideHoldAnnotation, nullptr},
@@ -440,6 +444,11 @@ std::optional<RolloutActions> ReleaseOrRecord(const RolloutFacts& f) {
   json patch = {{"metadata", {{"annotations", {{api::kReleasedCandidateAnnotation, hash}}}}}};
   if (f.holding()) {
     patch["metadata"]["annotations"][api::kHeldCandidateAnnotation] = nullptr;
+    // An override asked for but not acted on ends with the hold: left in
+    // place, it would let the next hold be lifted by anyone who may edit
+    // the workload (the validating webhook asks the permission only of the
+    // update that sets or changes it).
+    patch["metadata"]["annotations"][api::kOverrideHoldAnnotation] = nullptr;
     if (f.pinned()) {
       out.release_pinned_hold = true;
     } else {

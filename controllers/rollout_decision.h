@@ -29,6 +29,8 @@
 // (allocguard.io/override-hold and unpaused) is cleared, the override
 // annotation with it, so a later hold needs a new, deliberate override;
 // allocguard.io/overridden-candidate keeps the record (HoldCleared event).
+// Every other end of a hold (a Flat canary, rule 1) removes an override
+// annotation that was set but not acted on, for the same reason.
 
 #include <optional>
 #include <string>
@@ -104,6 +106,12 @@ struct RolloutInput {
   // More than one policy's selector matches the template (the validating
   // webhook refuses to create such an overlap; one may predate it).
   bool policy_ambiguous = false;
+  // A StatefulSet or DaemonSet read whole still has the hold's pin in place
+  // (its partition, its OnDelete strategy). Set only by the reconciler after
+  // that read: the cache keeps no update strategy. An override annotation is
+  // then only a request the user has not acted on, so rule 2 does not apply
+  // and the hold goes on as without it (its canary runs, a Flat releases it).
+  bool pin_in_place = false;
 };
 
 struct RolloutActions {

@@ -425,6 +425,45 @@ TEST(DecideRolloutTest, AnOverrideIsConsumedOnce) {
   EXPECT_NE(a.event_note.find("hotfix for INC-42"), std::string::npos) << a.event_note;
 }
 
+// An override asked for (the annotation set) but not acted on (still
+// paused) when the canary comes back Flat: the release removes it, or it
+// would let the next hold be lifted by an unpause alone, which the
+// validating webhook asks no permission for.
+TEST(DecideRolloutTest, AFlatReleaseRemovesAnOverrideNotActedOn) {
+  RolloutInput in = In(Deployment({{api::kHeldCandidateAnnotation, Hash()},
+                                   {api::kOverrideHoldAnnotation, "hotfix for INC-42"}},
+                                  true),
+                       Policy(api::RolloutMode::kEnforce), Canary("Completed", "Flat"), Hash());
+  RolloutActions a = DecideRollout(in);
+  EXPECT_EQ(a.event_reason, "RolloutReleased");
+  ASSERT_TRUE(a.deployment_patch.has_value());
+  const json& annotations = (*a.deployment_patch)["metadata"]["annotations"];
+  ASSERT_TRUE(annotations.contains(api::kOverrideHoldAnnotation)) << annotations;
+  EXPECT_TRUE(annotations[api::kOverrideHoldAnnotation].is_null()) << annotations;
+  EXPECT_FALSE(annotations.contains(api::kOverriddenCandidateAnnotation))
+      << "nothing was overridden: the canary proved it";
+  EXPECT_EQ((*a.deployment_patch)["spec"]["paused"], false);
+}
+
+// A held StatefulSet with the override annotation: rule 2 consumes it only
+// once the user has lifted the pin. With the pin read in place, the hold
+// goes on as without the annotation: a Flat canary releases it.
+TEST(DecideRolloutTest, APinnedOverrideNotActedOnLetsTheHoldGoOn) {
+  json set = Deployment({{api::kHeldCandidateAnnotation, Hash()},
+                         {api::kOverrideHoldAnnotation, "hotfix for INC-42"}});
+  set["kind"] = "StatefulSet";
+  RolloutInput in = In(set, Policy(api::RolloutMode::kEnforce), std::nullopt, Hash());
+  in.kind = WorkloadKind::kStatefulSet;
+  in.measured = MeasuredTemplateOf(WorkloadKind::kStatefulSet, set);
+  EXPECT_TRUE(DecideRollout(in).consume_pinned_override)
+      << "from the cache, which keeps no update strategy, the pin is unknown";
+
+  in.pin_in_place = true;
+  RolloutActions started = DecideRollout(in);
+  EXPECT_FALSE(started.consume_pinned_override);
+  EXPECT_TRUE(started.create_canary.has_value()) << "the held template is canaried";
+}
+
 TEST(DecideRolloutTest, HeldWarningNamesTheFlatVariantAndTheOverride) {
   RolloutInput in = In(Deployment({{api::kHeldCandidateAnnotation, Hash()}}, true),
                        Policy(api::RolloutMode::kEnforce),
