@@ -67,11 +67,15 @@ std::vector<ReconcileRequest> CanaryEventRequests(const json& canary,
                                  : *kind == controllers::WorkloadKind::kStatefulSet ? statefulsets
                                                                                     : daemonsets;
   if (workloads != nullptr && !measured.empty()) {
+    // Keys only: the workload caches are packed, and ByIndex would decode
+    // every workload of the template (a thousand, for a template stamped
+    // per tenant) on every change of the canary.
     const std::string target_key = Namespace(canary) + "/" + target;
-    for (const json& w : workloads->ByIndex(controllers::kMeasuredTemplateIndex,
-                                            Namespace(canary) + "/" + measured)) {
-      const std::string key = kube::ObjectKey(w);
-      if (key != target_key) out.push_back({controllers::RolloutControllerName(*kind), key});
+    for (std::string& key : workloads->KeysByIndex(controllers::kMeasuredTemplateIndex,
+                                                   Namespace(canary) + "/" + measured)) {
+      if (key != target_key) {
+        out.push_back({controllers::RolloutControllerName(*kind), std::move(key)});
+      }
     }
   }
   auto labels = Labels(canary);
