@@ -1322,6 +1322,73 @@ TEST_F(OperatorTest, AStatefulSetOverrideIsConsumedOnceTheAdminSetsThePartitionB
   EXPECT_TRUE(deleted.ok() || deleted.error().IsNotFound());
 }
 
+// An override asked for but not acted on (the annotation set, the
+// DaemonSet's strategy left pinned at OnDelete): the hold goes on as without
+// it, so its canary's Flat verdict releases it to the user's own strategy,
+// and the unused annotation goes with the hold, or it would let the next hold
+// be lifted without the override permission.
+TEST_F(OperatorTest, ADaemonSetOverrideNotActedOnEndsWithTheHoldWhenItsCanaryIsFlat) {
+  ASSERT_TRUE(
+      client_->Create(kube::AllocatorPolicies(), ns_, Policy("dsovr", "dsovr", "Enforce")).ok());
+  ASSERT_TRUE(PolicyReady("dsovr"));
+  const json ds = {
+      {"apiVersion", "apps/v1"},
+      {"kind", "DaemonSet"},
+      {"metadata", {{"name", "dsovr-agent"}, {"namespace", ns_}}},
+      {"spec",
+       {{"selector", {{"matchLabels", {{"app", "dsovr"}}}}},
+        {"updateStrategy", {{"type", "RollingUpdate"}, {"rollingUpdate", {{"maxUnavailable", 3}}}}},
+        {"template",
+         {{"metadata", {{"labels", {{"app", "dsovr"}}}}},
+          {"spec", {{"containers", {{{"name", "agent"}, {"image", "dsovr:1"}}}}}}}}}}};
+  auto created = client_->Create(kube::DaemonSets(), ns_, ds);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  const json strategy = (*created)["spec"]["updateStrategy"];
+  const std::string first = admission::TemplateHash((*created)["spec"]["template"]);
+  ASSERT_TRUE(Eventually([&] {
+    auto w = client_->Get(kube::DaemonSets(), ns_, "dsovr-agent");
+    return w.ok() && Annotation(*w, api::kReleasedCandidateAnnotation) == first;
+  })) << OperatorLog();
+  auto held = client_->Patch(
+      kube::DaemonSets(), ns_, "dsovr-agent", kube::PatchType::kStrategicMerge,
+      {{"spec",
+        {{"template",
+          {{"spec", {{"containers", {{{"name", "agent"}, {"image", "dsovr:2"}}}}}}}}}}});
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  const std::string hash = Annotation(*held, api::kHeldCandidateAnnotation);
+  ASSERT_FALSE(hash.empty());
+  ASSERT_EQ((*held)["spec"]["updateStrategy"], json({{"type", "OnDelete"}}));
+
+  // The annotation alone, the strategy left pinned.
+  ASSERT_TRUE(
+      client_
+          ->Patch(kube::DaemonSets(), ns_, "dsovr-agent", kube::PatchType::kMerge,
+                  {{"metadata", {{"annotations", {{api::kOverrideHoldAnnotation, "INC-9"}}}}}})
+          .ok());
+  RunCanary(
+      CanaryFor("dsovr-agent", hash, "dsovr", api::WorkloadKind::kDaemonSet),
+      {{"candidate", Result("candidate", "Flat", 0.02)}, {"glibc", Result("glibc", "Flat", 0.01)}});
+  ASSERT_TRUE(Eventually([&] {
+    auto w = client_->Get(kube::DaemonSets(), ns_, "dsovr-agent");
+    return w.ok() && Annotation(*w, api::kReleasedCandidateAnnotation) == hash;
+  })) << Kubectl(EventsFor("daemonset/dsovr-agent")).output
+      << "\n"
+      << OperatorLog();
+  auto released = client_->Get(kube::DaemonSets(), ns_, "dsovr-agent");
+  ASSERT_TRUE(released.ok());
+  EXPECT_EQ((*released)["spec"]["updateStrategy"], strategy) << "the user's own strategy";
+  EXPECT_EQ(Annotation(*released, api::kHeldCandidateAnnotation), "");
+  EXPECT_EQ(Annotation(*released, api::kOverrideHoldAnnotation), "")
+      << "the override not acted on is removed with the hold";
+  EXPECT_EQ(Annotation(*released, api::kOverriddenCandidateAnnotation), "")
+      << "nothing was overridden: the canary proved the template";
+  EXPECT_TRUE(Eventually([&] {
+    return Kubectl(EventsFor("daemonset/dsovr-agent")).output.find("RolloutReleased") !=
+           std::string::npos;
+  }));
+  ASSERT_TRUE(client_->Delete(kube::DaemonSets(), ns_, "dsovr-agent").ok());
+}
+
 TEST_F(OperatorTest, ADeploymentRunningBeforeAnEnforcePolicyIsAdoptedWithoutACanary) {
   ASSERT_TRUE(
       client_->Create(kube::Deployments(), ns_, Deployment("adopt", "adopt", "web:1")).ok());
