@@ -68,6 +68,10 @@ GateDecision DecideDeploymentGate(const GateInput& input) {
     decision.reason = "template " + hash + " already has a Flat verdict";
     if (deployment.metadata.HasAnnotation(api::kHeldCandidateAnnotation)) {
       RemoveAnnotation(mutated, api::kHeldCandidateAnnotation);
+      // An override asked for and not acted on ends with the hold (as the
+      // rollout reconciler's releases do): left behind, it would let the
+      // next hold be lifted without the override permission.
+      RemoveAnnotation(mutated, api::kOverrideHoldAnnotation);
       if (deployment.paused) SetPaused(mutated, false);
       decision.action = GateAction::kRelease;
       decision.reason += "; the hold of " +

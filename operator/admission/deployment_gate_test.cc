@@ -109,6 +109,7 @@ TEST_P(DeploymentGateTest, Decides) {
     case Expect::kReleased:
       EXPECT_EQ(patched["spec"]["paused"], false);
       EXPECT_FALSE(patched["metadata"]["annotations"].contains(api::kHeldCandidateAnnotation));
+      EXPECT_FALSE(patched["metadata"]["annotations"].contains(api::kOverrideHoldAnnotation));
       EXPECT_EQ(patched["metadata"]["annotations"][api::kReleasedCandidateAnnotation], hash);
       break;
     case Expect::kFlatRecorded:
@@ -374,6 +375,28 @@ INSTANTIATE_TEST_SUITE_P(
                    d["spec"]["paused"] = true;
                    d["metadata"]["annotations"][api::kHeldCandidateAnnotation] =
                        HashOf(Deployment());
+                   return d;
+                 },
+                 kEnforce,
+                 {"web:3"},
+                 GateAction::kRelease,
+                 Expect::kReleased,
+                 false,
+                 "released"},
+        // An override set but not acted on (still paused) goes with the hold.
+        GateCase{"held_overridden_new_candidate_flat_releases",
+                 kUpdate,
+                 [] {
+                   json d = Held(Deployment());
+                   d["metadata"]["annotations"][api::kOverrideHoldAnnotation] = "INC-7";
+                   return d;
+                 },
+                 [] {
+                   json d = WithImage(Deployment(), "web:3");
+                   d["spec"]["paused"] = true;
+                   d["metadata"]["annotations"][api::kHeldCandidateAnnotation] =
+                       HashOf(Deployment());
+                   d["metadata"]["annotations"][api::kOverrideHoldAnnotation] = "INC-7";
                    return d;
                  },
                  kEnforce,

@@ -268,6 +268,7 @@ GateDecision DecideGate(const WorkloadGateInput& input, const Kind<Workload>& ki
       }
       decision.action = GateAction::kRelease;
       decision.reason += "; the hold of " + held_hash + " is released: " + restored.note;
+      RemoveAnnotation(mutated, api::kOverrideHoldAnnotation);  // as deployment_gate.cc
     }
     SetAnnotation(mutated, api::kReleasedCandidateAnnotation, hash);
     decision.patch = json::diff(input.new_object, mutated);

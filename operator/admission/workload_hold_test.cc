@@ -470,6 +470,24 @@ INSTANTIATE_TEST_SUITE_P(
                        {api::kReleasedCandidateAnnotation, HashOf(s)}};
                    return released;
                  }},
+        HoldCase{"flat_candidate_releases_and_drops_an_override_not_acted_on",
+                 kUpdate,
+                 [] { return Annotated(HeldOld(), api::kOverrideHoldAnnotation, "INC-7"); },
+                 [] {
+                   return Annotated(WithImage(HeldOld(), "pg:17"), api::kOverrideHoldAnnotation,
+                                    "INC-7");
+                 },
+                 kEnforce,
+                 {"pg:17"},
+                 GateAction::kRelease,
+                 false,
+                 "restored to 1",
+                 [](const json& s) {
+                   json released = WithPartition(s, 1);
+                   released["metadata"]["annotations"] = {
+                       {api::kReleasedCandidateAnnotation, HashOf(s)}};
+                   return released;
+                 }},
         HoldCase{"flat_with_garbled_memory_stays_held",
                  kUpdate,
                  HeldOld,
