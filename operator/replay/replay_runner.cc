@@ -323,7 +323,9 @@ bool VariantRun::JudgeIfMinuteEnded() {
   if (live.floors.size() <= floors_reported_) return false;
   floors_reported_ = live.floors.size();
   ReportMinute(live, stats_);
-  if (!live.decided_at_minute) return false;
+  // --no-early-stop: the run lasts its duration whatever the judge says
+  // on the way (the verdict is the finished run's).
+  if (!live.decided_at_minute || !options_.judge.early_stop) return false;
   Event(RunEvent::Decided(memory::FloorDecisionName(live.judgement.decision),
                           *live.decided_at_minute));
   return true;

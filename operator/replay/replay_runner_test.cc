@@ -169,6 +169,21 @@ TEST_F(ReplayRunnerTest, AFlatFloorIsFlatForEveryVariant) {
   }
 }
 
+// --no-early-stop: a floor the judge calls Flat after a few minutes still
+// runs its whole duration (before, the live judge stopped it all the same).
+TEST_F(ReplayRunnerTest, WithoutEarlyStopAFlatRunLastsItsDuration) {
+  env_.anon_bytes = Memory(0);
+  ReplayOptions o = Options();
+  o.judge.early_stop = false;
+  auto summary = RunReplay(o, &clock_);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->variants.front().verdict.verdict, Verdict::kFlat);
+  CsvRun csv = Csv("glibc");
+  ASSERT_FALSE(csv.rows.empty());
+  EXPECT_GE(csv.rows.back().memory.t_seconds, 15 * 60 - 2) << "sampled to the end of 15 minutes";
+  for (const RunEvent& e : csv.events) EXPECT_NE(e.kind, RunEventKind::kDecided);
+}
+
 TEST_F(ReplayRunnerTest, AWorkloadThatExitsEarlyFailsWithTheMinuteAndItsStderr) {
   env_.exit_at = 150;
   env_.exit_code = 3;
