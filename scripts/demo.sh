@@ -41,7 +41,7 @@ cmake -S . -B build/demo -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TEST
   -DALLOCGUARD_PCH=ON -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache \
   >/dev/null
 env -u LC_CTYPE -u LC_MESSAGES LANG=C.UTF-8 LC_ALL=C.UTF-8 \
-  cmake --build build/demo --target allocguard ratchet_service
+  cmake --build build/demo --target allocguard ratchet_service allocguard_stats
 echo "== built after $((SECONDS - start)) s"
 
 out=out/$name
@@ -53,12 +53,18 @@ cat <<MSG
    soon as its verdict is clear, so expect roughly 10-20 minutes in all.
    glibc512 = glibc malloc with MALLOC_ARENA_MAX=512, the arena limit of a 64-core node
    jemalloc = jemalloc 5.3 (Debian libjemalloc2) preloaded with LD_PRELOAD
+   Both with allocguard's stats agent preloaded: the allocator's own books, bytes
+   in use by the program and bytes the allocator retains (docs/allocator-books.md)
 MSG
 set +e
+agent=$PWD/build/demo/allocators/liballocguard_stats.so
+books=$PWD/$out/books
+mkdir -p "$books"
 build/demo/operator/cli/allocguard replay \
   --load e2e/workloads/demo.load.yaml \
-  --variant glibc512=glibc,MALLOC_ARENA_MAX=512 \
-  --variant jemalloc \
+  --variant "glibc512=glibc,MALLOC_ARENA_MAX=512,LD_PRELOAD=$agent,ALLOCGUARD_STATS_DIR=$books" \
+  --variant "jemalloc=jemalloc,LD_PRELOAD=$agent,ALLOCGUARD_STATS_DIR=$books" \
+  --books-dir "$books" \
   --duration "$duration" \
   --out "$out" \
   --report "$out/report.html" \
