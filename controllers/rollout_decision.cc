@@ -223,28 +223,32 @@ RolloutActions Skip(std::string reason) {
   return out;
 }
 
+// The annotations every end of a hold removes (a merge patch's nulls): the
+// hold's mark, and the override annotation, spent or asked for but not acted
+// on. Left in place, an override would let the next hold be lifted by anyone
+// who may edit the workload: the validating webhook asks the override
+// permission only of the update that sets or changes it.
+json HoldEndAnnotations() {
+  return {{api::kHeldCandidateAnnotation, nullptr}, {api::kOverrideHoldAnnotation, nullptr}};
+}
+
 // Rule 1: a hold no Enforce policy stands behind any more is released.
 std::optional<RolloutActions> ReleaseOrphanedHold(const RolloutFacts& f) {
   if (!f.holding()) return std::nullopt;
   const std::string why = OrphanedHoldReason(f.input);
   if (why.empty()) return std::nullopt;
   RolloutActions out;
+  json annotations = HoldEndAnnotations();
   if (f.pinned()) {
     // The release records the held template as released; it was not proven,
     // so the annotation goes back to what it was.
     out.release_pinned_hold = true;
-    out.deployment_patch = json{{"metadata",
-                                 {{"annotations",
-                                   {{api::kHeldCandidateAnnotation, nullptr},
-                                    {api::kOverrideHoldAnnotation, nullptr},
-                                    {api::kReleasedCandidateAnnotation,
-                                     f.released.empty() ? json(nullptr) : json(f.released)}}}}}};
+    annotations[api::kReleasedCandidateAnnotation] =
+        f.released.empty() ? json(nullptr) : json(f.released);
+    out.deployment_patch = json{{"metadata", {{"annotations", std::move(annotations)}}}};
   } else {
-    out.deployment_patch = json{
-        {"metadata",
-         {{"annotations",
-           {{api::kHeldCandidateAnnotation, nullptr}, {api::kOverrideHoldAnnotation, nullptr}}}}},
-        {"spec", {{"paused", false}}}};
+    out.deployment_patch = json{{"metadata", {{"annotations", std::move(annotations)}}},
+                                {"spec", {{"paused", false}}}};
   }
   out.event_reason = "HoldReleased";
   out.event_note = "template " + f.held + " was held by allocguard; the hold is released " +
@@ -264,10 +268,9 @@ std::optional<RolloutActions> ClearOverriddenHold(const RolloutFacts& f) {
   if (!f.pinned() && !RolledOutByOverride(f.input.deployment)) return std::nullopt;
   if (f.pinned() && f.input.pin_in_place) return std::nullopt;  // not rolled out yet
   RolloutActions out;
-  json annotations = {{api::kHeldCandidateAnnotation, nullptr},
-                      {api::kOverrideHoldAnnotation, nullptr},
-                      {api::kOverriddenCandidateAnnotation, f.held + " " + override_reason},
-                      {api::kReleasedCandidateAnnotation, f.input.template_hash}};
+  json annotations = HoldEndAnnotations();
+  annotations[api::kOverriddenCandidateAnnotation] = f.held + " " + override_reason;
+  annotations[api::kReleasedCandidateAnnotation] = f.input.template_hash;
   if (f.pinned()) {
     out.consume_pinned_override = true;
     // What the hold remembered goes with it: the user has set the field.
@@ -443,12 +446,7 @@ std::optional<RolloutActions> ReleaseOrRecord(const RolloutFacts& f) {
   RolloutActions out;
   json patch = {{"metadata", {{"annotations", {{api::kReleasedCandidateAnnotation, hash}}}}}};
   if (f.holding()) {
-    patch["metadata"]["annotations"][api::kHeldCandidateAnnotation] = nullptr;
-    // An override asked for but not acted on ends with the hold: left in
-    // place, it would let the next hold be lifted by anyone who may edit
-    // the workload (the validating webhook asks the permission only of the
-    // update that sets or changes it).
-    patch["metadata"]["annotations"][api::kOverrideHoldAnnotation] = nullptr;
+    patch["metadata"]["annotations"].update(HoldEndAnnotations());
     if (f.pinned()) {
       out.release_pinned_hold = true;
     } else {

@@ -45,6 +45,11 @@ std::optional<std::string> NotGated(const std::optional<api::AllocatorPolicy>& p
   return std::nullopt;
 }
 
+void RemoveHoldMarks(json& workload) {
+  RemoveAnnotation(workload, api::kHeldCandidateAnnotation);
+  RemoveAnnotation(workload, api::kOverrideHoldAnnotation);
+}
+
 GateDecision DecideDeploymentGate(const GateInput& input) {
   const api::Deployment deployment = api::ParseDeployment(input.new_deployment);
   if (auto why = NotGated(input.policy, input.operator_namespace, "Deployment", deployment.metadata,
@@ -67,11 +72,7 @@ GateDecision DecideDeploymentGate(const GateInput& input) {
   if (input.has_flat_verdict && input.has_flat_verdict(hash)) {
     decision.reason = "template " + hash + " already has a Flat verdict";
     if (deployment.metadata.HasAnnotation(api::kHeldCandidateAnnotation)) {
-      RemoveAnnotation(mutated, api::kHeldCandidateAnnotation);
-      // An override asked for and not acted on ends with the hold (as the
-      // rollout reconciler's releases do): left behind, it would let the
-      // next hold be lifted without the override permission.
-      RemoveAnnotation(mutated, api::kOverrideHoldAnnotation);
+      RemoveHoldMarks(mutated);
       if (deployment.paused) SetPaused(mutated, false);
       decision.action = GateAction::kRelease;
       decision.reason += "; the hold of " +

@@ -82,6 +82,14 @@ struct GateDecision {
 
 GateDecision DecideDeploymentGate(const GateInput& input);
 
+// Removes from a workload whose hold is released the annotations every end
+// of a hold removes: the hold's mark (api::kHeldCandidateAnnotation) and the
+// override annotation, spent or asked for but not acted on. Left in place, an
+// override would let the next hold be lifted by anyone who may edit the
+// workload: the validating webhook asks the override permission only of the
+// update that sets or changes it.
+void RemoveHoldMarks(nlohmann::json& workload);
+
 // The first rule of every workload's gate: why a workload of `kind`
 // ("Deployment", "StatefulSet", ...) is not gated, or nullopt when it is. Not
 // gated: no governing policy, the namespace is kube-system or the operator's

@@ -130,7 +130,7 @@ Restored RestorePartition(json& mutated, const api::StatefulSet& set) {
       restored.note = kPartitionPath + std::string(" removed (the StatefulSet had none)");
     }
   }
-  RemoveAnnotation(mutated, api::kHeldCandidateAnnotation);
+  RemoveHoldMarks(mutated);
   RemoveAnnotation(mutated, api::kUserPartitionAnnotation);
   return restored;
 }
@@ -202,7 +202,7 @@ Restored RestoreStrategy(json& mutated, const api::DaemonSet& set) {
       restored.note = "spec.updateStrategy restored to " + api::json_fields::Dump(*user);
     }
   }
-  RemoveAnnotation(mutated, api::kHeldCandidateAnnotation);
+  RemoveHoldMarks(mutated);
   RemoveAnnotation(mutated, api::kUserUpdateStrategyAnnotation);
   return restored;
 }
@@ -268,7 +268,6 @@ GateDecision DecideGate(const WorkloadGateInput& input, const Kind<Workload>& ki
       }
       decision.action = GateAction::kRelease;
       decision.reason += "; the hold of " + held_hash + " is released: " + restored.note;
-      RemoveAnnotation(mutated, api::kOverrideHoldAnnotation);  // as deployment_gate.cc
     }
     SetAnnotation(mutated, api::kReleasedCandidateAnnotation, hash);
     decision.patch = json::diff(input.new_object, mutated);
