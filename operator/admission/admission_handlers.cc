@@ -117,7 +117,7 @@ webhook::AdmissionResponse AdmissionHandlers::MutatePod(
   }
   PodInjectionDecision d = DecidePodInjection(in);
   webhook::AdmissionResponse response;
-  if (d.action != PodInjectionAction::kSkip) response.patch = d.patch;
+  if (d.action != PodInjectionAction::kSkip) response.patch = std::move(d.patch);
   if (d.action == PodInjectionAction::kSuspended) {
     response.warnings.push_back("allocguard: " + d.reason);
   }
@@ -156,7 +156,7 @@ webhook::AdmissionResponse AdmissionHandlers::MutateDeployment(
   };
   GateDecision d = DecideDeploymentGate(in);
   webhook::AdmissionResponse response;
-  response.patch = d.patch;
+  response.patch = std::move(d.patch);
   if (d.action == GateAction::kHold) {
     response.warnings.push_back("allocguard: " + d.reason);
   }
@@ -207,9 +207,9 @@ webhook::AdmissionResponse HoldWorkload(const webhook::AdmissionRequest& request
   in.has_flat_verdict = [&in, &flat](const std::string& hash) {
     return in.policy.has_value() && flat(*in.policy, hash);
   };
-  const GateDecision d = decide(in);
+  GateDecision d = decide(in);
   webhook::AdmissionResponse response;
-  response.patch = d.patch;
+  response.patch = std::move(d.patch);
   if (d.action == GateAction::kHold) response.warnings.push_back("allocguard: " + d.reason);
   return response;
 }

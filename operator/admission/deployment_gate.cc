@@ -80,7 +80,7 @@ GateDecision DecideDeploymentGate(const GateInput& input) {
                          " is released";
     }
     SetAnnotation(mutated, api::kReleasedCandidateAnnotation, hash);
-    decision.patch = json::diff(input.new_deployment, mutated);
+    decision.patch = api::JsonPatchBetween(input.new_deployment, mutated);
     return decision;
   }
 
@@ -95,7 +95,7 @@ GateDecision DecideDeploymentGate(const GateInput& input) {
                     "AllocatorPolicy " + policy.name + ")";
   SetPaused(mutated, true);
   SetAnnotation(mutated, api::kHeldCandidateAnnotation, hash);
-  decision.patch = json::diff(input.new_deployment, mutated);
+  decision.patch = api::JsonPatchBetween(input.new_deployment, mutated);
   return decision;
 }
 

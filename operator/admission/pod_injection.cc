@@ -368,7 +368,7 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
     }
     for (const auto& [key, value] : decision.annotations) SetAnnotation(mutated, key, value);
     decision.action = PodInjectionAction::kSuspended;
-    decision.patch = json::diff(pod, mutated);
+    decision.patch = api::JsonPatchBetween(pod, mutated);
     decision.reason = "pod " + pod_name + " was not injected: " + why;
     return decision;
   }
@@ -407,7 +407,7 @@ PodInjectionDecision DecidePodInjection(const PodInjectionInput& input) {
   if (guarded) SetLabel(mutated, api::kGuardLabel, "true");
 
   decision.action = PodInjectionAction::kInject;
-  decision.patch = json::diff(pod, mutated);
+  decision.patch = api::JsonPatchBetween(pod, mutated);
   decision.reason = "injected " + AllocatorLabel(policy.spec.allocator.name) + " (libc " +
                     api::LibcName(options.libc) + ") into pod " + pod_name + " (AllocatorPolicy " +
                     policy.name + ", generation " + std::to_string(policy.generation) + ")";

@@ -252,7 +252,7 @@ GateDecision DecideGate(const WorkloadGateInput& input, const Kind<Workload>& ki
       return decision;
     }
     decision.reason += "; " + held_hash + " stays held: " + kind.pin(mutated, now, &before);
-    decision.patch = json::diff(input.new_object, mutated);
+    decision.patch = api::JsonPatchBetween(input.new_object, mutated);
     return decision;
   }
 
@@ -270,7 +270,7 @@ GateDecision DecideGate(const WorkloadGateInput& input, const Kind<Workload>& ki
       decision.reason += "; the hold of " + held_hash + " is released: " + restored.note;
     }
     SetAnnotation(mutated, api::kReleasedCandidateAnnotation, hash);
-    decision.patch = json::diff(input.new_object, mutated);
+    decision.patch = api::JsonPatchBetween(input.new_object, mutated);
     return decision;
   }
 
@@ -297,7 +297,7 @@ GateDecision DecideGate(const WorkloadGateInput& input, const Kind<Workload>& ki
         "hold but cannot prevent that";
   }
   SetAnnotation(mutated, api::kHeldCandidateAnnotation, hash);
-  decision.patch = json::diff(input.new_object, mutated);
+  decision.patch = api::JsonPatchBetween(input.new_object, mutated);
   return decision;
 }
 
@@ -318,7 +318,7 @@ GateDecision Release(const json& object, const Kind<Workload>& kind) {
   decision.action = GateAction::kRelease;
   decision.reason = "template " + held_hash + " is Flat and released: " + restored.note;
   SetAnnotation(mutated, api::kReleasedCandidateAnnotation, held_hash);
-  decision.patch = json::diff(object, mutated);
+  decision.patch = api::JsonPatchBetween(object, mutated);
   return decision;
 }
 

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "operator/common/base64.h"
 
 namespace allocguard::webhook {
@@ -154,6 +158,51 @@ TEST(EncodeAdmissionReviewTest, DenyCarriesStatusAndNoPatch) {
   EXPECT_EQ(out["response"]["status"]["message"], "held: canary is running");
   EXPECT_FALSE(out["response"].contains("patch"));
   EXPECT_FALSE(out["response"].contains("patchType"));
+}
+
+// The review as a tree, dumped: what EncodeAdmissionReview wrote before it
+// wrote the members itself. The API server sees the same bytes.
+std::string EncodedAsATree(const std::string& uid, const AdmissionResponse& response) {
+  constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
+  json r = {{"uid", uid}, {"allowed", response.allowed}};
+  if (response.status_code != 0 || !response.status_message.empty() ||
+      !response.status_reason.empty()) {
+    json status = json::object();
+    if (response.status_code != 0) status["code"] = response.status_code;
+    if (!response.status_message.empty()) status["message"] = response.status_message;
+    if (!response.status_reason.empty()) status["reason"] = response.status_reason;
+    r["status"] = std::move(status);
+  }
+  if (response.patch.is_array() && !response.patch.empty()) {
+    r["patchType"] = "JSONPatch";
+    r["patch"] = EncodeBase64(response.patch.dump(-1, ' ', false, kReplace));
+  }
+  if (!response.warnings.empty()) r["warnings"] = response.warnings;
+  if (!response.audit_annotations.empty()) r["auditAnnotations"] = response.audit_annotations;
+  json review = {{"apiVersion", "admission.k8s.io/v1"},
+                 {"kind", "AdmissionReview"},
+                 {"response", std::move(r)}};
+  return review.dump(-1, ' ', false, kReplace);
+}
+
+TEST(EncodeAdmissionReviewTest, WritesTheBytesOfTheReviewAsATree) {
+  std::vector<std::pair<std::string, AdmissionResponse>> cases;
+  cases.emplace_back("uid-1", AdmissionResponse::Allow());
+  AdmissionResponse full;
+  full.patch = json::array({{{"op", "add"}, {"path", "/a~1b"}, {"value", "\"quoted\"\n\xff"}}});
+  full.warnings = {"w1", "w \"2\"", std::string("bad \xff")};
+  full.audit_annotations = {{"b", "2"}, {"a", "\t1"}};
+  full.status_code = 200;
+  full.status_message = "ok";
+  cases.emplace_back("uid \"2\" \xfe", full);
+  cases.emplace_back("uid-3", AdmissionResponse::Deny("held: \"canary\" running"));
+  AdmissionResponse reason_only;
+  reason_only.status_reason = "InternalError";
+  reason_only.patch = json::array();
+  cases.emplace_back("", reason_only);
+  for (const auto& [uid, response] : cases) {
+    EXPECT_EQ(EncodeAdmissionReview(uid, response), EncodedAsATree(uid, response));
+  }
 }
 
 TEST(EncodeAdmissionReviewTest, InvalidUtf8IsRepairedNotThrown) {
