@@ -297,6 +297,12 @@ leader=$(leader_pod)
 pods=$(jp pods -n "$system_ns" -l app.kubernetes.io/name=allocguard -o jsonpath='{.items[*].metadata.name}')
 [[ " $pods " == *" $leader "* ]] || fail "the Lease names '$leader', not one of the pods: $pods"
 say "replicas ready: $ready; leader: $leader (pods: $pods)"
+# The chart preloads the operator's own malloc from the image (operator.malloc,
+# default jemalloc); a wrong path would only make ld.so warn and fall back.
+heap=$(kubectl logs -n "$system_ns" "$leader" | grep -o 'heap: [a-z]* malloc' | head -1 || true)
+[[ $heap == "heap: jemalloc malloc" ]] ||
+  fail "the operator logs '$heap', want 'heap: jemalloc malloc' (the chart's operator.malloc)"
+say "the operator runs on jemalloc ($heap)"
 stop_if install
 
 # --- 2. govern ------------------------------------------------------------------

@@ -4,12 +4,14 @@
 #
 #   bench/peers/webhook_side_by_side.sh [--rates 200,500,1000,1500,2000,3000]
 #                                       [--rounds 2] [--seconds 5]
-#                                       [--webhook-bench PATH]
+#                                       [--webhook-bench PATH] [--preload LIB]
 #
 # Both servers run as processes of their own pinned to CPU 0 with taskset:
 # allocguard as `webhook_bench --listen` (net::NewHttpsServer, the production
 # TLS settings, the real admission::DecidePodInjection with three policies in
-# the namespace), the peer with GOMAXPROCS=1. The client is
+# the namespace), the peer with GOMAXPROCS=1. --preload LIB runs allocguard's
+# server with LD_PRELOAD=LIB, as the chart runs the operator on mimalloc
+# (docs/operator.md); without it, on glibc malloc. The client is
 # `webhook_bench --url`, pinned to CPU 1: open loop, 16 kept-alive TLS
 # connections, latency from each request's scheduled send time. At every
 # rate of every round the two are driven one after the other, allocguard
@@ -32,12 +34,14 @@ rates=200,500,1000,1500,2000,3000
 rounds=2
 seconds=5
 bench=$repo/build/release/bench/webhook_bench
+preload=
 while (($#)); do
   case $1 in
     --rates) rates=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --webhook-bench) bench=$2; shift 2 ;;
+    --preload) preload=$2; shift 2 ;;
     *) echo "webhook_side_by_side: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -79,7 +83,7 @@ rss_mib() { awk '/^VmRSS:/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
 
 : >"$work/allocguard.out"
 : >"$work/peer.out"
-taskset -c 0 "$bench" --listen 0 --ca-out "$work/allocguard-ca.pem" --server-cpu 0 \
+LD_PRELOAD=$preload taskset -c 0 "$bench" --listen 0 --ca-out "$work/allocguard-ca.pem" --server-cpu 0 \
   >"$work/allocguard.out" 2>&1 &
 pids+=($!)
 allocguard_pid=$!
@@ -114,6 +118,7 @@ fi
 
 echo
 echo "uptime before: $(uptime)"
+echo "allocguard's malloc: ${preload:-glibc}"
 echo "idle VmRSS: allocguard $(rss_mib "$allocguard_pid") MiB, controller-runtime $(rss_mib "$peer_pid") MiB"
 echo "servers pinned to CPU 0 (the Go one with GOMAXPROCS=1), client on CPU 1;" \
   "$seconds s per rate, 16 TLS connections, open loop"

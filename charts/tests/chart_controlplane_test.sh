@@ -146,6 +146,7 @@ refuse pullPolicy --set image.pullPolicy=Sometimes
 refuse "must be below replicaCount" --set replicaCount=1  # a PDB that would block every drain
 refuse webhok --set webhok.timeoutSeconds=3  # a misspelt key is not silently ignored
 refuse "'name' required" --set certManager.enabled=true --set certManager.issuerRef.kind=ClusterIssuer
+refuse malloc --set operator.malloc=tcmalloc
 
 echo "== rendered options"
 cm=$("$helm" template t "$chart" -n agns --set certManager.enabled=true)
@@ -394,6 +395,13 @@ for a in --leader-elect "--image=$image" "--operator-namespace=$ns" "--webhook-s
   grep -q -- "\"$a\"" <<<"$args" && pass "operator arg $a" || fail "operator args lack $a: $args"
 done
 expect_eq "image" "$(jget deployment "$name" '{.spec.template.spec.containers[0].image}' "$ns")" "$image"
+# The operator's own malloc (operator.malloc, default jemalloc), from the
+# image's allocator builds; glibc preloads nothing.
+preload=$(jget deployment "$name" '{.spec.template.spec.containers[0].env[?(@.name=="LD_PRELOAD")].value}' "$ns")
+expect_eq "operator malloc preloaded" "$preload" /opt/allocguard/lib/glibc/libjemalloc.so.2
+expect_eq "operator.malloc=glibc preloads nothing" \
+  "$("$helm" template t "$chart" --show-only templates/deployment.yaml --set operator.malloc=glibc |
+    grep -c 'name: LD_PRELOAD' || true)" 0
 expect_eq "pull policy" "$(jget deployment "$name" '{.spec.template.spec.containers[0].imagePullPolicy}' "$ns")" Never
 expect_eq "PodDisruptionBudget minAvailable" "$(jget pdb "$name" '{.spec.minAvailable}' "$ns")" 1
 expect_eq "webhook Service port" "$(jget service "$name-webhook" '{.spec.ports[0].port}->{.spec.ports[0].targetPort}' "$ns")" "443->webhook"
@@ -455,7 +463,12 @@ KUBECONFIG
     python3 -c 'import json,sys
 for a in json.load(sys.stdin):
     if not a.endswith("-bind-address") and "-bind-address=" not in a: print(a)')
-  POD_NAME=chart-test-operator POD_NAMESPACE=$ns "$operator" "${op_args[@]}" \
+  # The chart's preload, from Debian's build of the same allocator (the
+  # image's path exists only in the image); not into a sanitizer's build.
+  op_preload=""
+  [[ ${ALLOCGUARD_TEST_OPERATOR_PRELOAD:-1} == 1 ]] && op_preload=/usr/lib/x86_64-linux-gnu/$(basename "$preload")
+  POD_NAME=chart-test-operator POD_NAMESPACE=$ns \
+    LD_PRELOAD=$op_preload "$operator" "${op_args[@]}" \
     --kubeconfig "$work/operator.kubeconfig" --health-probe-bind-address 127.0.0.1:0 \
     --metrics-bind-address 127.0.0.1:0 --webhook-bind-address 127.0.0.1:0 \
     --bound-addresses-file "$work/ports" >"$work/operator.log" 2>&1 &
@@ -494,6 +507,9 @@ for a in json.load(sys.stdin):
     "MutatingWebhookConfiguration/$name/$uid_m"
   holder=$(jget lease allocguard-operator '{.spec.holderIdentity}' "$ns" 2>/dev/null || true)
   expect_eq "Lease holder (POD_NAME_pid)" "${holder%_*}" chart-test-operator
+  if [[ -n $op_preload ]]; then
+    expect_eq "operator's malloc" "$(grep -o 'heap: [a-z]* malloc' "$work/operator.log" | head -1)" "heap: jemalloc malloc"
+  fi
   # /metrics of the leading replica: leader, certificate, webhooks, controllers.
   metrics_port=$(sed -n 's/^metrics=//p' "$work/ports")
   scrape=""

@@ -1,8 +1,6 @@
 #include "operator/manager/manager.h"
 #include "operator/admission/allocator_injection.h"
 
-#include <malloc.h>
-
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -21,6 +19,7 @@
 #include "operator/manager/canary_metrics.h"
 #include "operator/manager/controller_runner.h"
 #include "operator/manager/event_routing.h"
+#include "operator/manager/heap_return.h"
 #include "operator/manager/http_server_runnable.h"
 #include "operator/manager/liveness.h"
 #include "operator/manager/rollout_metrics.h"
@@ -41,7 +40,7 @@ constexpr Clock::Duration kReconcileStallBound = std::chrono::minutes(5);
 constexpr Clock::Duration kWebhookLoopStallBound = std::chrono::seconds(30);
 // Certificate rotation and caBundle upkeep, on every replica.
 constexpr Clock::Duration kWebhookUpkeepPeriod = std::chrono::seconds(30);
-// How often glibc's arenas give their free pages back (ReturnFreedHeap).
+// How often the heap gives its free pages back (ReturnFreedHeap).
 constexpr Clock::Duration kHeapTrimPeriod = std::chrono::seconds(10);
 
 // --- runnables ---------------------------------------------------------------
@@ -104,19 +103,6 @@ class LeaseLeaderElection final : public LeaderElection {
   kube::Client* client_;
   kube::LeaderElectionConfig config_;
 };
-
-// Gives the free pages inside glibc's arenas back to the kernel. A reconcile
-// over a namespace's 10 000 Deployments or Pods, a list page or a burst of
-// watch events leaves tens of MiB free in the arena of the thread that did
-// it, and glibc returns an arena's memory only from its top; with the caches
-// packed that free memory was most of the operator's RSS (docs/benchmarks.md,
-// "Packed caches"). Under another allocator (LD_PRELOAD) this trims glibc's
-// own, nearly empty arenas and costs nothing.
-void ReturnFreedHeap() {
-#if defined(__GLIBC__)
-  malloc_trim(0);
-#endif
-}
 
 // --- caches ------------------------------------------------------------------
 
@@ -369,6 +355,9 @@ Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
       WebhookServingDeps{client.get(), &caches.policies->store(), &caches.canaries->store(),
                          &caches.deployments->store(), &events, &registry, clock,
                          &caches.statefulsets->store(), &caches.daemonsets->store()})));
+  spdlog::info("heap: {} malloc, free pages returned every {} s",
+               HeapAllocatorName(RunningHeapAllocator()),
+               std::chrono::duration_cast<std::chrono::seconds>(kHeapTrimPeriod).count());
   manager.Add(std::make_unique<Ticker>("heap trim", clock, kHeapTrimPeriod, ReturnFreedHeap));
   manager.Add(std::make_unique<Ticker>("webhook upkeep", clock, kWebhookUpkeepPeriod,
                                        [webhooks] { webhooks->Tick(); }));
