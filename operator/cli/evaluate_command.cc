@@ -53,6 +53,13 @@ struct EvaluateArgs {
   double spending_rho = memory::JudgeOptions{}.spending_rho;
   std::vector<std::string> csv_paths;
   int sample_traces_per_class = 0;
+  // Canary replicas of one variant side by side (wide corpus): how many, the
+  // correlation of their floor noise, how their floors are combined and
+  // whether an outlier minute is in one replica or in all.
+  int replicas = 1;
+  double replica_correlation = 0;
+  std::string replica_combine = "mean";
+  std::string replica_outlier = "one";
 };
 
 // The judge options of the new rule for a plan: `base` with the large-steps
@@ -681,7 +688,15 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
                                          {name[4], new_judge.get(), max_floors, 1}};
   const size_t rule_count = std::size(rules);
   const auto corpus = memory::WideCorpus(threshold, args.max_minutes, args.planned_minutes);
-  const auto counts = memory::EvaluateRules(corpus, args.traces_per_class, args.seed, rules);
+  const memory::ReplicaOptions replicas{
+      .replicas = args.replicas,
+      .correlation = args.replica_correlation,
+      .combine = args.replica_combine == "median" ? memory::ReplicaCombine::kMedian
+                                                  : memory::ReplicaCombine::kMean,
+      .outlier = args.replica_outlier == "all" ? memory::ReplicaOutlier::kEveryReplica
+                                               : memory::ReplicaOutlier::kOneReplica};
+  const auto counts =
+      memory::EvaluateRules(corpus, args.traces_per_class, args.seed, rules, replicas);
 
   std::string late_scan = next.late_growth_hinge ? ", the broken-line late-growth scan" : "";
   if (next.late_growth_trend_p > 0) {
@@ -711,6 +726,15 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
           ? ", one outlier minute left out"
           : "",
       late_scan.c_str());
+  if (args.replicas > 1) {
+    std::printf(
+        "every rule sees, per minute, the %s of the floors of %d canary replicas side by side, "
+        "whose noise\nhas the class's sd and lag-1 correlation and a correlation of %.2f between "
+        "replicas; an outlier minute\nis in %s (the demo climb and the --csv recordings are "
+        "single runs, judged as they are)\n\n",
+        args.replica_combine.c_str(), args.replicas, args.replica_correlation,
+        args.replica_outlier == "all" ? "every replica" : "one replica");
+  }
   std::printf("%-34s %-11s", "class", "truth");
   for (const auto& r : rules) std::printf(" | %-26s", r.name.c_str());
   std::printf("\n%-34s %-11s", "", "");
@@ -920,6 +944,9 @@ int RunEvaluate(const EvaluateArgs& args) {
   if (args.max_minutes < args.planned_minutes) {
     return UsageError(InvalidArgument("--max-minutes must be at least --planned-minutes"));
   }
+  if (args.replicas > 1 && args.corpus != "wide") {
+    return UsageError(InvalidArgument("--replicas applies to the wide corpus only"));
+  }
   if (args.traces_per_class == 0) {
     if (args.sample_traces_per_class > 0) {
       const int rc = EvaluateSampleCorpus(args);
@@ -1076,6 +1103,26 @@ void RegisterEvaluateCommand(CLI::App& app, int* exit_code) {
                   "The new judge's late-growth Ratchet needs the tail's Mann-Kendall p below "
                   "this (0.05: the gate of the whole-run test)")
       ->check(CLI::Range(0.001, 0.2))
+      ->capture_default_str();
+  cmd->add_option("--replicas", args->replicas,
+                  "Wide corpus: canary replicas of one variant side by side; every rule sees "
+                  "their combined floors (1: one canary pod, the corpus as it is)")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+  cmd->add_option("--replica-correlation", args->replica_correlation,
+                  "Wide corpus, --replicas > 1: correlation of the replicas' floor noise in the "
+                  "same minute")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--replica-combine", args->replica_combine,
+                  "Wide corpus, --replicas > 1: the floor a rule sees each minute, the mean or "
+                  "the median of the replicas' floors")
+      ->check(CLI::IsMember({"mean", "median"}))
+      ->capture_default_str();
+  cmd->add_option("--replica-outlier", args->replica_outlier,
+                  "Wide corpus, --replicas > 1: an outlier minute is in one replica's floor (a "
+                  "request served by one pod) or in all of them")
+      ->check(CLI::IsMember({"one", "all"}))
       ->capture_default_str();
   cmd->add_option("--samples", args->sample_traces_per_class,
                   "Traces per class of the sample-level corpus (2 s samples; compares floor "

@@ -1,5 +1,6 @@
 #include "operator/memory/floor_trace_generator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <numbers>
@@ -27,16 +28,31 @@ const char* TraceTruthName(TraceTruth t) {
   return "unknown";
 }
 
-std::vector<MinuteFloor> GenerateFloorTrace(const TraceSpec& spec, uint64_t seed) {
+namespace {
+
+// The stationary Gaussian AR(1) noise of minutes 0 .. spec.minutes - 1, MiB,
+// drawn in the order GenerateFloorTrace has always drawn it.
+std::vector<double> NoiseSeries(const TraceSpec& spec, uint64_t seed) {
   SeededRandom rng(seed);
-  const double slope_mib_per_minute = spec.slope_gib_per_h * 1024.0 / 60.0;
   const double innovation_sd = spec.noise_sd_mib * std::sqrt(1 - spec.noise_ar1 * spec.noise_ar1);
-  double noise = spec.noise_sd_mib * rng.Gaussian();  // stationary start
-  std::vector<MinuteFloor> floors;
+  std::vector<double> noise;
+  noise.reserve(static_cast<size_t>(std::max(spec.minutes, 0)));
+  double e = spec.noise_sd_mib * rng.Gaussian();  // stationary start
   for (int m = 0; m < spec.minutes; ++m) {
-    if (m > 0) noise = spec.noise_ar1 * noise + innovation_sd * rng.Gaussian();
-    if (m < spec.warmup_minutes) continue;
-    double mib = spec.base_mib + noise;
+    if (m > 0) e = spec.noise_ar1 * e + innovation_sd * rng.Gaussian();
+    noise.push_back(e);
+  }
+  return noise;
+}
+
+// The floors of minutes warmup_minutes .. minutes - 1 with noise[m] added to
+// the true level of minute m; the outlier minute only when with_outlier.
+std::vector<MinuteFloor> FloorsWithNoise(const TraceSpec& spec, std::span<const double> noise,
+                                         bool with_outlier) {
+  const double slope_mib_per_minute = spec.slope_gib_per_h * 1024.0 / 60.0;
+  std::vector<MinuteFloor> floors;
+  for (int m = spec.warmup_minutes; m < spec.minutes; ++m) {
+    double mib = spec.base_mib + noise[static_cast<size_t>(m)];
     const int start = spec.growth_start_minute;
     if (m > start && spec.decel_minutes > 0) {
       mib += slope_mib_per_minute * spec.decel_minutes *
@@ -45,10 +61,75 @@ std::vector<MinuteFloor> GenerateFloorTrace(const TraceSpec& spec, uint64_t seed
       mib += slope_mib_per_minute * (m - start);
     }
     if (spec.step_mib != 0 && m >= spec.step_minute) mib += spec.step_mib;
-    if (spec.outlier_mib != 0 && m == spec.outlier_minute) mib += spec.outlier_mib;
+    if (with_outlier && spec.outlier_mib != 0 && m == spec.outlier_minute) mib += spec.outlier_mib;
     floors.push_back({.minute = m, .floor_bytes = mib * kBytesPerMiB, .samples = 30});
   }
   return floors;
+}
+
+}  // namespace
+
+std::vector<MinuteFloor> GenerateFloorTrace(const TraceSpec& spec, uint64_t seed) {
+  return FloorsWithNoise(spec, NoiseSeries(spec, seed), /*with_outlier=*/true);
+}
+
+uint64_t ReplicaNoiseSeed(uint64_t trace_seed, int replica) {
+  return SplitMix64(trace_seed ^ (0xD1B54A32D192ED03ULL * static_cast<uint64_t>(replica + 1)));
+}
+
+std::vector<std::vector<MinuteFloor>> GenerateReplicaFloorTraces(const TraceSpec& spec,
+                                                                 const ReplicaOptions& options,
+                                                                 uint64_t seed) {
+  const int k = std::max(options.replicas, 1);
+  if (k == 1) return {GenerateFloorTrace(spec, seed)};
+  const double r = std::clamp(options.correlation, 0.0, 1.0);
+  const double shared_weight = std::sqrt(r);
+  const double own_weight = std::sqrt(1 - r);
+  const std::vector<double> shared = NoiseSeries(spec, seed);
+  std::vector<std::vector<MinuteFloor>> out;
+  for (int j = 0; j < k; ++j) {
+    const std::vector<double> own = NoiseSeries(spec, ReplicaNoiseSeed(seed, j));
+    std::vector<double> noise(shared.size());
+    for (size_t m = 0; m < noise.size(); ++m) {
+      noise[m] = shared_weight * shared[m] + own_weight * own[m];
+    }
+    const bool with_outlier = options.outlier == ReplicaOutlier::kEveryReplica || j == 0;
+    out.push_back(FloorsWithNoise(spec, noise, with_outlier));
+  }
+  return out;
+}
+
+std::vector<MinuteFloor> CombineReplicaFloors(std::span<const std::vector<MinuteFloor>> replicas,
+                                              ReplicaCombine combine) {
+  if (replicas.empty()) return {};
+  if (replicas.size() == 1) return replicas[0];
+  std::vector<MinuteFloor> out;
+  const size_t minutes = replicas[0].size();
+  std::vector<double> values(replicas.size());
+  for (size_t i = 0; i < minutes; ++i) {
+    MinuteFloor f{.minute = replicas[0][i].minute};
+    for (size_t j = 0; j < replicas.size(); ++j) {
+      values[j] = replicas[j][i].floor_bytes;
+      f.samples += replicas[j][i].samples;
+    }
+    if (combine == ReplicaCombine::kMedian) {
+      std::sort(values.begin(), values.end());
+      const size_t mid = values.size() / 2;
+      f.floor_bytes = values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+    } else {
+      double sum = 0;
+      for (double v : values) sum += v;
+      f.floor_bytes = sum / static_cast<double>(values.size());
+    }
+    out.push_back(f);
+  }
+  return out;
+}
+
+std::vector<MinuteFloor> GenerateCombinedFloorTrace(const TraceSpec& spec,
+                                                    const ReplicaOptions& options, uint64_t seed) {
+  if (options.replicas <= 1) return GenerateFloorTrace(spec, seed);
+  return CombineReplicaFloors(GenerateReplicaFloorTraces(spec, options, seed), options.combine);
 }
 
 TraceSpec InstanceSpec(const TraceClass& c, uint64_t seed, int index) {

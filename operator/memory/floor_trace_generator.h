@@ -6,6 +6,7 @@
 // output sequence the standard fixes).
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,56 @@ struct TraceSpec {
 
 // Floors of minutes warmup_minutes .. minutes - 1.
 std::vector<MinuteFloor> GenerateFloorTrace(const TraceSpec& spec, uint64_t seed);
+
+// Several canary replicas of one variant run side by side on the same load
+// share (canary.replicas): each replica's floor has the trace's true level,
+// slope, step and growth start, and noise of its own with the trace's
+// marginal sd and lag-1 correlation, correlated with the other replicas'
+// noise in the same minute by `correlation` (what the replicas share: the
+// node, the load's swings). The judge sees one floor a minute, combined
+// across the replicas.
+enum class ReplicaCombine { kMean, kMedian };
+// Whether the outlier minute (TraceSpec::outlier_mib, a request that held
+// memory through a minute) is in one replica's floor, as when a load balancer
+// sends each request to one replica, or in every replica's.
+enum class ReplicaOutlier { kOneReplica, kEveryReplica };
+
+struct ReplicaOptions {
+  int replicas = 1;
+  // Correlation of two replicas' noise in the same minute, in [0, 1]. Replica
+  // j's noise is sqrt(correlation) * s + sqrt(1 - correlation) * u_j, where s
+  // and every u_j are independent AR(1) series of the trace's sd and lag-1
+  // correlation; so is their sum. The mean of K replicas then has noise of sd
+  // noise_sd_mib * sqrt(correlation + (1 - correlation) / K).
+  double correlation = 0;
+  ReplicaCombine combine = ReplicaCombine::kMean;
+  ReplicaOutlier outlier = ReplicaOutlier::kOneReplica;
+};
+
+// The seed of replica `replica`'s own noise in the trace generated from
+// `trace_seed`.
+uint64_t ReplicaNoiseSeed(uint64_t trace_seed, int replica);
+
+// One floor trace per replica. With one replica (or fewer) this is exactly
+// GenerateFloorTrace(spec, seed). Otherwise the shared noise s is the noise
+// GenerateFloorTrace(spec, seed) would add, and u_j that of seed
+// ReplicaNoiseSeed(seed, j); so with correlation 1 every replica's floors are
+// those of GenerateFloorTrace (the outlier aside). The outlier minute is in
+// replica 0 only under ReplicaOutlier::kOneReplica.
+std::vector<std::vector<MinuteFloor>> GenerateReplicaFloorTraces(const TraceSpec& spec,
+                                                                 const ReplicaOptions& options,
+                                                                 uint64_t seed);
+
+// Per minute, the mean or the median (of an even count: the mean of the two
+// middle ones) of the replicas' floors; samples are summed. REQUIRES: every
+// replica has floors of the same minutes, in the same order.
+std::vector<MinuteFloor> CombineReplicaFloors(std::span<const std::vector<MinuteFloor>> replicas,
+                                              ReplicaCombine combine);
+
+// What a judge of several replicas sees: CombineReplicaFloors of
+// GenerateReplicaFloorTraces; with one replica, GenerateFloorTrace(spec, seed).
+std::vector<MinuteFloor> GenerateCombinedFloorTrace(const TraceSpec& spec,
+                                                    const ReplicaOptions& options, uint64_t seed);
 
 // What a judge should conclude about a class of traces. The sequential rule's
 // error budget is stated against these: a Ratchet verdict on kNotRatchet is a

@@ -68,7 +68,8 @@ uint64_t RerunFloorSeed(uint64_t trace_seed, int rerun) {
 
 std::vector<std::vector<VerdictCounts>> EvaluateRules(std::span<const TraceClass> corpus,
                                                       int traces_per_class, uint64_t seed,
-                                                      std::span<const RuleUnderTest> rules) {
+                                                      std::span<const RuleUnderTest> rules,
+                                                      const ReplicaOptions& replicas) {
   std::vector<std::vector<VerdictCounts>> out(corpus.size(),
                                               std::vector<VerdictCounts>(rules.size()));
   for (size_t k = 0; k < corpus.size(); ++k) {
@@ -76,7 +77,7 @@ std::vector<std::vector<VerdictCounts>> EvaluateRules(std::span<const TraceClass
     for (int i = 0; i < traces_per_class; ++i) {
       const TraceSpec spec = InstanceSpec(corpus[k], class_seed, i);
       const uint64_t trace_seed = class_seed * 7919ULL + static_cast<uint64_t>(i);
-      const auto floors = GenerateFloorTrace(spec, trace_seed);
+      const auto floors = GenerateCombinedFloorTrace(spec, replicas, trace_seed);
       for (size_t r = 0; r < rules.size(); ++r) {
         const auto judge = [&](const std::vector<MinuteFloor>& trace) {
           const size_t seen = std::min(trace.size(), static_cast<size_t>(rules[r].max_floors));
@@ -88,7 +89,8 @@ std::vector<std::vector<VerdictCounts>> EvaluateRules(std::span<const TraceClass
         for (int rerun = 1;
              rerun <= rules[r].reruns && outcome.judgement.decision == FloorDecision::kInconclusive;
              ++rerun) {
-          RunOutcome next = judge(GenerateFloorTrace(spec, RerunFloorSeed(trace_seed, rerun)));
+          RunOutcome next =
+              judge(GenerateCombinedFloorTrace(spec, replicas, RerunFloorSeed(trace_seed, rerun)));
           last_run_minutes = next.minutes_elapsed;
           next.minutes_elapsed += outcome.minutes_elapsed;
           outcome = next;

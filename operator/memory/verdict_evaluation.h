@@ -80,9 +80,13 @@ uint64_t RerunFloorSeed(uint64_t trace_seed, int rerun);
 
 // Every rule on traces_per_class traces of every class (trace i of class k
 // generated as EvaluateCorpus does); result[k][r] is rule r on class k.
+// replicas: each trace (and each rerun) is that many canary replicas side by
+// side, and every rule sees their combined floors (GenerateCombinedFloorTrace;
+// with one replica, the trace itself).
 std::vector<std::vector<VerdictCounts>> EvaluateRules(std::span<const TraceClass> corpus,
                                                       int traces_per_class, uint64_t seed,
-                                                      std::span<const RuleUnderTest> rules);
+                                                      std::span<const RuleUnderTest> rules,
+                                                      const ReplicaOptions& replicas = {});
 
 // The q-quantile (0 < q <= 1) of minutes, nearest rank; NaN when empty.
 double MinutesQuantile(std::vector<int> minutes, double q);

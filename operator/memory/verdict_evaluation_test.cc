@@ -103,6 +103,42 @@ TEST(EvaluateRulesTest, CountsVerdictsGivenBeforeTheGrowthBegan) {
   EXPECT_EQ(counts[0][2].not_ratchet_before_growth, 0);
 }
 
+// Ratchet as soon as a floor reaches 500 MiB, Flat at the end otherwise.
+class RatchetAbove500MiB final : public FloorJudge {
+ public:
+  FloorJudgement Judge(std::span<const MinuteFloor> floors, bool final) const override {
+    FloorJudgement j;
+    if (!floors.empty() && floors.back().floor_bytes >= 500 * kBytesPerMiB) {
+      j.decision = FloorDecision::kRatchet;
+    } else if (final) {
+      j.decision = FloorDecision::kFlat;
+    }
+    j.minutes_used = static_cast<int>(floors.size());
+    return j;
+  }
+};
+
+// With replicas every rule judges their combined floors: a level 300 MiB
+// floor with minute 5 held 300 MiB high is a Ratchet on minute 5 for one
+// pod, Flat for the mean of three replicas when one of them holds the
+// request (300 + 300 / 3 = 400 MiB), a Ratchet again when all three do.
+TEST(EvaluateRulesTest, EveryRuleJudgesTheReplicasCombinedFloors) {
+  const TraceClass outlier{
+      .name = "outlier",
+      .spec = {.noise_sd_mib = 0, .outlier_minute = 5, .outlier_mib = 300, .minutes = 10}};
+  const RatchetAbove500MiB judge;
+  const RuleUnderTest rules[] = {{"above 500", &judge, 100}};
+  const auto one = EvaluateRules(std::span(&outlier, 1), 3, 1, rules);
+  EXPECT_EQ(one[0][0].ratchet, 3);
+  EXPECT_EQ(one[0][0].minutes, std::vector<int>(3, 6));
+  const auto three = EvaluateRules(std::span(&outlier, 1), 3, 1, rules, {.replicas = 3});
+  EXPECT_EQ(three[0][0].flat, 3);
+  EXPECT_EQ(three[0][0].minutes, std::vector<int>(3, 10));
+  const auto all = EvaluateRules(std::span(&outlier, 1), 3, 1, rules,
+                                 {.replicas = 3, .outlier = ReplicaOutlier::kEveryReplica});
+  EXPECT_EQ(all[0][0].ratchet, 3);
+}
+
 // Ratchets are counted by the test of the sequential judge that called them.
 TEST(VerdictCountsTest, CountsRatchetsByTheTestThatCalledThem) {
   VerdictCounts c;
