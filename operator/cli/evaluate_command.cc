@@ -945,7 +945,8 @@ int RunEvaluate(const EvaluateArgs& args) {
     return UsageError(InvalidArgument("--max-minutes must be at least --planned-minutes"));
   }
   if (args.replicas > 1 && args.corpus != "wide") {
-    return UsageError(InvalidArgument("--replicas applies to the wide corpus only"));
+    return UsageError(InvalidArgument(
+        "--replicas above 1 applies to the wide corpus only (--corpus wide, the default)"));
   }
   if (args.traces_per_class == 0) {
     if (args.sample_traces_per_class > 0) {
