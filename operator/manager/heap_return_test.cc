@@ -13,15 +13,6 @@
 namespace allocguard::manager {
 namespace {
 
-// Resident bytes of this process (/proc/self/statm, second field).
-int64_t ResidentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  int64_t size = 0;
-  int64_t resident = 0;
-  statm >> size >> resident;
-  return resident * sysconf(_SC_PAGESIZE);
-}
-
 // The allocator this run expects: ctest runs this test once as built and
 // once under each preloaded allocator, naming it in ALLOCGUARD_EXPECT_HEAP.
 std::string ExpectedHeap() {
@@ -44,6 +35,15 @@ TEST(HeapReturnTest, NamesTheAllocatorThatServesMalloc) {
 #endif
 #endif
 #if !defined(AG_SANITIZER_MALLOC)
+// Resident bytes of this process (/proc/self/statm, second field).
+int64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0;
+  int64_t resident = 0;
+  statm >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
 // What the operator's ticker is for: memory a burst allocated and freed
 // stays resident until it is returned.
 TEST(HeapReturnTest, GivesFreedPagesBack) {
@@ -59,7 +59,7 @@ TEST(HeapReturnTest, GivesFreedPagesBack) {
   // Keep one block in 64, so that no allocator can give a whole region back
   // by itself on free.
   std::vector<std::unique_ptr<char[]>> kept;
-  for (size_t i = 0; i < kBlocks; i += 1024) kept.push_back(std::move(blocks[i]));
+  for (size_t i = 0; i < kBlocks; i += 64) kept.push_back(std::move(blocks[i]));
   blocks.clear();
   blocks.shrink_to_fit();
   const int64_t freed = ResidentBytes();
