@@ -53,11 +53,13 @@ TEST(GenerateFloorTraceTest, SameSeedSameTraceOtherSeedOtherTrace) {
   EXPECT_NE(a[0].floor_bytes, c[0].floor_bytes);
 }
 
-TEST(GenerateFloorTraceTest, NoiseHasTheAskedSizeAndCorrelation) {
-  // One long trace (20000 minutes, fixed seed): sd and lag-1 within a few
-  // standard errors of what was asked.
-  TraceSpec spec{.base_mib = 0, .noise_sd_mib = 50, .noise_ar1 = 0.5, .minutes = 20001};
-  auto f = GenerateFloorTrace(spec, 7);
+struct NoiseMoments {
+  double mean = 0;
+  double sd = 0;
+  double lag1 = 0;
+};
+
+NoiseMoments Moments(const std::vector<MinuteFloor>& f) {
   double mean = 0;
   for (const auto& x : f) mean += x.floor_bytes / kBytesPerMiB;
   mean /= static_cast<double>(f.size());
@@ -68,9 +70,17 @@ TEST(GenerateFloorTraceTest, NoiseHasTheAskedSizeAndCorrelation) {
     c0 += d * d;
     if (i + 1 < f.size()) c1 += d * (f[i + 1].floor_bytes / kBytesPerMiB - mean);
   }
-  EXPECT_NEAR(std::sqrt(c0 / static_cast<double>(f.size())), 50, 2);
-  EXPECT_NEAR(c1 / c0, 0.5, 0.03);
-  EXPECT_NEAR(mean, 0, 3);
+  return {.mean = mean, .sd = std::sqrt(c0 / static_cast<double>(f.size())), .lag1 = c1 / c0};
+}
+
+TEST(GenerateFloorTraceTest, NoiseHasTheAskedSizeAndCorrelation) {
+  // One long trace (20000 minutes, fixed seed): sd and lag-1 within a few
+  // standard errors of what was asked.
+  TraceSpec spec{.base_mib = 0, .noise_sd_mib = 50, .noise_ar1 = 0.5, .minutes = 20001};
+  const NoiseMoments m = Moments(GenerateFloorTrace(spec, 7));
+  EXPECT_NEAR(m.sd, 50, 2);
+  EXPECT_NEAR(m.lag1, 0.5, 0.03);
+  EXPECT_NEAR(m.mean, 0, 3);
 }
 
 TEST(StandardCorpusTest, CoversTheSlopesAndNoisesWithTheTruthFromTheThreshold) {
@@ -214,25 +224,6 @@ TEST(GenerateReplicaFloorTracesTest, OutlierInOneReplicaOrInAll) {
   EXPECT_DOUBLE_EQ(mib(GenerateCombinedFloorTrace(spec, o, 1), 5), 600);
   o.combine = ReplicaCombine::kMean;
   EXPECT_DOUBLE_EQ(mib(GenerateCombinedFloorTrace(spec, o, 1), 5), 600);
-}
-
-struct NoiseMoments {
-  double sd = 0;
-  double lag1 = 0;
-};
-
-NoiseMoments Moments(const std::vector<MinuteFloor>& f) {
-  double mean = 0;
-  for (const auto& x : f) mean += x.floor_bytes / kBytesPerMiB;
-  mean /= static_cast<double>(f.size());
-  double c0 = 0;
-  double c1 = 0;
-  for (size_t i = 0; i < f.size(); ++i) {
-    const double d = f[i].floor_bytes / kBytesPerMiB - mean;
-    c0 += d * d;
-    if (i + 1 < f.size()) c1 += d * (f[i + 1].floor_bytes / kBytesPerMiB - mean);
-  }
-  return {.sd = std::sqrt(c0 / static_cast<double>(f.size())), .lag1 = c1 / c0};
 }
 
 double CrossCorrelation(const std::vector<MinuteFloor>& a, const std::vector<MinuteFloor>& b) {
