@@ -83,13 +83,16 @@ class Workload {
     std::string first = Line();
     if (first.rfind("pid ", 0) == 0) workload_pid_ = std::stoi(first.substr(4));
   }
+  // SIGKILL before the pipes close: the workload exits normally at the end
+  // of its input, and its agent's destructor would then remove the books
+  // that a killed process leaves behind (which a test below relies on).
   ~Workload() {
-    if (to_ >= 0) close(to_);
-    if (from_ >= 0) close(from_);
     if (pid_ > 0 && !reaped_) {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
+    if (to_ >= 0) close(to_);
+    if (from_ >= 0) close(from_);
   }
   Workload(const Workload&) = delete;
   Workload& operator=(const Workload&) = delete;
