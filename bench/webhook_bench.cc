@@ -8,6 +8,7 @@
 // Usage: webhook_bench [--rates 200,500,1000] [--seconds N] [--connections N]
 //                      [--server-cpu N] [--client-cpu N] [--handler injection|empty]
 //        webhook_bench --listen PORT --ca-out FILE [--server-cpu N] [--handler ...]
+//                      [--heap-return SECONDS]
 //        webhook_bench --url https://HOST:PORT --ca FILE [--rates ...] [--seconds N]
 //        webhook_bench --dump-review FILE
 //
@@ -19,9 +20,10 @@
 // The other forms split the benchmark in two so the same client can drive
 // another server (bench/peers/webhook_side_by_side.sh): --listen serves the
 // handler alone (port 0 picks one; "listening on URL" goes to stdout, the CA
-// to --ca-out) until SIGTERM or SIGINT; --url drives a server at URL,
-// verified with the CA in --ca, and sends to /mutate-pods; --dump-review
-// writes the first review the client sends.
+// to --ca-out) until SIGTERM or SIGINT, with --heap-return N calling the
+// operator's manager::ReturnFreedHeap every N seconds as its ticker does; --url drives a server at
+// URL, verified with the CA in --ca, and sends to /mutate-pods; --dump-review writes the first
+// review the client sends.
 
 #include <sched.h>
 #include <sys/resource.h>
@@ -43,6 +45,7 @@
 
 #include "bench/admission_review_fixture.h"
 #include "operator/certs/x509.h"
+#include "operator/manager/heap_return.h"
 #include "operator/net/http.h"
 #include "operator/webhook/admission_server.h"
 
@@ -212,6 +215,7 @@ int Main(int argc, char** argv) {
   std::string target_url;  // --url: drive that server instead of one of our own
   std::string ca_file;
   std::string dump_review;
+  double heap_return_seconds = 0;  // --heap-return N (with --listen): 0 is never
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--rates") {
@@ -236,6 +240,8 @@ int Main(int argc, char** argv) {
       ca_file = argv[i + 1];
     } else if (flag == "--dump-review") {
       dump_review = argv[i + 1];
+    } else if (flag == "--heap-return") {
+      heap_return_seconds = std::atof(argv[i + 1]);
     } else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
@@ -311,7 +317,24 @@ int Main(int argc, char** argv) {
     std::printf("listening on %s/mutate-pods (%s), pinned to CPU %d\n", url.c_str(),
                 real ? "real pod injection" : "STAND-IN handler", server_cpu);
     std::fflush(stdout);
+    // The operator's heap ticker, on the server's CPU like the rest of it.
+    std::atomic<bool> stopping{false};
+    std::thread heap_thread;
+    if (heap_return_seconds > 0) {
+      heap_thread = std::thread([&] {
+        auto next = Steady::now();
+        while (!stopping.load()) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          if (Steady::now() < next) continue;
+          manager::ReturnFreedHeap();
+          next = Steady::now() + std::chrono::duration_cast<Steady::duration>(
+                                     std::chrono::duration<double>(heap_return_seconds));
+        }
+      });
+    }
     WaitForTermination(termination);
+    stopping.store(true);
+    if (heap_thread.joinable()) heap_thread.join();
     (*server)->Stop();
     serving_thread.join();
     return 0;
