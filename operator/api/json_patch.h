@@ -46,7 +46,7 @@ void SetPaused(nlohmann::json& deployment, bool paused);
 // subtree whole before it descends into it, allocates a patch array and a
 // path string at every node it visits, and copies each child patch into its
 // parent's; on an admitted Pod that was a sixth of the Pod webhook's CPU
-// (docs/benchmarks.md, "Where a review's CPU goes"). This walks both
+// (docs/benchmarks.md, "Where a review's CPU went"). This walks both
 // documents once, builds a path only for an operation it writes, and appends
 // to one array.
 nlohmann::json JsonPatchBetween(const nlohmann::json& source, const nlohmann::json& target);
