@@ -235,6 +235,15 @@ std::vector<std::string> Store::KeysByIndex(const std::string& index,
   return {keys->second.begin(), keys->second.end()};
 }
 
+bool Store::InIndex(const std::string& index, const std::string& value,
+                    const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto idx = indexes_.find(index);
+  if (idx == indexes_.end()) return false;
+  auto keys = idx->second.find(value);
+  return keys != idx->second.end() && keys->second.contains(key);
+}
+
 size_t Store::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return objects_.size();

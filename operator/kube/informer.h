@@ -162,6 +162,8 @@ class Store {
   // The keys ByIndex would give the objects of, without reading (or, in a
   // packed store, decoding) the objects.
   std::vector<std::string> KeysByIndex(const std::string& index, const std::string& value) const;
+  // Whether index gives `key` under `value`: a lookup, no object read.
+  bool InIndex(const std::string& index, const std::string& value, const std::string& key) const;
   size_t size() const;
 
  private:

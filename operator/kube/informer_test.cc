@@ -63,8 +63,13 @@ TEST(StoreTest, IndexesFollowUpdatesAndDeletes) {
   store.Upsert(Cm("a", "2", "db"));
   EXPECT_EQ(store.ByIndex("app", "web").size(), 1u);
   EXPECT_EQ(store.ByIndex("app", "db").size(), 1u);
+  EXPECT_TRUE(store.InIndex("app", "db", "n/a"));
+  EXPECT_FALSE(store.InIndex("app", "web", "n/a")) << "moved to db";
+  EXPECT_TRUE(store.InIndex("app", "web", "n/b"));
   store.Remove(Cm("b", "3", "web"));
   EXPECT_TRUE(store.ByIndex("app", "web").empty());
+  EXPECT_FALSE(store.InIndex("app", "web", "n/b"));
+  EXPECT_FALSE(store.InIndex("no-such-index", "db", "n/a"));
 }
 
 TEST(StoreTest, HandsOutSharedEntriesThatOutliveTheirReplacement) {
