@@ -784,15 +784,28 @@ std::string QueueNote(const CanarySlotAnswer& slot, const std::string& ns) {
   return why;
 }
 
+// A queue note without the queue's length ("of W waiting"): what a
+// canary's note must show anew. The length alone changes with every canary
+// that joins or leaves the queue anywhere, and rewriting every waiting
+// canary's status for it would cost a write per waiting canary per arrival.
+std::string NoteWithoutQueueLength(const std::string& note) {
+  const size_t of = note.find(" of ");
+  const size_t waiting = note.find(" waiting;");
+  if (of == std::string::npos || waiting == std::string::npos || waiting < of) return note;
+  return note.substr(0, of) + note.substr(waiting + std::string(" waiting").size());
+}
+
 // Rule 1: a canary that waits for a slot writes only its queue note onto its
-// current status.
+// current status, when its place in the queue or the slots it waits for
+// changed (not for the queue's length alone).
 CanaryActions QueueCanary(const CanaryInput& input, const CanarySlotAnswer& slot) {
   CanaryActions out;
   out.queued = true;
   out.status = input.status;
   const std::string why = QueueNote(slot, input.canary.ns);
   api::ReplayCanaryStatus& status = out.status;
-  if (status.phase != api::CanaryPhase::kPending || status.explanation != why ||
+  if (status.phase != api::CanaryPhase::kPending ||
+      NoteWithoutQueueLength(status.explanation) != NoteWithoutQueueLength(why) ||
       status.queue_position != slot.position) {
     status.phase = api::CanaryPhase::kPending;
     status.explanation = why;

@@ -1091,6 +1091,23 @@ TEST(DecideCanaryStartTest, AQueuedCanaryWritesOnlyItsQueueNote) {
   EXPECT_TRUE(again.queued);
   EXPECT_FALSE(again.status_changed);
 
+  // Nor when only the queue grew behind it: a write per waiting canary for
+  // every arrival is what a long queue cannot afford.
+  CanaryStart longer = start;
+  longer.slot->waiting = 9998;
+  EXPECT_FALSE(DecideCanaryStart(in, DecideCanary(in), longer).status_changed);
+  // Its place, or the slots it waits for, are written.
+  CanaryStart moved = start;
+  moved.slot->position = 1;
+  EXPECT_TRUE(DecideCanaryStart(in, DecideCanary(in), moved).status_changed);
+  CanaryStart busier = longer;
+  busier.slot->running = 1;
+  const CanaryActions busier_actions = DecideCanaryStart(in, DecideCanary(in), busier);
+  EXPECT_TRUE(busier_actions.status_changed);
+  EXPECT_EQ(S(busier_actions.status)["explanation"],
+            "queued: position 2 of 9998 waiting; 1 canaries are running, the limit is 2 "
+            "(--max-concurrent-canaries)");
+
   // A namespace limit is named with the namespace.
   start.slot = Queued(2, 1);
   const std::string why = S(DecideCanaryStart(in, DecideCanary(in), start).status)["explanation"];

@@ -11,6 +11,7 @@
 #include "operator/admission/deployment_gate.h"
 #include "operator/admission/policies.h"
 #include "operator/admission/workload_hold.h"
+#include "operator/api/json_fields.h"
 #include "operator/api/json_patch.h"
 #include "operator/api/names.h"
 #include "operator/api/policy.h"
@@ -85,48 +86,51 @@ kube::Store* WorkloadStore(const ControllerContext& ctx, WorkloadKind kind) {
 
 }  // namespace
 
-CanarySlotAnswer CanarySlots::TryAcquire(const std::string& key, const kube::Store& canaries,
-                                         int limit, int namespace_limit) {
+void CanarySlots::SetWake(std::function<void(const std::string&)> wake) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto namespace_of = [](const std::string& k) { return SplitKey(k).first; };
-  auto finished = [&](const std::string& k) {
-    kube::ObjectRef c = canaries.Get(k);
-    return c == nullptr || Ended(api::CanaryPhaseOf(*c));
-  };
-  std::set<std::string> busy;
-  for (const json& c : canaries.List()) {
-    if (api::CanaryPhaseOf(c) == api::CanaryPhase::kRunning) {
-      busy.insert(kube::ObjectKey(c));
-    }
+  wake_ = std::move(wake);
+}
+
+namespace {
+
+// Cached and not ended: a canary that ended or went away holds nothing.
+bool LiveCanary(const kube::Store& canaries, const std::string& key) {
+  return canaries.InIndex(kCanaryStateIndex, kCanaryRunning, key) ||
+         canaries.InIndex(kCanaryStateIndex, kCanaryNotStarted, key);
+}
+
+}  // namespace
+
+CanarySlots::Busy CanarySlots::BusyLocked(const kube::Store& canaries, const std::string& asking) {
+  Busy busy;
+  for (std::string& k : canaries.KeysByIndex(kCanaryStateIndex, kCanaryRunning)) {
+    busy.keys.insert(std::move(k));
   }
   for (auto it = started_.begin(); it != started_.end();) {
-    if (finished(*it)) {
-      it = started_.erase(it);
-    } else {
-      busy.insert(*it);
+    if (LiveCanary(canaries, *it)) {
+      busy.keys.insert(*it);
       ++it;
+    } else {
+      it = started_.erase(it);
     }
   }
-  busy.erase(key);
-  std::map<std::string, int> busy_in;
-  for (const std::string& k : busy) ++busy_in[namespace_of(k)];
+  busy.keys.erase(asking);
+  for (const std::string& k : busy.keys) ++busy.in_namespace[SplitKey(k).first];
+  return busy;
+}
 
-  // The queue: drop what ended, started or went away; add this canary.
+void CanarySlots::PruneQueueLocked(const kube::Store& canaries, const Busy& busy,
+                                   const std::string& asking) {
   for (auto it = waiting_.begin(); it != waiting_.end();) {
-    std::vector<std::string>& keys = it->second;
-    keys.erase(std::remove_if(keys.begin(), keys.end(),
-                              [&](const std::string& k) {
-                                return k != key && (finished(k) || busy.contains(k));
-                              }),
-               keys.end());
-    it = keys.empty() ? waiting_.erase(it) : std::next(it);
+    std::erase_if(it->second, [&](const std::string& k) {
+      return k != asking && (!LiveCanary(canaries, k) || busy.keys.contains(k));
+    });
+    it = it->second.empty() ? waiting_.erase(it) : std::next(it);
   }
-  const std::string ns = namespace_of(key);
-  std::vector<std::string>& mine = waiting_[ns];
-  if (std::find(mine.begin(), mine.end(), key) == mine.end()) mine.push_back(key);
+}
 
-  // The order of service: round-robin over namespaces, starting after the
-  // one served last.
+std::vector<std::string> CanarySlots::OrderLocked() const {
+  // Round-robin over namespaces, starting after the one served last.
   std::vector<std::string> namespaces;
   for (const auto& [n, keys] : waiting_) namespaces.push_back(n);
   auto first = std::upper_bound(namespaces.begin(), namespaces.end(), last_served_namespace_);
@@ -135,7 +139,7 @@ CanarySlotAnswer CanarySlots::TryAcquire(const std::string& key, const kube::Sto
   for (size_t round = 0;; ++round) {
     bool any = false;
     for (const std::string& n : namespaces) {
-      const std::vector<std::string>& keys = waiting_[n];
+      const std::vector<std::string>& keys = waiting_.at(n);
       if (round < keys.size()) {
         order.push_back(keys[round]);
         any = true;
@@ -143,36 +147,109 @@ CanarySlotAnswer CanarySlots::TryAcquire(const std::string& key, const kube::Sto
     }
     if (!any) break;
   }
+  return order;
+}
+
+std::vector<std::string> CanarySlots::Startable(const std::vector<std::string>& order, Busy busy,
+                                                int limit, int namespace_limit) {
+  std::vector<std::string> out;
+  int running = static_cast<int>(busy.keys.size());
+  for (const std::string& k : order) {
+    if (limit > 0 && running >= limit) break;
+    int& in_namespace = busy.in_namespace[SplitKey(k).first];
+    if (namespace_limit > 0 && in_namespace >= namespace_limit) continue;
+    out.push_back(k);
+    ++in_namespace;
+    ++running;
+  }
+  return out;
+}
+
+CanarySlotAnswer CanarySlots::TryAcquire(const std::string& key, const kube::Store& canaries,
+                                         int limit, int namespace_limit) {
   CanarySlotAnswer d;
-  d.start = false;
   d.limit = limit;
   d.namespace_limit = namespace_limit;
-  d.running = static_cast<int>(busy.size());
-  d.running_in_namespace = busy_in[ns];
-  d.waiting = static_cast<int>(order.size());
-  const auto at_limit = [&](const std::string& n) {
-    return namespace_limit > 0 && busy_in[n] >= namespace_limit;
-  };
-  std::string next;
-  if (limit <= 0 || d.running < limit) {
-    for (const std::string& k : order) {
-      if (!at_limit(namespace_of(k))) {
-        next = k;
-        break;
-      }
+  std::vector<std::string> wake;
+  std::function<void(const std::string&)> wake_fn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string ns = SplitKey(key).first;
+    const Busy busy = BusyLocked(canaries, key);
+    // A stale key left in the queue (a canary gone without a Release) is
+    // at worst woken: its reconcile then finds it gone and releases it.
+    size_t queued = 0;
+    for (const auto& [n, keys] : waiting_) queued += keys.size();
+    if (++asks_since_prune_ >= std::max<size_t>(1, queued / 64)) {
+      PruneQueueLocked(canaries, busy, key);
+      asks_since_prune_ = 0;
     }
+    d.running = static_cast<int>(busy.keys.size());
+    auto in_namespace = busy.in_namespace.find(ns);
+    d.running_in_namespace = in_namespace == busy.in_namespace.end() ? 0 : in_namespace->second;
+    // A canary that took its slot and asks again (its Job could not be
+    // created yet) keeps it.
+    if (started_.contains(key)) return d;
+    std::vector<std::string>& mine = waiting_[ns];
+    if (std::find(mine.begin(), mine.end(), key) == mine.end()) mine.push_back(key);
+    const std::vector<std::string> order = OrderLocked();
+    d.waiting = static_cast<int>(order.size());
+    const std::vector<std::string> startable = Startable(order, busy, limit, namespace_limit);
+    if (std::find(startable.begin(), startable.end(), key) != startable.end()) {
+      mine.erase(std::find(mine.begin(), mine.end(), key));
+      if (mine.empty()) waiting_.erase(ns);
+      started_.insert(key);
+      last_served_namespace_ = ns;
+      d.waiting -= 1;
+    } else {
+      d.start = false;
+      d.position = static_cast<int>(std::find(order.begin(), order.end(), key) - order.begin()) + 1;
+    }
+    // The canaries that may start now, if they are not the one asking: a
+    // slot freed that no Release announced, or they were woken and another
+    // asked first.
+    for (const std::string& k : startable) {
+      if (k != key) wake.push_back(k);
+    }
+    wake_fn = wake_;
   }
-  if (next == key) {
-    mine.erase(std::find(mine.begin(), mine.end(), key));
-    if (mine.empty()) waiting_.erase(ns);
-    started_.insert(key);
-    last_served_namespace_ = ns;
-    d.start = true;
-    d.waiting -= 1;
-    return d;
+  if (wake_fn) {
+    for (const std::string& k : wake) wake_fn(k);
   }
-  d.position = static_cast<int>(std::find(order.begin(), order.end(), key) - order.begin()) + 1;
   return d;
+}
+
+void CanarySlots::Release(const std::string& key, const kube::Store& canaries, int limit,
+                          int namespace_limit) {
+  std::vector<std::string> wake;
+  std::function<void(const std::string&)> wake_fn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    started_.erase(key);
+    const std::string ns = SplitKey(key).first;
+    if (auto it = waiting_.find(ns); it != waiting_.end()) {
+      std::erase(it->second, key);
+      if (it->second.empty()) waiting_.erase(it);
+    }
+    if (waiting_.empty()) return;
+    // Every slot still taken (as in a long queue): nothing to wake, and the
+    // queue need not be walked.
+    const Busy busy = BusyLocked(canaries, "");
+    if (limit > 0 && static_cast<int>(busy.keys.size()) >= limit) return;
+    PruneQueueLocked(canaries, busy, "");
+    wake = Startable(OrderLocked(), busy, limit, namespace_limit);
+    wake_fn = wake_;
+  }
+  if (wake_fn) {
+    for (const std::string& k : wake) wake_fn(k);
+  }
+}
+
+Clock::Duration WaitingCanaryLookAgain(int waiting) {
+  constexpr auto kShortest = std::chrono::seconds(15);
+  constexpr auto kLongest = std::chrono::minutes(5);
+  const Clock::Duration spread = std::chrono::milliseconds(100) * std::max(waiting, 0);
+  return std::clamp<Clock::Duration>(spread, kShortest, kLongest);
 }
 
 void AddNamespaceIndex(kube::Store& store) {
@@ -190,6 +267,30 @@ void AddCanaryJobIndex(kube::Store& pods) {
     if (job == labels.end()) job = labels.find("job-name");
     if (job == labels.end()) return std::vector<std::string>{};
     return std::vector<std::string>{meta.namespace_name + "/" + job->second};
+  });
+}
+
+void AddCanaryIndexes(kube::Store& canaries) {
+  canaries.AddIndex(kCanaryStateIndex, [](const json& object) {
+    const std::optional<api::CanaryPhase> phase = api::CanaryPhaseOf(object);
+    if (phase == api::CanaryPhase::kRunning) return std::vector<std::string>{kCanaryRunning};
+    if (Ended(phase)) return std::vector<std::string>{kCanaryEnded};
+    return std::vector<std::string>{kCanaryNotStarted};
+  });
+  canaries.AddIndex(kCanaryTemplateIndex, [](const json& object) {
+    const json* spec = api::json_fields::Member(object, "spec");
+    const json* hash = spec == nullptr ? nullptr : api::json_fields::Member(*spec, "templateHash");
+    if (hash == nullptr || !hash->is_string() || hash->get_ref<const std::string&>().empty()) {
+      return std::vector<std::string>{};
+    }
+    return std::vector<std::string>{api::ParseObjectMeta(object).namespace_name + "/" +
+                                    hash->get_ref<const std::string&>()};
+  });
+  canaries.AddIndex(kCanaryPolicyIndex, [](const json& object) {
+    const api::ObjectMeta meta = api::ParseObjectMeta(object);
+    auto label = meta.labels.find(kPolicyLabel);
+    if (label == meta.labels.end()) return std::vector<std::string>{};
+    return std::vector<std::string>{meta.namespace_name + "/" + label->second};
   });
 }
 
@@ -236,12 +337,8 @@ PolicyInput ReadPolicyInput(const ControllerContext& ctx, const api::AllocatorPo
   for (const json& p : ctx.pods->ByIndex(kNamespaceIndex, policy.ns)) {
     input.pods.push_back(api::ParsePodSummary(p));
   }
-  for (const json& c : ctx.canaries->ByIndex(kNamespaceIndex, policy.ns)) {
-    api::ReplayCanarySummary canary = api::ParseReplayCanarySummary(c);
-    auto label = canary.meta.labels.find(kPolicyLabel);
-    if (label != canary.meta.labels.end() && label->second == policy.name) {
-      input.canaries.push_back(std::move(canary));
-    }
+  for (const json& c : ctx.canaries->ByIndex(kCanaryPolicyIndex, policy.ns + "/" + policy.name)) {
+    input.canaries.push_back(api::ParseReplayCanarySummary(c));
   }
   input.operator_namespace = ctx.operator_namespace;
   input.now_rfc3339 = now;
@@ -352,10 +449,10 @@ CanaryInput ReadCanaryInput(const ControllerContext& ctx, const api::ReplayCanar
   }
   // What other canaries of this template recorded: a variant measured with
   // identical inputs is copied instead of run again (MeasurementKey).
-  for (const json& cached : ctx.canaries->ByIndex(kNamespaceIndex, canary.ns)) {
+  for (const json& cached :
+       ctx.canaries->ByIndex(kCanaryTemplateIndex, canary.ns + "/" + canary.spec.template_hash)) {
     const api::ReplayCanarySummary other = api::ParseReplayCanarySummary(cached);
     if (other.meta.name == canary.name) continue;
-    if (other.template_hash != canary.spec.template_hash) continue;
     for (const api::VariantStatus& v : other.status.variants) {
       input.earlier.push_back({other.meta.name, v, other.status.arena_limit});
     }
@@ -373,6 +470,13 @@ CanaryInput ReadCanaryInput(const ControllerContext& ctx, const api::ReplayCanar
 CanarySlotAnswer AskForSlot(const ControllerContext& ctx, const std::string& key) {
   return ctx.canary_slots->TryAcquire(key, *ctx.canaries, ctx.max_concurrent_canaries,
                                       ctx.max_concurrent_canaries_per_namespace);
+}
+
+// The canary `key` ended or went away: CanarySlots gives up what it held and
+// wakes the canaries that may start.
+void ReleaseSlot(const ControllerContext& ctx, const std::string& key) {
+  ctx.canary_slots->Release(key, *ctx.canaries, ctx.max_concurrent_canaries,
+                            ctx.max_concurrent_canaries_per_namespace);
 }
 
 // Builds the Job of `variant` (its run as `status` records it) into `*job`,
@@ -465,11 +569,15 @@ Status ApplyCanaryActions(const ControllerContext& ctx, const json& object,
 
 Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
   kube::ObjectRef object = ctx_.canaries->Get(key);
-  if (object == nullptr) return ReconcileResult{};
+  if (object == nullptr) {
+    ReleaseSlot(ctx_, key);
+    return ReconcileResult{};
+  }
   const std::string now = FormatRfc3339(ctx_.clock->WallNow(), /*micros=*/false);
   // The status, read once here; everything below works on typed values.
   std::vector<std::string> unreadable;
   api::ReplayCanaryStatus current = api::CanaryStatusOf(*object, &unreadable);
+  if (Ended(current.phase)) ReleaseSlot(ctx_, key);
   for (const std::string& problem : unreadable) {
     // Another writer's (or another version's) status: what is unreadable is
     // driven as absent, and a verdict allocguard does not write as Failed.
@@ -504,7 +612,7 @@ Result<ReconcileResult> CanaryReconciler::Reconcile(const std::string& key) {
       AG_RETURN_IF_ERROR(WriteStatus(ctx_, kube::ReplayCanaries(), *object,
                                      api::ReplayCanaryStatusToJson(actions.status)));
     }
-    return ReconcileResult{std::chrono::seconds(15)};
+    return ReconcileResult{WaitingCanaryLookAgain(start.slot->waiting)};
   }
   AG_RETURN_IF_ERROR(ApplyCanaryActions(ctx_, *object, canary, actions, job));
   ReconcileResult result;

@@ -19,6 +19,7 @@
 //                      PolicyReconciler)
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,9 +48,23 @@ inline constexpr char kCanaryIndex[] = "canary-job";  // canary pods by "ns/job-
 // Deployments, StatefulSets and DaemonSets by "ns/<api::MeasuredHashOf>":
 // the workloads a shared canary serves.
 inline constexpr char kMeasuredTemplateIndex[] = "measured-template";
+// ReplayCanaries by where they are in their life: kCanaryRunning (phase
+// Running), kCanaryEnded (Completed or Failed) or kCanaryNotStarted (any
+// other phase, or none yet). CanarySlots reads it instead of every canary.
+inline constexpr char kCanaryStateIndex[] = "canary-state";
+inline constexpr char kCanaryRunning[] = "running";
+inline constexpr char kCanaryEnded[] = "ended";
+inline constexpr char kCanaryNotStarted[] = "not-started";
+// ReplayCanaries by "ns/<spec.templateHash>": the canaries of one template,
+// whose measurements a canary may copy (ReadCanaryInput).
+inline constexpr char kCanaryTemplateIndex[] = "canary-template";
+// ReplayCanaries by "ns/<allocguard.io/policy label>": a policy's canaries.
+inline constexpr char kCanaryPolicyIndex[] = "canary-policy";
 void AddNamespaceIndex(kube::Store& store);
 void AddCanaryJobIndex(kube::Store& pods);
 void AddMeasuredTemplateIndex(kube::Store& workloads);
+// kCanaryStateIndex, kCanaryTemplateIndex and kCanaryPolicyIndex.
+void AddCanaryIndexes(kube::Store& canaries);
 
 // Objects in the stores carry apiVersion and kind (list items do not; the
 // manager's informer transform sets them), so they can be written back and
@@ -64,27 +79,72 @@ inline constexpr const char* kCachedTemplateHashField = api::kCachedTemplateHash
 // limits: canaries started a moment ago by another worker are not yet
 // Running there. So starts are decided under one lock, counting both the
 // cache's Running canaries and those this process started and the cache has
-// not yet shown finished. Only the leader reconciles, so one process decides.
+// not yet shown ended. Only the leader reconciles, so one process decides.
 //
 // Waiting canaries are served round-robin over namespaces, first come first
 // served within one: after a canary of namespace A starts, the next slot
 // goes to the first waiting canary of the next namespace that has one, so
 // one team's many held rollouts cannot keep another team's waiting. A
 // namespace at its own limit is passed over until one of its canaries ends.
+//
+// The queue does not wait to be polled: when a slot frees (Release) or a
+// canary asks out of turn, the canaries that may start now are woken (the
+// `wake` function: the canary reconciler's queue), so a waiting canary need
+// only look again now and then to refresh its queue note. Every call costs
+// lookups in the cache's kCanaryStateIndex (AddCanaryIndexes, REQUIRED on
+// the store) for the queue's length, never a read of a canary.
 class CanarySlots {
  public:
+  // Called, outside the lock, with the key of each canary that may start
+  // now. Set once, before the reconcilers run.
+  void SetWake(std::function<void(const std::string& key)> wake);
+
   // Whether the canary `key` ("ns/name") may start now; when it may, its slot
-  // is taken. limit, namespace_limit <= 0: no limit. The answer carries the
-  // limits it was asked under, for DecideCanaryStart's queue note.
+  // is taken (a canary that holds one keeps it). limit, namespace_limit <= 0:
+  // no limit. The answer carries the limits it was asked under, for
+  // DecideCanaryStart's queue note. When another canary is next, it is woken.
   CanarySlotAnswer TryAcquire(const std::string& key, const kube::Store& canaries, int limit,
                               int namespace_limit);
+  // The canary `key` ended or went away: its slot (if it held one) and its
+  // place in the queue are given up, and the canaries that may start now
+  // are woken, at most as many as there are free slots.
+  void Release(const std::string& key, const kube::Store& canaries, int limit, int namespace_limit);
 
  private:
+  struct Busy {
+    std::set<std::string> keys;
+    std::map<std::string, int> in_namespace;
+  };
+  // The canaries holding slots but `asking`: the cache's Running ones and
+  // those this process started (forgotten once they ended or went away).
+  // REQUIRES: mu_ held.
+  Busy BusyLocked(const kube::Store& canaries, const std::string& asking);
+  // Clears the queue of canaries that ended, started or went away
+  // (`asking` stays). REQUIRES: mu_ held.
+  void PruneQueueLocked(const kube::Store& canaries, const Busy& busy, const std::string& asking);
+  // The waiting canaries in order of service. REQUIRES: mu_ held.
+  std::vector<std::string> OrderLocked() const;
+  // The waiting canaries of `order` that may start now under the limits,
+  // given `busy`, in order.
+  static std::vector<std::string> Startable(const std::vector<std::string>& order, Busy busy,
+                                            int limit, int namespace_limit);
+
   std::mutex mu_;
   std::set<std::string> started_;
   std::map<std::string, std::vector<std::string>> waiting_;  // namespace -> keys, oldest first
   std::string last_served_namespace_;
+  // Asks since the queue was last pruned: a long queue is pruned every
+  // length/64 asks, not at each (Release keeps it clean as canaries end).
+  size_t asks_since_prune_ = 0;
+  std::function<void(const std::string&)> wake_;
 };
+
+// How long a canary waiting for a slot goes before it looks again, with
+// `waiting` canaries in the queue: 15 s, longer for long queues so that the
+// queue as a whole looks about 10 times a second at most, and 5 minutes at
+// the longest. Looking again only refreshes the queue note; a slot that
+// frees wakes the next canary at once (CanarySlots).
+Clock::Duration WaitingCanaryLookAgain(int waiting);
 
 struct ControllerContext {
   kube::Client* client = nullptr;

@@ -81,6 +81,7 @@ class ReconcilerTest : public ::testing::Test {
       AddNamespaceIndex(*s);
     }
     AddCanaryJobIndex(pods_);
+    AddCanaryIndexes(canaries_);
     for (kube::Store* s : {&deployments_, &statefulsets_, &daemonsets_}) {
       AddMeasuredTemplateIndex(*s);
     }
@@ -421,6 +422,40 @@ TEST_F(ReconcilerTest, CanaryWaitsForASlotWithItsQueuePosition) {
             "queued: position 1 of 1 waiting; 1 canaries are running, the limit is 1 "
             "(--max-concurrent-canaries)");
   EXPECT_FALSE(status.contains("variants"));
+}
+
+// The queue is not polled: when the running canary goes, the waiting one is
+// woken (the canary reconciler's queue) and starts its Job at once.
+TEST_F(ReconcilerTest, ACanaryThatGoesWakesTheCanaryWaitingForItsSlot) {
+  ctx_.max_concurrent_canaries = 1;
+  std::vector<std::string> woken;
+  ctx_.canary_slots->SetWake([&woken](const std::string& key) { woken.push_back(key); });
+  json policy = Put(kube::AllocatorPolicies(), policies_, PolicyObject());
+  auto parsed = api::ParseAllocatorPolicy(policy);
+  ASSERT_TRUE(parsed.ok());
+  json deployment = Put(kube::Deployments(), deployments_, DeploymentObject());
+  json running = BuildReplayCanary(deployment, *parsed);
+  running["metadata"]["name"] = "running-canary";
+  running["status"] = {{"phase", "Running"}};
+  running = Put(kube::ReplayCanaries(), canaries_, running);
+  json canary = Put(kube::ReplayCanaries(), canaries_, BuildReplayCanary(deployment, *parsed));
+  const std::string key = std::string(kNs) + "/" + canary["metadata"]["name"].get<std::string>();
+
+  CanaryReconciler reconciler(ctx_);
+  auto queued = reconciler.Reconcile(key);
+  ASSERT_TRUE(queued.ok());
+  EXPECT_EQ(queued->requeue_after, std::chrono::seconds(15));
+  EXPECT_TRUE(server_->List(kube::Jobs(), kNs).empty());
+  EXPECT_TRUE(woken.empty()) << "no slot is free";
+
+  canaries_.Remove(running);
+  ASSERT_TRUE(reconciler.Reconcile(std::string(kNs) + "/running-canary").ok());
+  EXPECT_EQ(woken, std::vector<std::string>{key});
+  // The watch brings the queue note the first reconcile wrote.
+  canaries_.Upsert(*server_->Get(kube::ReplayCanaries(), kNs, canary["metadata"]["name"]));
+  auto started = reconciler.Reconcile(key);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  EXPECT_EQ(server_->List(kube::Jobs(), kNs).size(), 1u) << "the woken canary started its Job";
 }
 
 TEST_F(ReconcilerTest, DriftRecordsAWarningOnAnUninjectedPod) {

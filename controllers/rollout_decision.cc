@@ -88,7 +88,10 @@ std::string CanarySpecDistrust(const api::ReplayCanarySummary& canary,
   if (spec.template_hash != measured.hash) {
     return "its spec.templateHash is " + spec.template_hash + ", not " + measured.hash;
   }
-  const std::string stored = api::MeasuredTemplateHash(canary.pod_template);
+  // The template as stored (ParseReplayCanary keeps it as text, so the
+  // summary holds no copy of its tree).
+  const std::string stored = api::MeasuredTemplateHash(
+      json::parse(spec.pod_template_json, nullptr, /*allow_exceptions=*/false));
   if (stored != measured.hash) {
     return "its spec.template is not template " + measured.hash + " (it hashes to " + stored + ")";
   }

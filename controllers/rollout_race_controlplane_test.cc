@@ -85,6 +85,7 @@ class RolloutRaceTest : public ::testing::Test {
     for (kube::Store* s : {&policies_, &canaries_, &deployments_, &pods_, &jobs_}) {
       AddNamespaceIndex(*s);
     }
+    AddCanaryIndexes(canaries_);
     const json policy_object = PolicyObject(ns_);
     auto policy = api::ParseAllocatorPolicy(policy_object);
     ASSERT_TRUE(policy.ok()) << policy.status().message();

@@ -273,7 +273,6 @@ ReplayCanarySummary ParseReplayCanarySummary(const json& object,
   Reader top(object, "", problems);
   const json* spec = top.Object("spec");
   if (spec == nullptr) return c;
-  if (const json* tmpl = json_fields::Member(*spec, "template")) c.pod_template = *tmpl;
   Reader s(*spec, "spec", problems);
   s.String("templateHash", &c.template_hash);
   if (const json* policy = s.Object("policyRef")) {

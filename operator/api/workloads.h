@@ -172,8 +172,6 @@ struct ReplayCanarySummary {
   std::string template_hash;  // spec.templateHash
   std::string policy_name;    // spec.policyRef.name
   ReplayCanaryStatus status;
-  // spec.template as stored, whatever its type (null when absent).
-  nlohmann::json pod_template;
   // The whole canary when ParseReplayCanary accepts it; else why not.
   std::optional<ReplayCanary> parsed;
   std::string parse_error;

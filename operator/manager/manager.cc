@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <string_view>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -140,9 +141,10 @@ struct Caches {
 };
 
 Caches MakeCaches(kube::Client* client, const ManagerOptions& options) {
-  // Packed caches (kube::Store::SetPacked) hold the workloads and Pods, which
-  // a cluster has by the ten thousand and the reconcilers read a namespace
-  // at a time; policies and canaries stay trees.
+  // Packed caches (kube::Store::SetPacked) hold the workloads, Pods and
+  // canaries, which a cluster has by the ten thousand (a canary per distinct
+  // template) and the reconcilers read a few at a time through their
+  // indexes; policies, which every admission reads, stay trees.
   // A slim cache's filter leaves out, while each object is parsed, what its
   // transform drops anyway (api::KeptBySlimDeployment and the like).
   auto make = [&](const kube::ResourceType& type, const std::string& label_selector,
@@ -161,7 +163,7 @@ Caches MakeCaches(kube::Client* client, const ManagerOptions& options) {
   };
   Caches c;
   c.policies = make(kube::AllocatorPolicies(), "", nullptr);
-  c.canaries = make(kube::ReplayCanaries(), "", nullptr);
+  c.canaries = make(kube::ReplayCanaries(), "", nullptr, /*packed=*/true);
   c.deployments = make(kube::Deployments(), "", api::SlimDeployment, /*packed=*/true,
                        api::KeptBySlimDeployment);
   c.statefulsets = make(kube::StatefulSets(), "", api::SlimStatefulSet, /*packed=*/true,
@@ -173,6 +175,7 @@ Caches MakeCaches(kube::Client* client, const ManagerOptions& options) {
       make(kube::Jobs(), std::string(api::kManagedByLabel) + "=" + api::kManagedByValue, nullptr);
   for (const auto& [kind, informer] : c.All()) controllers::AddNamespaceIndex(informer->store());
   controllers::AddCanaryJobIndex(c.pods->store());
+  controllers::AddCanaryIndexes(c.canaries->store());
   for (kube::Informer* workloads :
        {c.deployments.get(), c.statefulsets.get(), c.daemonsets.get()}) {
     AddHeldIndex(workloads->store());
@@ -366,6 +369,12 @@ Status RunManager(const ManagerOptions& options, kube::Canceller* cancel) {
   std::vector<ControllerRunner*> runners =
       AddControllers(manager, ctx, options.workers, clock, &registry);
   AddEventRouting(manager, caches.Stores());
+  // A canary that ends wakes the canaries waiting for its slot.
+  for (ControllerRunner* runner : runners) {
+    if (std::string_view(runner->name()) == kCanaryController) {
+      ctx.canary_slots->SetWake([runner](const std::string& key) { runner->Enqueue(key); });
+    }
+  }
   AddProbeChecks(manager, runners, webhooks, clock);
   // Verdicts are counted by the replica whose reconcilers write them.
   manager.OnUpdate(&caches.canaries->store(),
