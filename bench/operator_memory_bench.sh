@@ -14,7 +14,8 @@
 # in Off only the informers and the policy's status see them), starts
 # `allocguard operator` against it, and prints the operator's VmRSS and
 # RssAnon idle and after the Deployments exist, the bytes per Deployment,
-# how long the creation took, and the apiserver's and etcd's RSS beside them.
+# how long the creation took, and the apiserver's and etcd's RSS beside them;
+# then, over 60 s more, the operator's CPU and its canary reconciles a second.
 # The operator registers its admission webhooks by URL (as a local process
 # does), so every Deployment created passes its Deployment gate;
 # --no-webhooks leaves them unregistered. --no-operator measures only the
@@ -105,11 +106,19 @@ mib() { awk -v k="$1" 'BEGIN {printf "%.1f MiB", k / 1024}'; }
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
+# The CPU time (user + system, in clock ticks) process $1 has used.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # The sum of the series of metric $1 (with or without labels) on the
 # operator's /metrics; 0 when it is not exported or not answering.
 metric_sum() {
   curl -fs "http://127.0.0.1:$metrics_port/metrics" 2>/dev/null |
     awk -v m="$1" '$1 == m || index($1, m "{") == 1 {s += $2} END {print s + 0}'
+}
+# The canary reconciler's reconciles so far, every result.
+canary_reconciles() {
+  curl -fs "http://127.0.0.1:$metrics_port/metrics" 2>/dev/null |
+    awk 'index($1, "allocguard_reconcile_total{") == 1 && index($1, "controller=\"canary\"") {s += $2}
+         END {print s + 0}'
 }
 # Whether RSS has settled: the last 11 of the samples given (KiB, 2 s apart,
 # so 20 s) lie within 1 MiB or 1 % of the highest of them.
@@ -329,6 +338,17 @@ if ((with_operator)); then
   done
   read -r full_rss full_anon < <(mem_kib "$operator_pid")
   peak_rss=$(awk '/^VmHWM:/ {print $2}' "/proc/$operator_pid/status")
+  # What the operator does once all is in: its CPU and its canary
+  # reconciles over the next 60 s (a queue of canaries waiting for a slot
+  # shows here).
+  cpu0=$(cpu_ticks "$operator_pid")
+  reconciles0=$(canary_reconciles)
+  sleep 60
+  steady_cpu=$(awk -v a="$cpu0" -v b="$(cpu_ticks "$operator_pid")" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN {printf "%.1f", 100 * (b - a) / hz / 60}')
+  steady_reconciles=$(awk -v a="$reconciles0" \
+    -v b="$(canary_reconciles)" \
+    'BEGIN {printf "%.1f", (b - a) / 60}')
 fi
 
 # --- the peer again, started with the Deployments present ----------------------
@@ -399,6 +419,8 @@ if ((with_operator)); then
   echo "  the policy: $policy_bytes bytes of JSON, status.governedCount $count," \
     "$listed entries in status.governed"
   echo "  in the cluster: $events events in $bench_ns, $canaries ReplayCanaries, $jobs Jobs"
+  echo "  over the next 60 s: operator CPU ${steady_cpu} % of one core," \
+    "${steady_reconciles} canary reconciles a second"
 fi
 if [[ -n ${present_rss:-} ]]; then
   echo "  peer started with the Deployments present: VmRSS $(mib "$present_rss")," \
