@@ -90,9 +90,10 @@ inline constexpr const char* kCachedTemplateHashField = api::kCachedTemplateHash
 // The queue does not wait to be polled: when a slot frees (Release) or a
 // canary asks out of turn, the canaries that may start now are woken (the
 // `wake` function: the canary reconciler's queue), so a waiting canary need
-// only look again now and then to refresh its queue note. Every call costs
-// lookups in the cache's kCanaryStateIndex (AddCanaryIndexes, REQUIRED on
-// the store) for the queue's length, never a read of a canary.
+// only look again now and then to refresh its queue note. No call reads a
+// canary: the slots look canaries up in the cache's kCanaryStateIndex
+// (AddCanaryIndexes, REQUIRED on the store), a lookup per waiting canary
+// only when the queue is pruned (every length/64 asks).
 class CanarySlots {
  public:
   // Called, outside the lock, with the key of each canary that may start
