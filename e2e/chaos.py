@@ -24,8 +24,10 @@ of the watched namespaces throughout and checks:
     acquireTime;
     after a follower kill the leader keeps the Lease;
   - duplicates: never two ReplayCanaries with one spec (target, template,
-    allocator, canary settings), never two Jobs (by UID, ever) for one
-    canary variant;
+    allocator, canary settings), never two Jobs (by UID, ever) for one run
+    of a canary variant (one Job name: an Inconclusive candidate's rerun is
+    a run of its own, `<canary>-candidate-r<n>`, recorded in the variant's
+    earlierRuns);
   - lost verdicts: a canary's verdict, and each variant's, once written,
     stays; a canary never disappears; every canary completes;
   - unproven releases: a Deployment seen held and then unpaused has a Flat
@@ -47,6 +49,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import signal
 import statistics
 import subprocess
@@ -183,7 +186,7 @@ class Watcher(threading.Thread):
         self.stop = threading.Event()
         self.violations = {"duplicates": [], "lost verdicts": [], "unproven releases": [], "paused without a reason": []}
         self.canary_specs = {}  # (ns, spec digest) -> set of canary names
-        self.job_uids = {}  # (ns, canary, variant) -> set of Job UIDs
+        self.job_uids = {}  # (ns, canary, variant, Job name) -> set of Job UIDs
         self.verdicts = {}  # (ns, canary) -> (uid, verdict, {variant: verdict})
         self.held_seen = {}  # (ns, deployment) -> template hash last seen held
         self.canaries = {}  # last snapshot: (ns, name) -> object
@@ -226,11 +229,12 @@ class Watcher(threading.Thread):
             elif o["kind"] == "Job":
                 labels = o["metadata"].get("labels", {})
                 if CANARY_LABEL in labels:
-                    key = (ns, labels[CANARY_LABEL], labels.get(VARIANT_LABEL, ""))
+                    key = (ns, labels[CANARY_LABEL], labels.get(VARIANT_LABEL, ""), name)
                     uids = self.job_uids.setdefault(key, set())
                     uids.add(o["metadata"]["uid"])
                     if len(uids) > 1:
-                        self.flag("duplicates", f"{len(uids)} Jobs (UIDs) for canary {key[1]} variant {key[2]} in {ns}")
+                        self.flag("duplicates", f"{len(uids)} Jobs (UIDs) named {name} for canary {key[1]} "
+                                                f"variant {key[2]} in {ns}")
         for (ns, name), c in canaries.items():
             spec = c.get("spec", {})
             if not spec.get("templateHash"):
@@ -465,6 +469,29 @@ class Chaos:
         if not within:
             raise Failure(f"failover took {failover:.1f} s, over the bound of {bound:.1f} s")
 
+    def check_reruns(self):
+        """Every rerun Job seen (`<canary>-<variant>-r<n>`) follows a run its canary recorded
+        in the variant's earlierRuns: a second Job for a variant is a rerun, never a
+        duplicate launch. The status is written before the rerun's Job is created, so a
+        list taken after the Jobs were seen shows it."""
+        w = self.watcher
+        recorded = {}
+        for ns in w.namespaces:
+            for c in kubectl_json("get", "replaycanaries.allocguard.io", "-n", ns)["items"]:
+                for v in c.get("status", {}).get("variants", []):
+                    jobs = {r.get("job") for r in v.get("earlierRuns", [])}
+                    recorded[(ns, c["metadata"]["name"], v.get("name", ""))] = jobs
+        with w.lock:
+            for (ns, canary, variant, name) in sorted(w.job_uids):
+                m = re.fullmatch(re.escape(f"{canary}-{variant}") + r"-r([0-9]+)", name)
+                if not m:
+                    continue
+                n = int(m.group(1))
+                before = f"{canary}-{variant}" + (f"-r{n - 1}" if n > 1 else "")
+                if before not in recorded.get((ns, canary, variant), set()):
+                    w.flag("duplicates", f"Job {name} in {ns} reruns {before}, which canary {canary} "
+                                         f"does not record in variant {variant}'s earlierRuns")
+
     def finish(self):
         """Every chaos canary completes; Flat releases, the rest stay held with a reason."""
         a = self.args
@@ -568,6 +595,7 @@ def main():
         chaos.watcher.stop.set()
         chaos.watcher.join(30)
         chaos.watcher.snapshot()  # one last look, after the last verdicts
+        chaos.check_reruns()
         ok = chaos.report(results)
     except (Failure, RuntimeError, subprocess.SubprocessError) as e:
         log(f"FAILED: {e}")
