@@ -274,7 +274,7 @@ void AddCanaryIndexes(kube::Store& canaries) {
   canaries.AddIndex(kCanaryStateIndex, [](const json& object) {
     const std::optional<api::CanaryPhase> phase = api::CanaryPhaseOf(object);
     if (phase == api::CanaryPhase::kRunning) return std::vector<std::string>{kCanaryRunning};
-    if (Ended(phase)) return std::vector<std::string>{kCanaryEnded};
+    if (Ended(phase)) return std::vector<std::string>{};
     return std::vector<std::string>{kCanaryNotStarted};
   });
   canaries.AddIndex(kCanaryTemplateIndex, [](const json& object) {

@@ -48,12 +48,13 @@ inline constexpr char kCanaryIndex[] = "canary-job";  // canary pods by "ns/job-
 // Deployments, StatefulSets and DaemonSets by "ns/<api::MeasuredHashOf>":
 // the workloads a shared canary serves.
 inline constexpr char kMeasuredTemplateIndex[] = "measured-template";
-// ReplayCanaries by where they are in their life: kCanaryRunning (phase
-// Running), kCanaryEnded (Completed or Failed) or kCanaryNotStarted (any
-// other phase, or none yet). CanarySlots reads it instead of every canary.
+// ReplayCanaries that have not ended, by where they are in their life:
+// kCanaryRunning (phase Running) or kCanaryNotStarted (any other phase but
+// Completed and Failed, or none yet). An ended canary is in neither, so the
+// index does not grow with finished canaries. CanarySlots reads it instead
+// of every canary.
 inline constexpr char kCanaryStateIndex[] = "canary-state";
 inline constexpr char kCanaryRunning[] = "running";
-inline constexpr char kCanaryEnded[] = "ended";
 inline constexpr char kCanaryNotStarted[] = "not-started";
 // ReplayCanaries by "ns/<spec.templateHash>": the canaries of one template,
 // whose measurements a canary may copy (ReadCanaryInput).
