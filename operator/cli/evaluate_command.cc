@@ -52,6 +52,9 @@ struct EvaluateArgs {
   std::string corpus = "wide";
   double spending_rho = memory::JudgeOptions{}.spending_rho;
   std::vector<std::string> csv_paths;
+  // Groups of recordings of one variant run side by side ("a.csv,b.csv[,...]"):
+  // the noise they share.
+  std::vector<std::string> side_by_side;
   int sample_traces_per_class = 0;
   // Canary replicas of one variant side by side (wide corpus): how many, the
   // correlation of their floor noise, how their floors are combined and
@@ -347,6 +350,109 @@ Result<RecordedRun> ReadRecordedRun(const std::string& path, const EvaluateArgs&
   return r;
 }
 
+// A recorded run's per-minute floors, with the warm-up and sample interval its
+// header recorded.
+std::vector<memory::MinuteFloor> FloorsOf(const RecordedRun& run) {
+  return memory::ComputeMinuteFloors(
+      run.samples, {.warmup_minutes = run.settings.warmup_minutes,
+                    .sample_interval_seconds = run.settings.sample_interval_seconds});
+}
+
+// The files of one --side-by-side group, "a.csv,b.csv[,...]".
+std::vector<std::string> SideBySidePaths(const std::string& group) {
+  std::vector<std::string> paths;
+  for (size_t start = 0; start <= group.size();) {
+    size_t comma = group.find(',', start);
+    if (comma == std::string::npos) comma = group.size();
+    paths.push_back(group.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return paths;
+}
+
+// The recorded runs that are longer than a canary's plan, judged from every
+// start minute by the three rules with the canary defaults (planned
+// --planned-minutes, the new judge running on to --max-minutes), and the
+// groups recorded side by side (docs/verdicts.md, "Recorded runs of 32
+// minutes").
+int PrintLongRecordings(const EvaluateArgs& args) {
+  const memory::JudgeOptions planned{.max_slope_gib_per_h = args.max_slope_gib_per_h,
+                                     .max_minutes = args.planned_minutes,
+                                     .spending_rho = args.spending_rho};
+  memory::JudgeOptions run_on = planned;
+  run_on.planned_minutes = args.planned_minutes;
+  run_on.max_minutes = args.max_minutes;
+  const auto fixed = memory::NewFixedDurationJudge(planned);
+  const auto seq = memory::NewSequentialJudge(planned);
+  const auto judged = memory::NewSequentialJudge(NewJudgeOptions(run_on, args));
+  bool header = false;
+  for (const std::string& path : args.csv_paths) {
+    auto run = ReadRecordedRun(path, args);
+    if (!run.ok()) continue;  // EvaluateReplayCsvs has said why
+    const auto floors = FloorsOf(*run);
+    if (static_cast<int>(floors.size()) < args.planned_minutes) continue;
+    if (!header) {
+      std::printf(
+          "\nRecorded runs longer than the plan, judged as a canary started at each minute "
+          "(planned %d, new judge on to %d minutes; one letter per start minute s = 0, 1, ...: "
+          "R Ratchet, F Flat, I Inconclusive, . recording ended first)\n",
+          args.planned_minutes, args.max_minutes);
+      header = true;
+    }
+    std::printf("%s (%zu floors)\n", path.c_str(), floors.size());
+    struct Rule {
+      std::string name;
+      const memory::FloorJudge* judge;
+      int last_minute;
+    };
+    const std::string plan = std::to_string(args.planned_minutes);
+    const Rule rules[] = {{"fixed " + plan, fixed.get(), args.planned_minutes},
+                          {"seq " + plan, seq.get(), args.planned_minutes},
+                          {"new " + plan + " of " + std::to_string(args.max_minutes), judged.get(),
+                           args.max_minutes}};
+    for (const Rule& r : rules) {
+      const memory::WindowVerdicts w = memory::JudgeFromEachStart(*r.judge, floors, r.last_minute);
+      std::printf(
+          "  %-13s %s  from the start %s at %d min; Ratchet %d, Flat %d, Inconclusive %d of %d "
+          "decided; median %.0f min\n",
+          r.name.c_str(), w.letters.c_str(),
+          w.letters.front() == '.' ? "still running"
+                                   : FloorDecisionName(w.from_start.judgement.decision),
+          w.from_start.minutes_elapsed, w.counts.ratchet, w.counts.flat, w.counts.inconclusive,
+          w.counts.traces, w.counts.MedianMinutes());
+    }
+  }
+  for (const std::string& group : args.side_by_side) {
+    const std::vector<std::string> paths = SideBySidePaths(group);
+    std::vector<std::vector<memory::MinuteFloor>> floors;
+    for (const std::string& path : paths) {
+      auto run = ReadRecordedRun(path, args);
+      if (!run.ok()) {
+        std::fprintf(stderr, "evaluate-verdicts: --side-by-side %s: %s\n", path.c_str(),
+                     run.status().ToString().c_str());
+        return kExitError;
+      }
+      floors.push_back(FloorsOf(*run));
+    }
+    const memory::ReplicaNoise n = memory::MeasureReplicas(floors);
+    std::printf("\nSide by side, %d common minutes (residuals around each one's own line):\n",
+                n.minutes);
+    for (size_t k = 0; k < paths.size(); ++k) {
+      std::printf("  %-48s sd %6.1f MiB  lag-1 %+5.2f\n", paths[k].c_str(), n.each[k].sd,
+                  n.each[k].lag1);
+    }
+    std::printf("  correlation in the same minute, each pair:");
+    for (double r : n.correlations) std::printf(" %+.2f", r);
+    std::printf("\n  their mean:   sd %6.1f MiB (%.2f of the first's)  lag-1 %+5.2f\n", n.mean.sd,
+                n.each[0].sd > 0 ? n.mean.sd / n.each[0].sd : 0.0, n.mean.lag1);
+    if (paths.size() > 2) {
+      std::printf("  their median: sd %6.1f MiB (%.2f of the first's)  lag-1 %+5.2f\n", n.median.sd,
+                  n.each[0].sd > 0 ? n.median.sd / n.each[0].sd : 0.0, n.median.lag1);
+    }
+  }
+  return 0;
+}
+
 // Judges recorded replay runs with the fixed rule, today's sequential judge
 // and the new one, each with the settings its CSV header recorded (threshold,
 // warm-up, sample interval, duration), falling back to the command's flags.
@@ -364,14 +470,11 @@ int EvaluateReplayCsvs(const EvaluateArgs& args) {
                    run.status().ToString().c_str());
       return kExitError;
     }
-    const replay::JudgeSettings& settings = run->settings;
     const memory::JudgeOptions& options = run->options;
     memory::JudgeOptions run_on = options;
     run_on.planned_minutes = options.max_minutes;
     run_on.max_minutes = std::max(options.max_minutes, args.max_minutes);
-    const auto floors = memory::ComputeMinuteFloors(
-        run->samples, {.warmup_minutes = settings.warmup_minutes,
-                       .sample_interval_seconds = settings.sample_interval_seconds});
+    const auto floors = FloorsOf(*run);
     const auto old_outcome = memory::ReplayJudge(*memory::NewFixedDurationJudge(options), floors);
     const auto seq_outcome = memory::ReplayJudge(*memory::NewSequentialJudge(options), floors);
     const auto new_judge = memory::NewSequentialJudge(NewJudgeOptions(run_on, args));
@@ -418,18 +521,11 @@ int EvaluateReplayCsvs(const EvaluateArgs& args) {
   std::printf(
       "\nFloor noise of the recorded runs (residuals around a straight line; flat runs only)\n");
   for (const std::string& path : args.csv_paths) {
-    auto run = replay::ReadSampleCsv(path);
+    auto run = ReadRecordedRun(path, args);
     if (!run.ok()) continue;
-    replay::JudgeSettings settings;
-    settings.FromHeader(*run);
-    std::vector<memory::MemorySample> samples;
-    for (const replay::SampleRow& row : run->rows) samples.push_back(row.memory);
-    const auto floors = memory::ComputeMinuteFloors(
-        samples, {.warmup_minutes = settings.warmup_minutes,
-                  .sample_interval_seconds = settings.sample_interval_seconds});
-    PrintSegmentNoise(path, samples, floors);
+    PrintSegmentNoise(path, run->samples, FloorsOf(*run));
   }
-  return 0;
+  return PrintLongRecordings(args);
 }
 
 // The sample-level corpus (sample_trace_generator.h): the same 2-second
@@ -944,6 +1040,12 @@ int RunEvaluate(const EvaluateArgs& args) {
   if (args.max_minutes < args.planned_minutes) {
     return UsageError(InvalidArgument("--max-minutes must be at least --planned-minutes"));
   }
+  for (const std::string& group : args.side_by_side) {
+    if (SideBySidePaths(group).size() < 2) {
+      return UsageError(
+          InvalidArgument("--side-by-side " + group + ": name two or more files, comma-separated"));
+    }
+  }
   if (args.replicas > 1 && args.corpus != "wide") {
     return UsageError(InvalidArgument(
         "--replicas above 1 applies to the wide corpus only (--corpus wide, the default)"));
@@ -1132,6 +1234,10 @@ void RegisterEvaluateCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--csv", args->csv_paths, "Replay sample CSVs to judge with both rules")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--side-by-side", args->side_by_side,
+                  "Replay CSVs of one variant recorded side by side, as A.csv,B.csv[,C.csv...] "
+                  "(repeatable): prints the correlation of their floor noise in the same minute "
+                  "and the noise of their mean and median");
   cmd->callback([args, exit_code] { *exit_code = RunEvaluate(*args); });
 }
 

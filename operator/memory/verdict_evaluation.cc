@@ -23,6 +23,116 @@ RunOutcome ReplayJudge(const FloorJudge& judge, std::span<const MinuteFloor> flo
   return outcome;
 }
 
+LineResiduals ResidualsAroundLine(std::span<const double> minutes, std::span<const double> mib) {
+  LineResiduals out;
+  const size_t n = std::min(minutes.size(), mib.size());
+  if (n < 3) return out;
+  const auto count = static_cast<double>(n);
+  double mx = 0;
+  double my = 0;
+  for (size_t i = 0; i < n; ++i) {
+    mx += minutes[i] / count;
+    my += mib[i] / count;
+  }
+  double sxx = 0;
+  double sxy = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sxx += (minutes[i] - mx) * (minutes[i] - mx);
+    sxy += (minutes[i] - mx) * (mib[i] - my);
+  }
+  if (sxx <= 0) return out;
+  const double b = sxy / sxx;
+  double sse = 0;
+  double lag = 0;
+  for (size_t i = 0; i < n; ++i) out.mib.push_back(mib[i] - my - b * (minutes[i] - mx));
+  for (size_t i = 0; i < n; ++i) {
+    sse += out.mib[i] * out.mib[i];
+    if (i + 1 < n) lag += out.mib[i] * out.mib[i + 1];
+  }
+  out.sd = std::sqrt(sse / (count - 2));
+  out.lag1 = sse > 0 ? lag / sse : 0;
+  return out;
+}
+
+ReplicaNoise MeasureReplicas(std::span<const std::vector<MinuteFloor>> replicas) {
+  ReplicaNoise out;
+  if (replicas.empty()) return out;
+  std::vector<double> t;
+  std::vector<std::vector<double>> y(replicas.size());
+  std::vector<double> mean;
+  std::vector<double> median;
+  for (const MinuteFloor& first : replicas[0]) {
+    std::vector<double> at;  // every replica's floor of this minute, MiB
+    for (const std::vector<MinuteFloor>& r : replicas) {
+      auto it = std::find_if(r.begin(), r.end(),
+                             [&](const MinuteFloor& f) { return f.minute == first.minute; });
+      if (it == r.end()) break;
+      at.push_back(it->floor_bytes / kBytesPerMiB);
+    }
+    if (at.size() != replicas.size()) continue;
+    t.push_back(first.minute);
+    double sum = 0;
+    for (size_t k = 0; k < at.size(); ++k) {
+      y[k].push_back(at[k]);
+      sum += at[k];
+    }
+    mean.push_back(sum / static_cast<double>(at.size()));
+    std::sort(at.begin(), at.end());
+    const size_t mid = at.size() / 2;
+    median.push_back(at.size() % 2 == 1 ? at[mid] : (at[mid - 1] + at[mid]) / 2);
+  }
+  out.minutes = static_cast<int>(t.size());
+  for (const std::vector<double>& series : y) out.each.push_back(ResidualsAroundLine(t, series));
+  out.mean = ResidualsAroundLine(t, mean);
+  out.median = ResidualsAroundLine(t, median);
+  for (size_t i = 0; i < out.each.size(); ++i) {
+    for (size_t j = i + 1; j < out.each.size(); ++j) {
+      const std::vector<double>& a = out.each[i].mib;
+      const std::vector<double>& b = out.each[j].mib;
+      double ab = 0;
+      double aa = 0;
+      double bb = 0;
+      for (size_t m = 0; m < a.size() && m < b.size(); ++m) {
+        ab += a[m] * b[m];
+        aa += a[m] * a[m];
+        bb += b[m] * b[m];
+      }
+      out.correlations.push_back(aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0);
+    }
+  }
+  return out;
+}
+
+WindowVerdicts JudgeFromEachStart(const FloorJudge& judge, std::span<const MinuteFloor> floors,
+                                  int last_minute) {
+  WindowVerdicts out;
+  if (floors.empty()) return out;
+  const int first = floors.front().minute;
+  for (size_t s = 0; s < floors.size(); ++s) {
+    std::vector<MinuteFloor> window;
+    const int shift = floors[s].minute - first;
+    for (size_t i = s; i < floors.size() && floors[i].minute - shift < last_minute; ++i) {
+      window.push_back(floors[i]);
+      window.back().minute -= shift;
+    }
+    const RunOutcome o = ReplayJudge(judge, window);
+    if (s == 0) out.from_start = o;
+    // Undecided when the recording ended, before the judge's last look.
+    const bool censored = o.minutes_elapsed == window.back().minute + 1 &&
+                          o.minutes_elapsed < last_minute &&
+                          judge.Judge(window, /*final=*/false).decision == FloorDecision::kContinue;
+    if (censored) {
+      out.letters.push_back('.');
+      continue;
+    }
+    out.letters.push_back(o.judgement.decision == FloorDecision::kRatchet ? 'R'
+                          : o.judgement.decision == FloorDecision::kFlat  ? 'F'
+                                                                          : 'I');
+    out.counts.Add(o);
+  }
+  return out;
+}
+
 void VerdictCounts::Add(const RunOutcome& outcome) {
   ++traces;
   switch (outcome.judgement.decision) {

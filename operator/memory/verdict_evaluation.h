@@ -47,6 +47,50 @@ struct VerdictCounts {
   double MedianMinutes() const;  // NaN when empty
 };
 
+// Recorded runs (docs/verdicts.md, "Recorded runs of 30 minutes").
+
+// Residuals of points (MiB) around their own least-squares line against
+// `minutes`, their sd (n - 2 degrees of freedom) and lag-1 autocorrelation
+// (sum of r_i r_{i+1} over sum of r_i^2). Empty below three points.
+struct LineResiduals {
+  std::vector<double> mib;
+  double sd = 0;
+  double lag1 = 0;
+};
+LineResiduals ResidualsAroundLine(std::span<const double> minutes, std::span<const double> mib);
+
+// Recordings of the same variant and load run side by side (canary
+// replicas): over the minutes every one has a floor, each one's residuals
+// around its own line, the correlation of every pair's residuals in the same
+// minute (R, the --replica-correlation of the wide corpus; pairs in the order
+// (0,1), (0,2), ..., (1,2), ...), and the residuals of the mean and of the
+// median of their floors, which a judge of the replicas' combined floor would
+// see (the median of two is their mean).
+struct ReplicaNoise {
+  int minutes = 0;
+  std::vector<LineResiduals> each;
+  std::vector<double> correlations;
+  LineResiduals mean;
+  LineResiduals median;
+};
+ReplicaNoise MeasureReplicas(std::span<const std::vector<MinuteFloor>> replicas);
+
+// A recording longer than a canary's plan, judged as if a canary had started
+// at each of its minutes: window s is the floors from the (s+1)-th on,
+// renumbered so that the first is the first judged minute of a run, up to the
+// judge's last look (last_minute, warm-up included: the canary's
+// maxDuration). The judge stops at its verdict. A window that reaches the
+// recording's end undecided before that look is censored: a canary would
+// still be running. `letters` has one character per start:
+// R Ratchet, F Flat, I Inconclusive, . censored; `counts` the decided ones.
+struct WindowVerdicts {
+  std::string letters;
+  VerdictCounts counts;
+  RunOutcome from_start;  // the window of start 0
+};
+WindowVerdicts JudgeFromEachStart(const FloorJudge& judge, std::span<const MinuteFloor> floors,
+                                  int last_minute);
+
 struct ClassEvaluation {
   TraceClass trace_class;
   VerdictCounts old_rule;

@@ -45,6 +45,101 @@ TEST(ReplayJudgeTest, WithoutADecisionTheFinalCallEndsTheRun) {
   EXPECT_EQ(o.minutes_elapsed, 15);
 }
 
+// Residuals [1, -1, 0, -1, 1] sum to 0 and are orthogonal to t = 1..5, so
+// they are exactly what is left around the line 2t: sse 4, sd sqrt(4 / 3),
+// lag-1 (-1 + 0 + 0 - 1) / 4.
+TEST(ResidualsAroundLineTest, HandComputedSdAndLag1) {
+  const std::vector<double> t = {1, 2, 3, 4, 5};
+  const std::vector<double> mib = {3, 3, 6, 7, 11};
+  const LineResiduals r = ResidualsAroundLine(t, mib);
+  ASSERT_EQ(r.mib.size(), 5U);
+  const double want[] = {1, -1, 0, -1, 1};
+  for (size_t i = 0; i < 5; ++i) EXPECT_NEAR(r.mib[i], want[i], 1e-9) << i;
+  EXPECT_NEAR(r.sd, std::sqrt(4.0 / 3), 1e-9);
+  EXPECT_NEAR(r.lag1, -0.5, 1e-9);
+  EXPECT_TRUE(
+      ResidualsAroundLine(std::vector<double>{1, 2}, std::vector<double>{1, 2}).mib.empty());
+}
+
+// Replica a: 100 + 2t + [1, -1, 0, -1, 1] MiB; replica b: 300 + 5t + [1, 1,
+// -4, 1, 1] MiB and one more minute a does not have. Over the five common
+// minutes the residuals are uncorrelated (1 - 1 + 0 - 1 + 1 = 0); b's sd is
+// sqrt(20 / 3), its lag-1 (1 - 4 - 4 + 1) / 20; the mean's residuals (and the
+// median's, of two) are [1, 0, -2, 0, 1]: sd sqrt(6 / 3), lag-1 0.
+TEST(MeasureReplicasTest, HandComputedCorrelationAndNoiseOfTheMean) {
+  const double ra[] = {1, -1, 0, -1, 1};
+  const double rb[] = {1, 1, -4, 1, 1, 0};
+  std::vector<MinuteFloor> a;
+  std::vector<MinuteFloor> b;
+  for (int m = 1; m <= 6; ++m) {
+    if (m <= 5) a.push_back({.minute = m, .floor_bytes = (100 + 2 * m + ra[m - 1]) * kBytesPerMiB});
+    b.push_back({.minute = m, .floor_bytes = (300 + 5 * m + rb[m - 1]) * kBytesPerMiB});
+  }
+  const std::vector<std::vector<MinuteFloor>> pair = {a, b};
+  const ReplicaNoise p = MeasureReplicas(pair);
+  EXPECT_EQ(p.minutes, 5);
+  ASSERT_EQ(p.correlations.size(), 1U);
+  EXPECT_NEAR(p.correlations[0], 0, 1e-9);
+  ASSERT_EQ(p.each.size(), 2U);
+  EXPECT_NEAR(p.each[0].sd, std::sqrt(4.0 / 3), 1e-9);
+  EXPECT_NEAR(p.each[1].sd, std::sqrt(20.0 / 3), 1e-9);
+  EXPECT_NEAR(p.each[1].lag1, -0.3, 1e-9);
+  EXPECT_NEAR(p.mean.sd, std::sqrt(2.0), 1e-9);
+  EXPECT_NEAR(p.mean.lag1, 0, 1e-9);
+  EXPECT_NEAR(p.median.sd, std::sqrt(2.0), 1e-9);
+  // The same noise in both: R = 1.
+  const std::vector<std::vector<MinuteFloor>> same = {a, a};
+  EXPECT_NEAR(MeasureReplicas(same).correlations[0], 1, 1e-9);
+}
+
+// Three replicas level at 100 MiB, one minute each held 30 MiB high in turn
+// (minutes 1, 2, 3) and the rest level: the median never moves, the mean is
+// 110 MiB in those three minutes and 100 after (residual sd 2.988072 MiB,
+// lag-1 2/15 around its line, computed by hand in a script). Each replica's
+// residuals are a spike, and two spikes in different minutes correlate
+// negatively: -0.512148, -0.361158, -0.277449 for the pairs (0,1), (0,2),
+// (1,2).
+TEST(MeasureReplicasTest, TheMedianOfThreeIgnoresOneReplicasHighMinute) {
+  std::vector<std::vector<MinuteFloor>> r(3);
+  for (int m = 1; m <= 8; ++m) {
+    for (int k = 0; k < 3; ++k) {
+      const double mib = 100 + (m == k + 1 ? 30 : 0);
+      r[k].push_back({.minute = m, .floor_bytes = mib * kBytesPerMiB});
+    }
+  }
+  const ReplicaNoise n = MeasureReplicas(r);
+  EXPECT_EQ(n.minutes, 8);
+  ASSERT_EQ(n.correlations.size(), 3U);
+  EXPECT_NEAR(n.median.sd, 0, 1e-9);
+  EXPECT_NEAR(n.mean.sd, 2.988072, 1e-6);
+  EXPECT_NEAR(n.mean.lag1, 2.0 / 15, 1e-9);
+  EXPECT_NEAR(n.correlations[0], -0.512148, 1e-6);
+  EXPECT_NEAR(n.correlations[1], -0.361158, 1e-6);
+  EXPECT_NEAR(n.correlations[2], -0.277449, 1e-6);
+}
+
+// Ten floors (minutes 1..10), a judge that is Flat on its 4th floor: the
+// windows starting at minutes 0..6 are Flat 5 minutes into the run (the 4th
+// floor renumbered to minute 4), the last three end with the recording.
+// When the judge's last look is at 4 minutes (3 floors), it never sees a 4th
+// floor: a window that reached that look is Inconclusive there, one that
+// ended before it is censored.
+TEST(JudgeFromEachStartTest, RenumbersEachWindowAndCensorsTheOnesTheRecordingCutShort) {
+  const DecidesAt judge(4, FloorDecision::kFlat);
+  const WindowVerdicts w = JudgeFromEachStart(judge, Minutes(1, 10), /*last_minute=*/30);
+  EXPECT_EQ(w.letters, "FFFFFFF...");
+  EXPECT_EQ(w.counts.traces, 7);
+  EXPECT_EQ(w.counts.flat, 7);
+  EXPECT_EQ(w.counts.MedianMinutes(), 5);
+  EXPECT_EQ(w.from_start.judgement.decision, FloorDecision::kFlat);
+  EXPECT_EQ(w.from_start.minutes_elapsed, 5);
+  const WindowVerdicts short_plan = JudgeFromEachStart(judge, Minutes(1, 10), /*last_minute=*/4);
+  EXPECT_EQ(short_plan.letters, "IIIIIIII..");
+  EXPECT_EQ(short_plan.counts.inconclusive, 8);
+  EXPECT_EQ(short_plan.counts.MedianMinutes(), 4);
+  EXPECT_TRUE(JudgeFromEachStart(judge, {}, 30).letters.empty());
+}
+
 // Undecided at the end of every odd-numbered run, Flat at the end of every
 // even-numbered one: a rerun always settles it.
 class SettlesOnTheSecondRun final : public FloorJudge {
