@@ -5,6 +5,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "operator/memory/floor_judge.h"
+#include "operator/memory/verdict_evaluation.h"
 #include "operator/replay/sample_csv.h"
 
 namespace allocguard::replay {
@@ -243,6 +245,62 @@ TEST(RecordedDemoTracesTest, ReJudgingGivesTheVerdictsTheDemoShowed) {
     VariantResult r = AnalyzeRun(*run, settings, /*finished=*/true);
     EXPECT_EQ(r.verdict.verdict, c.want) << c.file << ": " << r.verdict.explanation;
     EXPECT_EQ(r.requests_late, 0) << c.file;
+  }
+}
+
+// Recordings of 32 minutes with early stopping off (operator/memory/
+// testdata/README.md, "Recordings of 32 minutes"), judged as a canary with
+// the default plan (canary.duration 15m, maxDuration 30m) judges: from the
+// start, and as if the canary had started at each later minute. What each
+// workload does is known by construction (e2e/workloads/README.md): the
+// demo's live data is bounded, so jemalloc's floor and glibc's with its
+// default arenas are flat; with 512 arenas glibc's floor ratchets, and with
+// --leak it climbs under every allocator. The flat ones are never Ratchet
+// from any start minute, the climbing ones never Flat. Left out: glibc with
+// two arenas and tcmalloc, which climb for some minutes and then level off
+// (no known verdict). The late requests of these runs are not checked: a
+// build ran beside some of them (the README says which).
+TEST(RecordedLongTracesTest, TheDefaultJudgeGivesTheKnownVerdictFromEveryStart) {
+  struct Case {
+    const char* file;
+    memory::FloorDecision want;  // from the start
+  } cases[] = {
+      {"long-demo-jemalloc-a.csv", memory::FloorDecision::kFlat},
+      {"long-demo-jemalloc-b.csv", memory::FloorDecision::kFlat},
+      {"long-demo-glibc-a.csv", memory::FloorDecision::kFlat},
+      {"long-demo-glibc-b.csv", memory::FloorDecision::kFlat},
+      {"long-demo-glibc512.csv", memory::FloorDecision::kRatchet},
+      {"long-demo-jemalloc-leak.csv", memory::FloorDecision::kRatchet},
+      {"long-demo-glibc-leak.csv", memory::FloorDecision::kRatchet},
+      {"long-demo-mimalloc.csv", memory::FloorDecision::kFlat},
+      {"long-libc-demo-glibc.csv", memory::FloorDecision::kFlat},
+      {"long-libc-demo-jemalloc.csv", memory::FloorDecision::kFlat},
+      {"long-trio-demo-jemalloc-a.csv", memory::FloorDecision::kFlat},
+      {"long-trio-demo-jemalloc-b.csv", memory::FloorDecision::kFlat},
+      {"long-trio-demo-jemalloc-c.csv", memory::FloorDecision::kFlat},
+      {"long-trio-demo-glibc-a.csv", memory::FloorDecision::kFlat},
+      {"long-trio-demo-glibc-b.csv", memory::FloorDecision::kFlat},
+      {"long-trio-demo-glibc-c.csv", memory::FloorDecision::kFlat},
+  };
+  const auto judge = memory::NewDefaultJudge(
+      {.max_slope_gib_per_h = 0.5, .max_minutes = 30, .warmup_minutes = 1, .planned_minutes = 15});
+  for (const Case& c : cases) {
+    auto run = ReadSampleCsv(std::string(ALLOCGUARD_TESTDATA_DIR) + "/" + c.file);
+    ASSERT_TRUE(run.ok()) << run.status().ToString();
+    JudgeSettings settings;
+    settings.FromHeader(*run);
+    std::vector<memory::MemorySample> samples;
+    for (const SampleRow& row : run->rows) samples.push_back(row.memory);
+    const auto floors = memory::ComputeMinuteFloors(
+        samples, {.warmup_minutes = settings.warmup_minutes,
+                  .sample_interval_seconds = settings.sample_interval_seconds});
+    ASSERT_GE(floors.size(), 30U) << c.file;
+    const memory::RunOutcome from_start = memory::ReplayJudge(*judge, floors);
+    EXPECT_EQ(from_start.judgement.decision, c.want)
+        << c.file << ": " << from_start.judgement.explanation;
+    const memory::WindowVerdicts w = memory::JudgeFromEachStart(*judge, floors, 30);
+    EXPECT_EQ(c.want == memory::FloorDecision::kFlat ? w.counts.ratchet : w.counts.flat, 0)
+        << c.file << ": " << w.letters;
   }
 }
 
