@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records long floor traces of the workloads in e2e/workloads under each
 # allocator, for the verdict corpus (operator/memory/testdata/, docs/verdicts.md,
-# "Recorded runs of 30 minutes"). Each recording is one `allocguard replay`
+# "Recorded runs of 32 minutes"). Each recording is one `allocguard replay`
 # of one variant with early stopping off, so the trace runs its whole length
 # whatever the judge would have said. The recordings named on the command
 # line run side by side, each in its own memory cgroup; two recordings of

@@ -271,26 +271,14 @@ SegmentNoise MeasureSegmentNoise(const std::vector<memory::MemorySample>& sample
   }
   SegmentNoise out;
   out.points = static_cast<int>(x.size());
-  if (x.size() < 3) return out;
-  const auto n = static_cast<double>(x.size());
+  const memory::LineResiduals r = memory::ResidualsAroundLine(x, y);
+  if (r.mib.empty()) return out;
   double mx = 0;
-  double my = 0;
-  for (size_t i = 0; i < x.size(); ++i) mx += x[i] / n, my += y[i] / n;
+  for (double v : x) mx += v / static_cast<double>(x.size());
   double sxx = 0;
-  double sxy = 0;
-  for (size_t i = 0; i < x.size(); ++i)
-    sxx += (x[i] - mx) * (x[i] - mx), sxy += (x[i] - mx) * (y[i] - my);
-  const double b = sxy / sxx;
-  std::vector<double> r;
-  double sse = 0;
-  double lag = 0;
-  for (size_t i = 0; i < x.size(); ++i) r.push_back(y[i] - my - b * (x[i] - mx));
-  for (size_t i = 0; i < r.size(); ++i) {
-    sse += r[i] * r[i];
-    if (i + 1 < r.size()) lag += r[i] * r[i + 1];
-  }
-  out.sd_mib = std::sqrt(sse / (n - 2));
-  out.lag1 = sse > 0 ? lag / sse : 0;
+  for (double v : x) sxx += (v - mx) * (v - mx);
+  out.sd_mib = r.sd;
+  out.lag1 = r.lag1;
   out.se_gib_per_h = out.sd_mib / std::sqrt(sxx) * 60 / 1024;
   return out;
 }

@@ -115,6 +115,7 @@ WindowVerdicts JudgeFromEachStart(const FloorJudge& judge, std::span<const Minut
       window.push_back(floors[i]);
       window.back().minute -= shift;
     }
+    if (window.empty()) break;  // the plan's last look comes before the first floor
     const RunOutcome o = ReplayJudge(judge, window);
     if (s == 0) out.from_start = o;
     // Undecided when the recording ended, before the judge's last look.

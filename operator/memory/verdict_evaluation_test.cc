@@ -138,6 +138,8 @@ TEST(JudgeFromEachStartTest, RenumbersEachWindowAndCensorsTheOnesTheRecordingCut
   EXPECT_EQ(short_plan.counts.inconclusive, 8);
   EXPECT_EQ(short_plan.counts.MedianMinutes(), 4);
   EXPECT_TRUE(JudgeFromEachStart(judge, {}, 30).letters.empty());
+  // A plan that ends before the first floor (minute 1) has no window.
+  EXPECT_TRUE(JudgeFromEachStart(judge, Minutes(1, 10), /*last_minute=*/1).letters.empty());
 }
 
 // Undecided at the end of every odd-numbered run, Flat at the end of every

@@ -289,11 +289,7 @@ TEST(RecordedLongTracesTest, TheDefaultJudgeGivesTheKnownVerdictFromEveryStart) 
     ASSERT_TRUE(run.ok()) << run.status().ToString();
     JudgeSettings settings;
     settings.FromHeader(*run);
-    std::vector<memory::MemorySample> samples;
-    for (const SampleRow& row : run->rows) samples.push_back(row.memory);
-    const auto floors = memory::ComputeMinuteFloors(
-        samples, {.warmup_minutes = settings.warmup_minutes,
-                  .sample_interval_seconds = settings.sample_interval_seconds});
+    const std::vector<memory::MinuteFloor> floors = AnalyzeRun(*run, settings, true).floors;
     ASSERT_GE(floors.size(), 30U) << c.file;
     const memory::RunOutcome from_start = memory::ReplayJudge(*judge, floors);
     EXPECT_EQ(from_start.judgement.decision, c.want)
