@@ -274,8 +274,11 @@ default_repository=$(helm show values "$release_dir/allocguard-$version.tgz" |
   sed -n '/^image:/,/^[^ ]/ s/^  repository: *//p')
 ctr --address "$ALLOCGUARD_CONTAINERD_ADDRESS" --namespace k8s.io images import \
   --base-name "$default_repository" "$release_dir/allocguard-$version.oci.tar" >/dev/null
-ctr --address "$ALLOCGUARD_CONTAINERD_ADDRESS" --namespace k8s.io images ls -q |
-  grep -qx "$default_repository:$version" ||
+# The listing is captured before grep reads it: `ctr ... | grep -q` under
+# pipefail fails whenever grep stops reading before ctr has written its
+# last line (ctr dies of SIGPIPE), which made this check fail at random.
+node_images=$(ctr --address "$ALLOCGUARD_CONTAINERD_ADDRESS" --namespace k8s.io images ls -q)
+grep -qx "$default_repository:$version" <<<"$node_images" ||
   fail "importing the release's image archive did not give the node $default_repository:$version"
 say "release $version: $(cd "$release_dir" && ls -1 | tr '\n' ' ')imported as $default_repository:$version"
 helm install "$release" "$release_dir/allocguard-$version.tgz" --namespace "$system_ns" --create-namespace \
@@ -570,7 +573,7 @@ say "verdict: $verdict; flat variant: ${flat_variant:-none}"
 held_event() {
   local events
   events=$(kubectl events -n "$demo_ns" --for deployment/"$deploy" --types=Warning 2>/dev/null) || return 1
-  grep RolloutHeld <<<"$events" | grep -q jemalloc
+  [[ $(grep RolloutHeld <<<"$events") == *jemalloc* ]]
 }
 wait_for 60 "a RolloutHeld Warning on the Deployment naming jemalloc" held_event
 kubectl events -n "$demo_ns" --for deployment/"$deploy" --types=Warning | grep RolloutHeld | tail -1
@@ -855,7 +858,11 @@ restarts() {
 [[ $(restarts) == 0 ]] || fail "pod $gpod restarted before the test began"
 guard_args=$(jp pod/"$gpod" -n "$demo_ns" -o jsonpath='{.spec.initContainers[?(@.name=="allocguard-guard")].args}{.spec.containers[?(@.name=="allocguard-guard")].args}')
 [[ $guard_args == *Restart* ]] || fail "the guard of $gpod was not injected with the Restart action: $guard_args"
-guard_serves() { guard_metrics_of "$gpod" | grep -q '^allocguard_guard_limit_bytes'; }
+guard_serves() {
+  local m
+  m=$(guard_metrics_of "$gpod") || return 1
+  grep -q '^allocguard_guard_limit_bytes' <<<"$m"
+}
 wait_for 60 "the guard of $gpod (action Restart) serves its metrics" guard_serves
 say "growing $gpod towards 700 MiB at 16 MiB/s (limit 512Mi): $(ballast "$gpod" 'mib=700&rate=16')"
 t0=$SECONDS
@@ -865,7 +872,11 @@ restart_s=$((SECONDS - t0))
 last=$(jp pod/"$gpod" -n "$demo_ns" -o jsonpath='{.status.containerStatuses[?(@.name=="server")].lastState.terminated.reason} exit {.status.containerStatuses[?(@.name=="server")].lastState.terminated.exitCode}')
 say "the server container's last termination: $last"
 [[ $last != OOMKilled* ]] || fail "the kernel OOM-killed the workload: the guard did not act first"
-restart_event() { pod_events "$gpod" | grep -q MemoryRestart; }
+restart_event() {
+  local events
+  events=$(pod_events "$gpod") || return 1
+  grep -q MemoryRestart <<<"$events"
+}
 wait_for 30 "a MemoryRestart event on $gpod" restart_event
 pod_events "$gpod" | grep MemoryRestart | tail -1
 say "Restart: SIGTERM from the guard, container restarted ${restart_s} s after the growth began, not OOM-killed"
@@ -990,7 +1001,9 @@ say "canary $wcanary: $(jp replaycanary/"$wcanary" -n "$demo_ns" -o jsonpath='{.
 [[ $(jp deployment/libc-wrong -n "$demo_ns" -o jsonpath='{.spec.paused}') == true ]] ||
   fail "libc-wrong is not held after a Failed canary"
 held_with_loader() {
-  kubectl events -n "$demo_ns" --for deployment/libc-wrong 2>/dev/null | grep -q "error while loading shared libraries"
+  local events
+  events=$(kubectl events -n "$demo_ns" --for deployment/libc-wrong 2>/dev/null) || return 1
+  grep -q "error while loading shared libraries" <<<"$events"
 }
 wait_for 60 "an event on the held Deployment libc-wrong with the loader's message" held_with_loader
 kubectl events -n "$demo_ns" --for deployment/libc-wrong 2>/dev/null | grep "error while loading" | tail -1
@@ -1013,7 +1026,8 @@ suspended=$(jp pod/"$wpod" -n "$demo_ns" -o jsonpath='{.metadata.annotations.all
 [[ $(libc_allocator "$wpod") == none ]] || fail "$wpod runs with an allocator preloaded"
 failing=$(jp allocatorpolicy/libc-wrong -n "$demo_ns" -o jsonpath='{.status.conditions[?(@.type=="InjectionFailing")].status} {.status.conditions[?(@.type=="InjectionFailing")].message}')
 [[ $failing == True* ]] || fail "policy libc-wrong has no InjectionFailing=True condition: $failing"
-kubectl events -n "$demo_ns" --for allocatorpolicy/libc-wrong 2>/dev/null | grep -q InjectionFailing ||
+policy_events=$(kubectl events -n "$demo_ns" --for allocatorpolicy/libc-wrong 2>/dev/null || true)
+grep -q InjectionFailing <<<"$policy_events" ||
   fail "no InjectionFailing event on policy libc-wrong"
 say "breaker: pod $wpod Ready without the allocator ${breaker_s} s after the hold was released"
 say "  pod annotation: $suspended"
