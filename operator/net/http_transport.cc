@@ -6,6 +6,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "operator/net/http.h"
@@ -244,29 +246,53 @@ Result<std::string> ReadPem(const std::string& pem, const std::string& file, con
   return out;
 }
 
-Result<std::string> WritePrivateTempFile(const std::string& content) {
-  char path[] = "/tmp/allocguard-ca-XXXXXX";
-  int fd = mkstemp(path);  // mode 0600
-  if (fd < 0) return Internal("cannot create a temporary CA file in /tmp");
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = write(fd, content.data() + done, content.size() - done);
-    if (n <= 0) {
-      close(fd);
-      std::remove(path);
-      return Internal("cannot write a temporary CA file in /tmp");
+// An in-memory CA bundle as a file OpenSSL can open by name: an anonymous
+// memory file (memfd_create) named /proc/self/fd/N. It never touches a disk
+// and vanishes with its last descriptor, even when the process is killed (a
+// file in /tmp was left behind by every client killed with SIGKILL).
+class InMemoryFile {
+ public:
+  static Result<InMemoryFile> Create(const std::string& content) {
+    InMemoryFile file(memfd_create("allocguard-ca", MFD_CLOEXEC));
+    if (file.fd_ < 0) return Internal("cannot create an in-memory CA file (memfd_create)");
+    size_t done = 0;
+    while (done < content.size()) {
+      ssize_t n = write(file.fd_, content.data() + done, content.size() - done);
+      if (n <= 0) return Internal("cannot write an in-memory CA file");
+      done += static_cast<size_t>(n);
     }
-    done += static_cast<size_t>(n);
+    return file;
   }
-  close(fd);
-  return std::string(path);
-}
+  InMemoryFile() = default;
+  InMemoryFile(InMemoryFile&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  InMemoryFile& operator=(InMemoryFile&& other) noexcept {
+    if (this != &other) {
+      Close();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  InMemoryFile(const InMemoryFile&) = delete;
+  InMemoryFile& operator=(const InMemoryFile&) = delete;
+  ~InMemoryFile() { Close(); }
+
+  // The name under which this process opens the file; valid while it lives.
+  std::string path() const { return "/proc/self/fd/" + std::to_string(fd_); }
+
+ private:
+  explicit InMemoryFile(int fd) : fd_(fd) {}
+  void Close() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+  int fd_ = -1;
+};
 
 class HttplibStreamingClient final : public StreamingHttpClient {
  public:
   HttplibStreamingClient(std::unique_ptr<httplib::ClientImpl> client, std::string prefix,
-                         std::string owned_file)
-      : client_(std::move(client)), prefix_(std::move(prefix)), owned_file_(std::move(owned_file)) {
+                         InMemoryFile ca_file)
+      : client_(std::move(client)), prefix_(std::move(prefix)), ca_file_(std::move(ca_file)) {
     // Cancel() must reach a stream's socket even when it comes while the
     // connection is being set up, which ClientImpl::stop() alone misses.
     // Streams keep a dup of their socket, so its number cannot be reused by
@@ -280,7 +306,6 @@ class HttplibStreamingClient final : public StreamingHttpClient {
     });
   }
   ~HttplibStreamingClient() override {
-    if (!owned_file_.empty()) std::remove(owned_file_.c_str());
     if (stream_socket_ >= 0) close(stream_socket_);
   }
 
@@ -370,7 +395,7 @@ class HttplibStreamingClient final : public StreamingHttpClient {
 
   std::unique_ptr<httplib::ClientImpl> client_;
   std::string prefix_;
-  std::string owned_file_;
+  InMemoryFile ca_file_;  // an in-memory CA bundle the TLS context reads
   std::atomic<bool> cancelled_{false};
   std::mutex socket_mu_;
   bool tracking_socket_ = false;
@@ -384,7 +409,7 @@ Result<std::unique_ptr<StreamingHttpClient>> NewStreamingHttpClient(
   IgnoreSigpipeOnce();
   AG_ASSIGN_OR_RETURN(ParsedUrl url, ParseHttpUrl(options.base_url));
   std::unique_ptr<httplib::ClientImpl> client;
-  std::string owned_ca_file;
+  InMemoryFile in_memory_ca;
   if (url.scheme == "http") {
     client = std::make_unique<httplib::ClientImpl>(url.host, url.port);
   } else {
@@ -429,11 +454,11 @@ Result<std::unique_ptr<StreamingHttpClient>> NewStreamingHttpClient(
       if (auto cas = ParseCertificates(ca_pem, "CA bundle"); !cas.ok()) return cas.status();
       // cpp-httplib 0.11 adds the system CAs to any X509_STORE handed to it,
       // but trusts exactly the file given to set_ca_cert_path. In-memory CAs
-      // therefore go through a private file that lives as long as the client.
+      // therefore go through an in-memory file that lives as long as the client.
       std::string ca_path = tls.ca_file;
       if (!tls.ca_pem.empty()) {
-        AG_ASSIGN_OR_RETURN(ca_path, WritePrivateTempFile(tls.ca_pem));
-        owned_ca_file = ca_path;
+        AG_ASSIGN_OR_RETURN(in_memory_ca, InMemoryFile::Create(tls.ca_pem));
+        ca_path = in_memory_ca.path();
       }
       ssl->set_ca_cert_path(ca_path);
       ssl->enable_server_certificate_verification(true);
@@ -448,8 +473,8 @@ Result<std::unique_ptr<StreamingHttpClient>> NewStreamingHttpClient(
   client->set_write_timeout(options.write_timeout);
   client->set_keep_alive(options.keep_alive);
   client->set_tcp_nodelay(options.tcp_nodelay);
-  return std::unique_ptr<StreamingHttpClient>(
-      std::make_unique<HttplibStreamingClient>(std::move(client), url.path_prefix, owned_ca_file));
+  return std::unique_ptr<StreamingHttpClient>(std::make_unique<HttplibStreamingClient>(
+      std::move(client), url.path_prefix, std::move(in_memory_ca)));
 }
 
 }  // namespace allocguard::net

@@ -8,9 +8,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "operator/certs/x509.h"
 #include "operator/net/http.h"
@@ -103,6 +107,46 @@ TEST(HttpsServerTest, ServesATrustingClientAndRefusesAnUntrustingOne) {
   EXPECT_EQ(ok->status, 200);
   EXPECT_EQ(ok->body, "hello");
   EXPECT_FALSE(Get(server.url(), b.ca_pem).ok());
+}
+
+// The names under `dir` that start with `prefix` and, for /proc/self/fd, the
+// descriptors whose target does.
+std::vector<std::string> Entries(const std::string& dir, const std::string& prefix,
+                                 bool follow_links) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    if (follow_links) name = std::filesystem::read_symlink(entry.path(), ec).string();
+    if (name.rfind(prefix, 0) == 0) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A CA given in memory (a kubeconfig's certificate-authority-data) reaches
+// OpenSSL as an anonymous memory file, never as a file in /tmp: a file there
+// outlived every client that was killed with SIGKILL.
+TEST(HttpsServerTest, AnInMemoryCaIsTrustedAndLeavesNoFileBehind) {
+  Authority a = NewAuthority("ca-a");
+  SwappablePair pair;
+  pair.Set(a.pair);
+  RunningServer server({.key_pair = pair.Provider()});
+  const auto tmp_before = Entries("/tmp", "allocguard-ca-", false);
+  const auto memfds_before = Entries("/proc/self/fd", "/memfd:allocguard-ca", true);
+  {
+    auto client = NewStreamingHttpClient({.base_url = server.url(), .tls = {.ca_pem = a.ca_pem}});
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    auto response = (*client)->Send({.path = "/hello"});
+    ASSERT_TRUE(response.ok()) << response.status().ToString();
+    EXPECT_EQ(response->status, 200);
+    EXPECT_EQ(Entries("/tmp", "allocguard-ca-", false), tmp_before) << "the CA was written to /tmp";
+    EXPECT_EQ(Entries("/proc/self/fd", "/memfd:allocguard-ca", true).size(),
+              memfds_before.size() + 1)
+        << "the live client holds its CA in one memory file";
+  }
+  EXPECT_EQ(Entries("/proc/self/fd", "/memfd:allocguard-ca", true), memfds_before)
+      << "the memory file outlived its client";
 }
 
 TEST(HttpsServerTest, ACertificateSwappedUnderALiveServerIsPresentedOnTheNextConnection) {
