@@ -9,6 +9,7 @@
 //                      [--server-cpu N] [--client-cpu N] [--handler injection|empty]
 //        webhook_bench --listen PORT --ca-out FILE [--server-cpu N] [--handler ...]
 //                      [--heap-return SECONDS]
+//        (both forms that serve: [--slow-ms MS], default 5)
 //        webhook_bench --url https://HOST:PORT --ca FILE [--rates ...] [--seconds N]
 //        webhook_bench --dump-review FILE
 //
@@ -24,6 +25,12 @@
 // operator's manager::ReturnFreedHeap every N seconds as its ticker does; --url drives a server at
 // URL, verified with the CA in --ca, and sends to /mutate-pods; --dump-review writes the first
 // review the client sends.
+//
+// The server side logs every review whose parse + decision + encoding took
+// --slow-ms or more (the operator's --webhook-slow-request log line) and, at
+// the end, prints the slowest one and how many there were: a client-side
+// maximum far above the server-side one was spent outside the handler (TLS,
+// the server's queue, the scheduler).
 
 #include <sched.h>
 #include <sys/resource.h>
@@ -216,6 +223,7 @@ int Main(int argc, char** argv) {
   std::string ca_file;
   std::string dump_review;
   double heap_return_seconds = 0;  // --heap-return N (with --listen): 0 is never
+  double slow_ms = 5;              // --slow-ms: the server's slow-request threshold
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--rates") {
@@ -242,6 +250,8 @@ int Main(int argc, char** argv) {
       dump_review = argv[i + 1];
     } else if (flag == "--heap-return") {
       heap_return_seconds = std::atof(argv[i + 1]);
+    } else if (flag == "--slow-ms") {
+      slow_ms = std::atof(argv[i + 1]);
     } else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
@@ -306,6 +316,17 @@ int Main(int argc, char** argv) {
   auto server = net::NewHttpsServer(server_options);
   if (!server.ok()) return 1;
   webhook::AdmissionServer admission(server->get());
+  admission.set_slow_request_threshold(std::chrono::duration_cast<Clock::Duration>(
+      std::chrono::duration<double, std::milli>(slow_ms)));
+  auto print_server_side = [&admission, slow_ms] {
+    auto m = admission.Metrics().paths["/mutate-pods"];
+    std::printf(
+        "\nserver-side handler time (parse + decide + encode): mean %.1f us, max %.2f ms over "
+        "%llu reviews; %llu at or above %.1f ms (each logged on stderr)\n",
+        m.requests ? m.latency_seconds_sum / static_cast<double>(m.requests) * 1e6 : 0.0,
+        m.latency_seconds_max * 1e3, static_cast<unsigned long long>(m.requests),
+        static_cast<unsigned long long>(m.slow), slow_ms);
+  };
   const bool real = handler == "injection" && kHaveInjection;
   admission.Handle("/mutate-pods", real ? MakeInjectionHandler() : MakeEmptyHandler());
   if (!(*server)->Bind().ok()) return 1;
@@ -337,6 +358,7 @@ int Main(int argc, char** argv) {
     if (heap_thread.joinable()) heap_thread.join();
     (*server)->Stop();
     serving_thread.join();
+    print_server_side();
     return 0;
   }
 
@@ -375,12 +397,7 @@ int Main(int argc, char** argv) {
       "the scheduled send time\n\n",
       connections, seconds);
   PrintRates(url, ca->cert_pem, bodies, rates, seconds, connections);
-  auto m = admission.Metrics().paths["/mutate-pods"];
-  std::printf(
-      "\nserver-side handler time (parse + decide + encode): mean %.1f us over %llu "
-      "reviews\n",
-      m.requests ? m.latency_seconds_sum / static_cast<double>(m.requests) * 1e6 : 0.0,
-      static_cast<unsigned long long>(m.requests));
+  print_server_side();
   std::printf("(cpu = CPU of the whole process, server and client, as a share of one core)\n");
   (*server)->Stop();
   serving_thread.join();

@@ -24,10 +24,13 @@ std::string EnvOr(const char* name, const std::string& fallback) {
   return v != nullptr && *v != '\0' ? v : fallback;
 }
 
-int RunOperator(const manager::ManagerOptions& options) {
+int RunOperator(manager::ManagerOptions options, const std::string& slow_request) {
   if (Status s = log::Configure(options.log_level, options.log_format); !s.ok()) {
     return UsageError(s);
   }
+  auto slow = ParseFlagDuration("--webhook-slow-request", slow_request);
+  if (!slow.ok()) return UsageError(slow.status());
+  options.webhook_slow_request = *slow;
   // SIGTERM (the kubelet stopping the pod) and SIGINT end the operator
   // cleanly: the lease is released so a follower takes over at once.
   sigset_t signals;
@@ -58,6 +61,7 @@ int RunOperator(const manager::ManagerOptions& options) {
 
 void RegisterOperatorCommand(CLI::App& app, int* exit_code) {
   auto options = std::make_shared<manager::ManagerOptions>();
+  auto slow_request = std::make_shared<std::string>("100ms");
   options->pod_name = EnvOr("POD_NAME", "");
   options->operator_namespace = EnvOr("POD_NAMESPACE", options->operator_namespace);
   options->image = EnvOr("ALLOCGUARD_IMAGE", options->image);
@@ -103,6 +107,10 @@ void RegisterOperatorCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--webhook-url", options->webhook_url,
                   "register the webhooks by URL (https://host:port) instead of through a "
                   "Service; for an operator running outside the cluster");
+  cmd->add_option("--webhook-slow-request", *slow_request,
+                  "log a review answered this slowly or slower, with where its time went, and "
+                  "count it in allocguard_webhook_slow_requests_total (0s: never)")
+      ->capture_default_str();
   cmd->add_option("--image", options->image,
                   "image of the injected init container, guard and replay driver "
                   "(default: $ALLOCGUARD_IMAGE)")
@@ -121,7 +129,8 @@ void RegisterOperatorCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 32))
       ->capture_default_str();
   AddLogOptions(cmd, &options->log_level, &options->log_format);
-  cmd->callback([options, exit_code] { *exit_code = RunOperator(*options); });
+  cmd->callback(
+      [options, slow_request, exit_code] { *exit_code = RunOperator(*options, *slow_request); });
 }
 
 }  // namespace allocguard::cli

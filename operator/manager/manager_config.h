@@ -5,6 +5,7 @@
 // their checked, resolved form the wiring (manager.cc) uses. Nothing here
 // starts anything.
 
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +48,10 @@ struct ManagerOptions {
   // the chart creates them with a service reference and only caBundle is
   // kept.
   std::string webhook_url;
+  // A review answered this slowly or slower (parse, decision, encoding) is
+  // logged with where its time went and counted in
+  // allocguard_webhook_slow_requests_total; zero: none is.
+  std::chrono::milliseconds webhook_slow_request{100};
 
   // The image of the injected init container, guard sidecar and replay
   // driver.

@@ -32,6 +32,7 @@ Status WebhookServer::Start() {
   AG_ASSIGN_OR_RETURN(server_, net::NewHttpsServer(so));
   admission_ =
       std::make_unique<webhook::AdmissionServer>(server_.get(), options_.clock, options_.metrics);
+  admission_->set_slow_request_threshold(options_.slow_request);
   options_.routes(*admission_);
   AG_RETURN_IF_ERROR(server_->Bind());
   probe_ = std::make_unique<SelfProbe>(

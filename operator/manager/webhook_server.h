@@ -27,6 +27,8 @@ struct WebhookServerOptions {
   std::string host;  // "0.0.0.0", "::" or an address
   int port = 9443;   // 0 picks a free one (see port())
   int worker_threads = 4;
+  // AdmissionServer::set_slow_request_threshold.
+  Clock::Duration slow_request = std::chrono::milliseconds(100);
   std::shared_ptr<certs::CertificateSource> certificates;  // required
   std::function<void(webhook::AdmissionServer&)> routes;   // required
   metrics::Registry* metrics = nullptr;                    // optional; must outlive the server

@@ -74,6 +74,7 @@ Status WebhookServing::Start(kube::Canceller* /*cancel*/) {
   server_ = std::make_unique<WebhookServer>(WebhookServerOptions{
       .host = bind.first,
       .port = bind.second,
+      .slow_request = options_.webhook_slow_request,
       .certificates = certificates_->source(),
       .routes = [this](webhook::AdmissionServer& server) { handlers_->RegisterOn(server); },
       .metrics = deps_.metrics,

@@ -1,5 +1,9 @@
 #include "operator/webhook/admission_server.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
 #include <exception>
 
 namespace allocguard::webhook {
@@ -7,6 +11,26 @@ namespace {
 
 // Each request counts under exactly one.
 constexpr const char* kOutcomes[] = {"allowed", "denied", "malformed", "handler_error"};
+
+// The object a request is for, as a log names it: namespace/name, with the
+// name from the request, else from the object's metadata (a Pod's name is
+// not in the request when it is generated), else its generateName prefix.
+std::string ObjectOf(const AdmissionRequest& request) {
+  std::string name = request.name;
+  const nlohmann::json* metadata = nullptr;
+  if (request.object.is_object()) {
+    auto it = request.object.find("metadata");
+    if (it != request.object.end() && it->is_object()) metadata = &*it;
+  }
+  auto string_at = [metadata](const char* key) -> std::string {
+    if (metadata == nullptr) return "";
+    auto it = metadata->find(key);
+    return it != metadata->end() && it->is_string() ? it->get<std::string>() : "";
+  };
+  if (name.empty()) name = string_at("name");
+  if (name.empty()) name = string_at("generateName") + "(generated)";
+  return request.namespace_.empty() ? name : request.namespace_ + "/" + name;
+}
 
 net::HttpResponse PlainText(int status, std::string text) {
   net::HttpResponse r;
@@ -31,6 +55,11 @@ AdmissionServer::AdmissionServer(net::HttpServer* server, Clock* clock, metrics:
         "allocguard_webhook_latency_seconds", "Time taken to answer an admission request.",
         {"path"},
         std::vector<double>(kLatencyBucketsSeconds.begin(), kLatencyBucketsSeconds.end()));
+    slow_requests_total_ =
+        &metrics->AddCounter("allocguard_webhook_slow_requests_total",
+                             "Admission requests that took at least the slow-request threshold "
+                             "(--webhook-slow-request) to answer; each is logged.",
+                             {"path"});
   }
 }
 
@@ -45,6 +74,7 @@ void AdmissionServer::Handle(const std::string& path, AdmissionHandler handler,
   if (requests_total_ != nullptr) {
     for (const char* outcome : kOutcomes) requests_total_->With({path, outcome});
     latency_seconds_->With({path});
+    slow_requests_total_->With({path});
   }
   server_->Handle("POST", path, [this, path, route](const net::HttpRequest& request) {
     return Answer(path, *route, request.body);
@@ -59,10 +89,14 @@ net::HttpResponse AdmissionServer::Review(const std::string& path, const std::st
 
 net::HttpResponse AdmissionServer::Answer(const std::string& path, const Route& route,
                                           const std::string& body) {
-  const Clock::TimePoint start = clock_->Now();
+  Timing timing;
+  timing.start = clock_->Now();
   Result<AdmissionRequest> request = ParseAdmissionReview(body);
+  timing.parsed = clock_->Now();
   if (!request.ok()) {
-    Record(path, clock_->Now() - start, /*malformed=*/true, false, false);
+    timing.decided = timing.encoded = timing.parsed;
+    Record(path, timing, /*malformed=*/true, false, false);
+    if (IsSlow(timing)) LogSlow(path, timing, nullptr, false);
     return PlainText(400, "malformed AdmissionReview: " + request.status().message());
   }
   AdmissionResponse response;
@@ -88,17 +122,26 @@ net::HttpResponse AdmissionServer::Answer(const std::string& path, const Route& 
       response.status_reason = "InternalError";
     }
   }
+  timing.decided = clock_->Now();
   net::HttpResponse out;
   out.status = 200;
   out.headers.emplace("Content-Type", "application/json");
   out.body = EncodeAdmissionReview(request->uid, response);
-  Record(path, clock_->Now() - start, false, threw, response.allowed);
+  timing.encoded = clock_->Now();
+  Record(path, timing, false, threw, response.allowed);
+  if (IsSlow(timing)) LogSlow(path, timing, &*request, response.allowed);
   return out;
 }
 
-void AdmissionServer::Record(const std::string& path, Clock::Duration latency, bool malformed,
+bool AdmissionServer::IsSlow(const Timing& timing) const {
+  return slow_threshold_ > Clock::Duration::zero() &&
+         timing.encoded - timing.start >= slow_threshold_;
+}
+
+void AdmissionServer::Record(const std::string& path, const Timing& timing, bool malformed,
                              bool threw, bool allowed) {
-  const double seconds = std::chrono::duration<double>(latency).count();
+  const double seconds = std::chrono::duration<double>(timing.encoded - timing.start).count();
+  const bool slow = IsSlow(timing);
   std::lock_guard<std::mutex> lock(mu_);
   PathMetrics& m = metrics_[path];
   ++m.requests;
@@ -110,6 +153,7 @@ void AdmissionServer::Record(const std::string& path, Clock::Duration latency, b
     ++m.denied;
   }
   if (threw) ++m.handler_errors;
+  if (slow) ++m.slow;
   if (requests_total_ != nullptr) {
     const char* outcome = malformed ? "malformed"
                           : threw   ? "handler_error"
@@ -117,11 +161,28 @@ void AdmissionServer::Record(const std::string& path, Clock::Duration latency, b
                                     : "denied";
     requests_total_->With({path, outcome}).Inc();
     latency_seconds_->With({path}).Observe(seconds);
+    if (slow) slow_requests_total_->With({path}).Inc();
   }
   m.latency_seconds_sum += seconds;
+  m.latency_seconds_max = std::max(m.latency_seconds_max, seconds);
   for (size_t i = 0; i < kLatencyBucketsSeconds.size(); ++i) {
     if (seconds <= kLatencyBucketsSeconds[i]) ++m.latency_buckets[i];
   }
+}
+
+void AdmissionServer::LogSlow(const std::string& path, const Timing& timing,
+                              const AdmissionRequest* request, bool allowed) const {
+  auto ms = [](Clock::Duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  std::string what = "a malformed review";
+  if (request != nullptr) {
+    what = request->operation + " " + request->kind.kind + " " + ObjectOf(*request) + " (uid " +
+           request->uid + ", " + (allowed ? "allowed" : "denied") + ")";
+  }
+  spdlog::warn(
+      "slow admission request on {}: {} answered in {:.1f} ms (parse {:.1f} ms, decision {:.1f} "
+      "ms, encoding {:.1f} ms); the threshold is {:.0f} ms (--webhook-slow-request)",
+      path, what, ms(timing.encoded - timing.start), ms(timing.parsed - timing.start),
+      ms(timing.decided - timing.parsed), ms(timing.encoded - timing.decided), ms(slow_threshold_));
 }
 
 AdmissionMetricsSnapshot AdmissionServer::Metrics() const {

@@ -11,6 +11,10 @@
 //       each request counts under exactly one, all start at 0
 //   allocguard_webhook_latency_seconds{path}  histogram of the time from
 //       receiving the body to the encoded answer (kLatencyBucketsSeconds)
+//   allocguard_webhook_slow_requests_total{path}  requests whose time was at
+//       or above the slow-request threshold; each is also logged as a
+//       warning naming the object and splitting the time into parsing the
+//       review, the handler's decision and encoding the answer
 
 #include <array>
 #include <cstdint>
@@ -45,7 +49,9 @@ struct PathMetrics {
   uint64_t denied = 0;          // answered allowed=false
   uint64_t malformed = 0;       // answered HTTP 400
   uint64_t handler_errors = 0;  // the handler threw
+  uint64_t slow = 0;            // at or above the slow-request threshold
   double latency_seconds_sum = 0;
+  double latency_seconds_max = 0;
   // Cumulative: latency_buckets[i] counts requests of latency <=
   // kLatencyBucketsSeconds[i] (Prometheus "le"); requests is the +Inf bucket.
   std::array<uint64_t, kLatencyBucketsSeconds.size()> latency_buckets{};
@@ -61,6 +67,11 @@ class AdmissionServer {
   // clock) and metrics (nullptr: none) must outlive this object.
   explicit AdmissionServer(net::HttpServer* server, Clock* clock = nullptr,
                            metrics::Registry* metrics = nullptr);
+
+  // A request that takes at least this long from its body to its encoded
+  // answer is counted as slow and logged (a warning). Zero or less: none is.
+  // REQUIRES: called before the server starts serving.
+  void set_slow_request_threshold(Clock::Duration threshold) { slow_threshold_ = threshold; }
 
   // Serves POST path with handler. REQUIRES: called before the server starts
   // serving. handler runs on the server's worker threads; it must be
@@ -81,8 +92,15 @@ class AdmissionServer {
     FailurePolicy on_error;
   };
   net::HttpResponse Answer(const std::string& path, const Route& route, const std::string& body);
-  void Record(const std::string& path, Clock::Duration latency, bool malformed, bool threw,
+  // The time of one answer, split at the end of parsing and of the handler.
+  struct Timing {
+    Clock::TimePoint start, parsed, decided, encoded;
+  };
+  void Record(const std::string& path, const Timing& timing, bool malformed, bool threw,
               bool allowed);
+  bool IsSlow(const Timing& timing) const;
+  void LogSlow(const std::string& path, const Timing& timing, const AdmissionRequest* request,
+               bool allowed) const;
 
   net::HttpServer* server_;
   Clock* clock_;
@@ -91,6 +109,8 @@ class AdmissionServer {
   std::map<std::string, PathMetrics> metrics_;
   metrics::Counter* requests_total_ = nullptr;  // null without a registry
   metrics::Histogram* latency_seconds_ = nullptr;
+  metrics::Counter* slow_requests_total_ = nullptr;
+  Clock::Duration slow_threshold_ = std::chrono::milliseconds(100);
 };
 
 }  // namespace allocguard::webhook

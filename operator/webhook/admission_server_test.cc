@@ -1,7 +1,10 @@
 #include "operator/webhook/admission_server.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -179,6 +182,82 @@ TEST(AdmissionServerTest, RegistryShowsRequestsRejectionsAndLatencyPerPath) {
        }) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\nin\n" << text;
   }
+}
+
+// Captures what spdlog's default logger writes while it lives.
+class CapturedLog {
+ public:
+  CapturedLog() : previous_(spdlog::default_logger()) {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
+    sink->set_pattern("%l %v");
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("captured", sink));
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  CapturedLog(const CapturedLog&) = delete;
+  CapturedLog& operator=(const CapturedLog&) = delete;
+  std::string text() const { return out_.str(); }
+
+ private:
+  std::shared_ptr<spdlog::logger> previous_;
+  std::ostringstream out_;
+};
+
+// A request at or above the slow-request threshold is counted and logged with
+// the object it was for and where its time went; one below it is neither.
+TEST(AdmissionServerTest, ASlowRequestIsCountedAndLoggedWithWhereItsTimeWent) {
+  FakeClock clock;
+  metrics::Registry registry;
+  auto server = net::NewHttpServer({});
+  AdmissionServer admission(server.get(), &clock, &registry);
+  admission.set_slow_request_threshold(std::chrono::milliseconds(100));
+  admission.Handle("/mutate", [&](const AdmissionRequest& r) {
+    clock.Advance(std::chrono::milliseconds(r.namespace_ == "busy" ? 250 : 99));
+    return AdmissionResponse::Allow();
+  });
+  CapturedLog log;
+  (void)admission.Review("/mutate", Review("quick"));
+  (void)admission.Review("/mutate", Review("uid-7", "busy"));
+  // A name only generated (no name yet, generateName set), and a name of the
+  // wrong type: the line names what it can.
+  json generated = json::parse(Review("uid-8", "busy"));
+  generated["request"]["object"]["metadata"] = {{"generateName", "web-7d9-"}};
+  (void)admission.Review("/mutate", generated.dump());
+  json odd = json::parse(Review("uid-9", "busy"));
+  odd["request"]["object"]["metadata"] = {{"name", 5}};
+  (void)admission.Review("/mutate", odd.dump());
+
+  const PathMetrics m = admission.Metrics().paths["/mutate"];
+  EXPECT_EQ(m.requests, 4u);
+  EXPECT_EQ(m.slow, 3u);
+  EXPECT_DOUBLE_EQ(m.latency_seconds_max, 0.25);
+  EXPECT_NE(registry.Render().find("allocguard_webhook_slow_requests_total{path=\"/mutate\"} 3\n"),
+            std::string::npos)
+      << registry.Render();
+  EXPECT_EQ(log.text(),
+            "warning slow admission request on /mutate: CREATE Pod busy/p (uid uid-7, allowed) "
+            "answered in 250.0 ms (parse 0.0 ms, decision 250.0 ms, encoding 0.0 ms); the "
+            "threshold is 100 ms (--webhook-slow-request)\n"
+            "warning slow admission request on /mutate: CREATE Pod busy/web-7d9-(generated) (uid "
+            "uid-8, allowed) answered in 250.0 ms (parse 0.0 ms, decision 250.0 ms, encoding 0.0 "
+            "ms); the threshold is 100 ms (--webhook-slow-request)\n"
+            "warning slow admission request on /mutate: CREATE Pod busy/(generated) (uid uid-9, "
+            "allowed) answered in 250.0 ms (parse 0.0 ms, decision 250.0 ms, encoding 0.0 ms); "
+            "the threshold is 100 ms (--webhook-slow-request)\n");
+}
+
+TEST(AdmissionServerTest, AZeroThresholdLogsNothing) {
+  FakeClock clock;
+  auto server = net::NewHttpServer({});
+  AdmissionServer admission(server.get(), &clock);
+  admission.set_slow_request_threshold(std::chrono::milliseconds(0));
+  admission.Handle("/mutate", [&](const AdmissionRequest&) {
+    clock.Advance(std::chrono::seconds(3));
+    return AdmissionResponse::Allow();
+  });
+  CapturedLog log;
+  (void)admission.Review("/mutate", Review("a"));
+  EXPECT_EQ(admission.Metrics().paths["/mutate"].slow, 0u);
+  EXPECT_EQ(log.text(), "");
 }
 
 TEST(AdmissionServerTest, ReviewOfAnUnknownPathIs404) {
