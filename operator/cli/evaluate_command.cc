@@ -960,6 +960,25 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
         return Rate(traces ? static_cast<double>(missed) / traces : 0);
       },
       "");
+  // The part of the misses that releases a hold: in Enforce a ratchet that
+  // ends Inconclusive stays held (after its rerun); one that ends Flat rolls
+  // out.
+  auto missed_flat = [&](size_t r, bool begun_only) {
+    int traces = 0;
+    int flat = 0;
+    for (size_t k = 0; k < corpus.size(); ++k) {
+      if (corpus[k].truth != memory::TraceTruth::kRatchet) continue;
+      const VerdictCounts& c = counts[k][r];
+      traces += c.traces - (begun_only ? c.not_ratchet_before_growth : 0);
+      flat += c.flat - (begun_only ? c.flat_before_growth : 0);
+    }
+    return Rate(traces ? static_cast<double>(flat) / traces : 0);
+  };
+  row(
+      "missed Ratchet ended Flat (pooled)", [&](size_t r) { return missed_flat(r, false); }, "");
+  row(
+      "missed Ratchet ended Flat, growth begun", [&](size_t r) { return missed_flat(r, true); },
+      "");
   row(
       "false Ratchet by test: whole/late/steps",
       [&](size_t r) {

@@ -161,6 +161,7 @@ void VerdictCounts::Merge(const VerdictCounts& other) {
   ratchet_late_growth += other.ratchet_late_growth;
   ratchet_large_steps += other.ratchet_large_steps;
   not_ratchet_before_growth += other.not_ratchet_before_growth;
+  flat_before_growth += other.flat_before_growth;
   minutes.insert(minutes.end(), other.minutes.begin(), other.minutes.end());
 }
 
@@ -212,6 +213,7 @@ std::vector<std::vector<VerdictCounts>> EvaluateRules(std::span<const TraceClass
         if (spec.growth_start_minute > 0 && outcome.judgement.decision != FloorDecision::kRatchet &&
             last_run_minutes - 1 <= spec.growth_start_minute) {
           ++out[k][r].not_ratchet_before_growth;
+          out[k][r].flat_before_growth += outcome.judgement.decision == FloorDecision::kFlat;
         }
       }
     }

@@ -41,6 +41,8 @@ struct VerdictCounts {
   // did not end Ratchet although the last floor judged was before the growth
   // began: no judge that stops there could have seen it (EvaluateRules).
   int not_ratchet_before_growth = 0;
+  // Of those, the ones that ended Flat (the rest ended Inconclusive).
+  int flat_before_growth = 0;
 
   void Add(const RunOutcome& outcome);
   void Merge(const VerdictCounts& other);

@@ -195,7 +195,9 @@ TEST(EvaluateRulesTest, CountsVerdictsGivenBeforeTheGrowthBegan) {
   const auto counts = EvaluateRules(std::span(&late, 1), 4, 1, rules);
   EXPECT_EQ(counts[0][0].flat, 4);
   EXPECT_EQ(counts[0][0].not_ratchet_before_growth, 4);
+  EXPECT_EQ(counts[0][0].flat_before_growth, 4);
   EXPECT_EQ(counts[0][1].not_ratchet_before_growth, 0);
+  EXPECT_EQ(counts[0][1].flat_before_growth, 0);
   EXPECT_EQ(counts[0][2].ratchet, 4);
   EXPECT_EQ(counts[0][2].not_ratchet_before_growth, 0);
 }
