@@ -55,6 +55,32 @@ class LineFormatter final : public spdlog::formatter {
   Format format_;
 };
 
+// Text a log line carries from an object (a name, a field's value): control
+// characters are written as escapes (\n, \r, \t, \xHH), so that no object
+// can end a line early and forge the next one, or drive a terminal.
+std::string EscapeControls(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u != 0x7f) {
+      out.push_back(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out.push_back(kHex[u >> 4]);
+      out.push_back(kHex[u & 0xf]);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 struct ScopeAccess {
@@ -120,10 +146,12 @@ std::string FormatLine(Format format, std::chrono::system_clock::time_point time
     // UTF-8 are replaced, never thrown on.
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
-  std::string line = ts + " " + std::string(level) + " " + std::string(message);
+  // One line a message: what an object's fields put in it is escaped.
+  std::string line = ts + " " + std::string(level) + " " + EscapeControls(message);
   if (scope != nullptr) {
     line += "  controller=" + ScopeAccess::Controller(*scope) +
-            " object=" + ScopeAccess::Object(*scope) + " reconcileID=" + scope->reconcile_id();
+            " object=" + EscapeControls(ScopeAccess::Object(*scope)) +
+            " reconcileID=" + scope->reconcile_id();
   }
   return line;
 }

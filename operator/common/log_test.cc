@@ -66,6 +66,24 @@ TEST(LogLineTest, AMessageThatIsNotUtf8IsRepairedNotThrownOn) {
   EXPECT_EQ(nlohmann::json::parse(line)["msg"], "bad \xef\xbf\xbd");
 }
 
+// A name or field value an object chose cannot end the line and forge the
+// next one, or send a terminal escape: text lines escape control characters
+// (JSON lines escape them anyway).
+TEST(LogLineTest, TextEscapesControlCharactersSoAnObjectCannotForgeALine) {
+  ReconcileScope scope("canary", "shop/web\nx");
+  const std::string line =
+      FormatLine(Format::kText, At("2026-12-04T20:10:00Z"), "warn",
+                 "pod web-\n2026-12-04T20:10:01.000Z error forged\r\t\x1b[2J\x7f ok");
+  EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+  EXPECT_EQ(line,
+            "2026-12-04T20:10:00.000Z warn pod web-\\n2026-12-04T20:10:01.000Z error "
+            "forged\\r\\t\\x1b[2J\\x7f ok  controller=canary object=shop/web\\nx reconcileID=" +
+                scope.reconcile_id());
+  const auto j =
+      nlohmann::json::parse(FormatLine(Format::kJson, At("2026-12-04T20:10:00Z"), "warn", "a\nb"));
+  EXPECT_EQ(j["msg"], "a\nb");  // JSON keeps the text exactly, escaped by the encoding
+}
+
 TEST(LogLineTest, ReconcileIdsAreVersion4UuidsAndDiffer) {
   const std::regex uuid("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}");
   std::set<std::string> seen;
