@@ -322,7 +322,7 @@ int Main(int argc, char** argv) {
     auto m = admission.Metrics().paths["/mutate-pods"];
     std::printf(
         "\nserver-side handler time (parse + decide + encode): mean %.1f us, max %.2f ms over "
-        "%llu reviews; %llu at or above %.1f ms (each logged on stderr)\n",
+        "%llu reviews; %llu at or above %.1f ms (each logged above)\n",
         m.requests ? m.latency_seconds_sum / static_cast<double>(m.requests) * 1e6 : 0.0,
         m.latency_seconds_max * 1e3, static_cast<unsigned long long>(m.requests),
         static_cast<unsigned long long>(m.slow), slow_ms);
