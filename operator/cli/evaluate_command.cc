@@ -944,40 +944,50 @@ int EvaluateWideCorpus(const EvaluateArgs& args) {
                     }).MissedRatchetRate());
       },
       "");
+  // A rate over the ratchet classes of rule r: the traces `part` counts, of
+  // all but those `left_out` counts.
+  const auto ratchet_rate = [&](size_t r, auto part, auto left_out) {
+    int traces = 0;
+    int counted = 0;
+    for (size_t k = 0; k < corpus.size(); ++k) {
+      if (corpus[k].truth != memory::TraceTruth::kRatchet) continue;
+      const VerdictCounts& c = counts[k][r];
+      traces += c.traces - left_out(c);
+      counted += part(c);
+    }
+    return Rate(traces ? static_cast<double>(counted) / traces : 0);
+  };
   // A trace whose last judged floor came before its growth began was level
   // in every floor the judge saw: a stopping judge cannot be blamed for it.
+  const auto before_growth = [](const VerdictCounts& c) { return c.not_ratchet_before_growth; };
+  const auto none = [](const VerdictCounts&) { return 0; };
   row(
       "missed Ratchet, growth begun by the verdict",
       [&](size_t r) {
-        int traces = 0;
-        int missed = 0;
-        for (size_t k = 0; k < corpus.size(); ++k) {
-          if (corpus[k].truth != memory::TraceTruth::kRatchet) continue;
-          const VerdictCounts& c = counts[k][r];
-          traces += c.traces - c.not_ratchet_before_growth;
-          missed += c.traces - c.ratchet - c.not_ratchet_before_growth;
-        }
-        return Rate(traces ? static_cast<double>(missed) / traces : 0);
+        return ratchet_rate(
+            r,
+            [](const VerdictCounts& c) {
+              return c.traces - c.ratchet - c.not_ratchet_before_growth;
+            },
+            before_growth);
       },
       "");
   // The part of the misses that releases a hold: in Enforce a ratchet that
   // ends Inconclusive stays held (after its rerun); one that ends Flat rolls
   // out.
-  auto missed_flat = [&](size_t r, bool begun_only) {
-    int traces = 0;
-    int flat = 0;
-    for (size_t k = 0; k < corpus.size(); ++k) {
-      if (corpus[k].truth != memory::TraceTruth::kRatchet) continue;
-      const VerdictCounts& c = counts[k][r];
-      traces += c.traces - (begun_only ? c.not_ratchet_before_growth : 0);
-      flat += c.flat - (begun_only ? c.flat_before_growth : 0);
-    }
-    return Rate(traces ? static_cast<double>(flat) / traces : 0);
-  };
   row(
-      "missed Ratchet ended Flat (pooled)", [&](size_t r) { return missed_flat(r, false); }, "");
+      "missed Ratchet ended Flat (pooled)",
+      [&](size_t r) {
+        return ratchet_rate(
+            r, [](const VerdictCounts& c) { return c.flat; }, none);
+      },
+      "");
   row(
-      "missed Ratchet ended Flat, growth begun", [&](size_t r) { return missed_flat(r, true); },
+      "missed Ratchet ended Flat, growth begun",
+      [&](size_t r) {
+        return ratchet_rate(
+            r, [](const VerdictCounts& c) { return c.flat - c.flat_before_growth; }, before_growth);
+      },
       "");
   row(
       "false Ratchet by test: whole/late/steps",

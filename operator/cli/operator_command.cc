@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <string>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -61,7 +62,8 @@ int RunOperator(manager::ManagerOptions options, const std::string& slow_request
 
 void RegisterOperatorCommand(CLI::App& app, int* exit_code) {
   auto options = std::make_shared<manager::ManagerOptions>();
-  auto slow_request = std::make_shared<std::string>("100ms");
+  auto slow_request =
+      std::make_shared<std::string>(std::to_string(options->webhook_slow_request.count()) + "ms");
   options->pod_name = EnvOr("POD_NAME", "");
   options->operator_namespace = EnvOr("POD_NAMESPACE", options->operator_namespace);
   options->image = EnvOr("ALLOCGUARD_IMAGE", options->image);

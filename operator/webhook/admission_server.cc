@@ -6,6 +6,8 @@
 #include <chrono>
 #include <exception>
 
+#include "operator/api/json_fields.h"
+
 namespace allocguard::webhook {
 namespace {
 
@@ -16,16 +18,12 @@ constexpr const char* kOutcomes[] = {"allowed", "denied", "malformed", "handler_
 // name from the request, else from the object's metadata (a Pod's name is
 // not in the request when it is generated), else its generateName prefix.
 std::string ObjectOf(const AdmissionRequest& request) {
+  using api::json_fields::Member;
   std::string name = request.name;
-  const nlohmann::json* metadata = nullptr;
-  if (request.object.is_object()) {
-    auto it = request.object.find("metadata");
-    if (it != request.object.end() && it->is_object()) metadata = &*it;
-  }
+  const nlohmann::json* metadata = Member(request.object, "metadata");
   auto string_at = [metadata](const char* key) -> std::string {
-    if (metadata == nullptr) return "";
-    auto it = metadata->find(key);
-    return it != metadata->end() && it->is_string() ? it->get<std::string>() : "";
+    const nlohmann::json* value = metadata != nullptr ? Member(*metadata, key) : nullptr;
+    return value != nullptr && value->is_string() ? value->get<std::string>() : "";
   };
   if (name.empty()) name = string_at("name");
   if (name.empty()) name = string_at("generateName") + "(generated)";
@@ -95,8 +93,7 @@ net::HttpResponse AdmissionServer::Answer(const std::string& path, const Route& 
   timing.parsed = clock_->Now();
   if (!request.ok()) {
     timing.decided = timing.encoded = timing.parsed;
-    Record(path, timing, /*malformed=*/true, false, false);
-    if (IsSlow(timing)) LogSlow(path, timing, nullptr, false);
+    Record(path, timing, /*request=*/nullptr, false, false);
     return PlainText(400, "malformed AdmissionReview: " + request.status().message());
   }
   AdmissionResponse response;
@@ -128,20 +125,17 @@ net::HttpResponse AdmissionServer::Answer(const std::string& path, const Route& 
   out.headers.emplace("Content-Type", "application/json");
   out.body = EncodeAdmissionReview(request->uid, response);
   timing.encoded = clock_->Now();
-  Record(path, timing, false, threw, response.allowed);
-  if (IsSlow(timing)) LogSlow(path, timing, &*request, response.allowed);
+  Record(path, timing, &*request, threw, response.allowed);
   return out;
 }
 
-bool AdmissionServer::IsSlow(const Timing& timing) const {
-  return slow_threshold_ > Clock::Duration::zero() &&
-         timing.encoded - timing.start >= slow_threshold_;
-}
-
-void AdmissionServer::Record(const std::string& path, const Timing& timing, bool malformed,
-                             bool threw, bool allowed) {
-  const double seconds = std::chrono::duration<double>(timing.encoded - timing.start).count();
-  const bool slow = IsSlow(timing);
+void AdmissionServer::Record(const std::string& path, const Timing& timing,
+                             const AdmissionRequest* request, bool threw, bool allowed) {
+  const bool malformed = request == nullptr;
+  const Clock::Duration took = timing.encoded - timing.start;
+  const double seconds = std::chrono::duration<double>(took).count();
+  const bool slow = slow_threshold_ > Clock::Duration::zero() && took >= slow_threshold_;
+  if (slow) LogSlow(path, timing, request, allowed);
   std::lock_guard<std::mutex> lock(mu_);
   PathMetrics& m = metrics_[path];
   ++m.requests;

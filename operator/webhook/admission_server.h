@@ -96,9 +96,10 @@ class AdmissionServer {
   struct Timing {
     Clock::TimePoint start, parsed, decided, encoded;
   };
-  void Record(const std::string& path, const Timing& timing, bool malformed, bool threw,
-              bool allowed);
-  bool IsSlow(const Timing& timing) const;
+  // Counts one answer (request: nullptr for a malformed review) and, when
+  // it took the slow-request threshold or more, logs it.
+  void Record(const std::string& path, const Timing& timing, const AdmissionRequest* request,
+              bool threw, bool allowed);
   void LogSlow(const std::string& path, const Timing& timing, const AdmissionRequest* request,
                bool allowed) const;
 
