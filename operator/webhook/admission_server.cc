@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <utility>
 
 #include "operator/api/json_fields.h"
 
@@ -135,7 +136,10 @@ void AdmissionServer::Record(const std::string& path, const Timing& timing,
   const Clock::Duration took = timing.encoded - timing.start;
   const double seconds = std::chrono::duration<double>(took).count();
   const bool slow = slow_threshold_ > Clock::Duration::zero() && took >= slow_threshold_;
-  if (slow) LogSlow(path, timing, request, allowed);
+  uint64_t left_out = 0;
+  if (slow && TakeSlowLogLine(timing.encoded, &left_out)) {
+    LogSlow(path, timing, request, allowed, left_out);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   PathMetrics& m = metrics_[path];
   ++m.requests;
@@ -164,8 +168,26 @@ void AdmissionServer::Record(const std::string& path, const Timing& timing,
   }
 }
 
+// A generic cell rate algorithm: slow_log_due_ is when the limit would have
+// regained every line written so far. A line may be written while that is at
+// most burst - 1 refills ahead of now.
+bool AdmissionServer::TakeSlowLogLine(Clock::TimePoint now, uint64_t* left_out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (slow_log_burst_ > 0) {
+    const Clock::TimePoint due = std::max(slow_log_due_, now);
+    if (due - now > (slow_log_burst_ - 1) * slow_log_refill_) {
+      ++slow_log_left_out_;
+      return false;
+    }
+    slow_log_due_ = due + slow_log_refill_;
+  }
+  *left_out = std::exchange(slow_log_left_out_, 0);
+  return true;
+}
+
 void AdmissionServer::LogSlow(const std::string& path, const Timing& timing,
-                              const AdmissionRequest* request, bool allowed) const {
+                              const AdmissionRequest* request, bool allowed,
+                              uint64_t left_out) const {
   auto ms = [](Clock::Duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
   std::string what = "a malformed review";
   if (request != nullptr) {
@@ -174,9 +196,14 @@ void AdmissionServer::LogSlow(const std::string& path, const Timing& timing,
   }
   spdlog::warn(
       "slow admission request on {}: {} answered in {:.1f} ms (parse {:.1f} ms, decision {:.1f} "
-      "ms, encoding {:.1f} ms); the threshold is {:.0f} ms (--webhook-slow-request)",
+      "ms, encoding {:.1f} ms); the threshold is {:.0f} ms (--webhook-slow-request){}",
       path, what, ms(timing.encoded - timing.start), ms(timing.parsed - timing.start),
-      ms(timing.decided - timing.parsed), ms(timing.encoded - timing.decided), ms(slow_threshold_));
+      ms(timing.decided - timing.parsed), ms(timing.encoded - timing.decided), ms(slow_threshold_),
+      left_out == 0 ? std::string()
+                    : fmt::format("; {} more slow requests were not logged since the last line "
+                                  "(at most {} lines at once, then one every {:.0f} s)",
+                                  left_out, slow_log_burst_,
+                                  std::chrono::duration<double>(slow_log_refill_).count()));
 }
 
 AdmissionMetricsSnapshot AdmissionServer::Metrics() const {

@@ -14,7 +14,10 @@
 //   allocguard_webhook_slow_requests_total{path}  requests whose time was at
 //       or above the slow-request threshold; each is also logged as a
 //       warning naming the object and splitting the time into parsing the
-//       review, the handler's decision and encoding the answer
+//       review, the handler's decision and encoding the answer, at most
+//       kSlowLogBurst lines at once and then one per kSlowLogRefill (a user
+//       who can make reviews slow cannot flood the log); the next line that
+//       is written says how many were left out
 
 #include <array>
 #include <cstdint>
@@ -42,6 +45,12 @@ enum class FailurePolicy { kIgnore, kFail };
 // buckets, finer at the low end).
 inline constexpr std::array<double, 12> kLatencyBucketsSeconds = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+
+// The slow-request warnings are rate-limited across every path: by default
+// kSlowLogBurst lines at once, then one more per kSlowLogRefill. The counter
+// above counts every slow request whether logged or not.
+inline constexpr int kSlowLogBurst = 10;
+inline constexpr std::chrono::seconds kSlowLogRefill{1};
 
 struct PathMetrics {
   uint64_t requests = 0;        // every POST to the path
@@ -72,6 +81,13 @@ class AdmissionServer {
   // answer is counted as slow and logged (a warning). Zero or less: none is.
   // REQUIRES: called before the server starts serving.
   void set_slow_request_threshold(Clock::Duration threshold) { slow_threshold_ = threshold; }
+  // At most burst slow-request lines at once, then one more per refill; a
+  // burst of 0 or less logs every slow request (for benchmarks that study
+  // each one). REQUIRES: called before the server starts serving.
+  void set_slow_log_limit(int burst, Clock::Duration refill) {
+    slow_log_burst_ = burst;
+    slow_log_refill_ = refill;
+  }
 
   // Serves POST path with handler. REQUIRES: called before the server starts
   // serving. handler runs on the server's worker threads; it must be
@@ -100,8 +116,11 @@ class AdmissionServer {
   // it took the slow-request threshold or more, logs it.
   void Record(const std::string& path, const Timing& timing, const AdmissionRequest* request,
               bool threw, bool allowed);
+  // Whether a slow request seen at now may be logged; when it may, *left_out
+  // is how many were not logged since the last line. Takes mu_.
+  bool TakeSlowLogLine(Clock::TimePoint now, uint64_t* left_out);
   void LogSlow(const std::string& path, const Timing& timing, const AdmissionRequest* request,
-               bool allowed) const;
+               bool allowed, uint64_t left_out) const;
 
   net::HttpServer* server_;
   Clock* clock_;
@@ -112,6 +131,12 @@ class AdmissionServer {
   metrics::Histogram* latency_seconds_ = nullptr;
   metrics::Counter* slow_requests_total_ = nullptr;
   Clock::Duration slow_threshold_ = std::chrono::milliseconds(100);
+  // The slow-request log's rate limit (guarded by mu_; TakeSlowLogLine) and
+  // the slow requests not logged since the last line.
+  int slow_log_burst_ = kSlowLogBurst;
+  Clock::Duration slow_log_refill_ = kSlowLogRefill;
+  Clock::TimePoint slow_log_due_{};
+  uint64_t slow_log_left_out_ = 0;
 };
 
 }  // namespace allocguard::webhook

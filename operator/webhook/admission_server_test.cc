@@ -4,6 +4,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -245,19 +246,68 @@ TEST(AdmissionServerTest, ASlowRequestIsCountedAndLoggedWithWhereItsTimeWent) {
             "the threshold is 100 ms (--webhook-slow-request)\n");
 }
 
+// Serves path on admission with a handler that allows, taking `takes` of clock's time.
+void AllowTaking(AdmissionServer& admission, FakeClock& clock, const std::string& path,
+                 Clock::Duration takes) {
+  admission.Handle(path, [&clock, takes](const AdmissionRequest&) {
+    clock.Advance(takes);
+    return AdmissionResponse::Allow();
+  });
+}
+
 TEST(AdmissionServerTest, AZeroThresholdLogsNothing) {
   FakeClock clock;
   auto server = net::NewHttpServer({});
   AdmissionServer admission(server.get(), &clock);
   admission.set_slow_request_threshold(std::chrono::milliseconds(0));
-  admission.Handle("/mutate", [&](const AdmissionRequest&) {
-    clock.Advance(std::chrono::seconds(3));
-    return AdmissionResponse::Allow();
-  });
+  AllowTaking(admission, clock, "/mutate", std::chrono::seconds(3));
   CapturedLog log;
   (void)admission.Review("/mutate", Review("a"));
   EXPECT_EQ(admission.Metrics().paths["/mutate"].slow, 0u);
   EXPECT_EQ(log.text(), "");
+}
+
+// A client that can make reviews slow cannot flood the log: ten warnings at
+// once, then one a second, each slow request still counted, and the next
+// line written says how many were left out.
+TEST(AdmissionServerTest, SlowRequestWarningsAreRateLimitedButAllCounted) {
+  FakeClock clock;
+  auto server = net::NewHttpServer({});
+  AdmissionServer admission(server.get(), &clock);
+  admission.set_slow_request_threshold(std::chrono::milliseconds(1));
+  AllowTaking(admission, clock, "/mutate", std::chrono::milliseconds(1));
+  CapturedLog log;
+  auto lines = [&log] {
+    const std::string text = log.text();
+    return std::count(text.begin(), text.end(), '\n');
+  };
+  // 15 slow reviews within 15 ms: the first 10 are logged.
+  for (int i = 0; i < 15; ++i) (void)admission.Review("/mutate", Review("burst"));
+  EXPECT_EQ(lines(), 10);
+  EXPECT_EQ(log.text().find("not logged"), std::string::npos);
+  // A second later the limit has gained one line, which names the 5 left out.
+  clock.Advance(std::chrono::seconds(1));
+  (void)admission.Review("/mutate", Review("after"));
+  EXPECT_EQ(lines(), 11);
+  EXPECT_NE(log.text().find("(uid after, allowed) answered in 1.0 ms (parse 0.0 ms, decision "
+                            "1.0 ms, encoding 0.0 ms); the threshold is 1 ms "
+                            "(--webhook-slow-request); 5 more slow requests were not logged since "
+                            "the last line (at most 10 lines at once, then one every 1 s)\n"),
+            std::string::npos)
+      << log.text();
+  // After a quiet minute the whole burst is available again.
+  clock.Advance(std::chrono::minutes(1));
+  for (int i = 0; i < 12; ++i) (void)admission.Review("/mutate", Review("later"));
+  EXPECT_EQ(lines(), 21);
+  EXPECT_EQ(admission.Metrics().paths["/mutate"].slow, 28u);
+
+  // With no limit (webhook_bench), every slow review is a line.
+  AdmissionServer unlimited(server.get(), &clock);
+  unlimited.set_slow_request_threshold(std::chrono::milliseconds(1));
+  unlimited.set_slow_log_limit(0, {});
+  AllowTaking(unlimited, clock, "/all", std::chrono::milliseconds(1));
+  for (int i = 0; i < 15; ++i) (void)unlimited.Review("/all", Review("each"));
+  EXPECT_EQ(lines(), 36);
 }
 
 TEST(AdmissionServerTest, ReviewOfAnUnknownPathIs404) {
