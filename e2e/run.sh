@@ -713,6 +713,24 @@ kubectl events -n "$demo_ns" --for daemonset/"$ds" --types=Warning | grep Rollou
 say "DaemonSet $ds held with its verdict $((SECONDS - ds_t0)) s after the template change, its pod not replaced"
 gate_expect 2 "held" daemonset/"$ds"
 rollout_says daemonset/"$ds" 1 "rollout status is only available for RollingUpdate strategy type"
+# Its pod deleted while held (as an eviction or a node loss would): the
+# controller makes every new pod from the held template, so the Pod webhook
+# refuses it (rule D4, docs/workload-kinds.md), and the node runs none of the
+# DaemonSet's pods until the release below creates one on the released
+# template.
+kubectl delete pod -n "$demo_ns" -l app="$ds" --wait=true --timeout=120s >/dev/null
+ds_refused() {
+  local events
+  events=$(kubectl events -n "$demo_ns" --for daemonset/"$ds" --types=Warning 2>/dev/null) || return 1
+  events=$(grep FailedCreate <<<"$events") || return 1
+  [[ $events == *"DaemonSet $demo_ns/$ds is held by AllocatorPolicy"* ]]
+}
+wait_for 60 "the DaemonSet controller's new pod refused while held (FailedCreate)" ds_refused
+ds_refusal=$(kubectl events -n "$demo_ns" --for daemonset/"$ds" --types=Warning)
+grep FailedCreate <<<"$ds_refusal" | tail -1
+sleep 10
+[[ -z $(pod_uids app="$ds") ]] || fail "the held DaemonSet got a new pod: $(pod_uids app="$ds")"
+say "DaemonSet $ds: its deleted pod not replaced while held (the controller's creates refused)"
 
 # --- 4. switch ------------------------------------------------------------------
 stage "switch: the policy goes to jemalloc, a new canary is Flat, the rollout completes on jemalloc"

@@ -9,9 +9,12 @@
 // API server never sends, "fuzz", removed before parsing: what the
 // operator's caches hold and what the API server answers,
 //   {"policies": [AllocatorPolicy...], "canaries": [ReplayCanary...],
-//    "deployments": [Deployment...], "allowed": bool, "operator": bool}
+//    "deployments": [Deployment...], "daemonsets": [DaemonSet...],
+//    "allowed": bool, "operator": bool}
 // The caches hold what the informers would: any object of any shape under a
-// string namespace and name (the API server guarantees those).
+// string namespace and name (the API server guarantees those). A GET of a
+// DaemonSet (the Pod webhook reads the one a pod's controller reference
+// names) answers the daemonsets entry of that name, or 404.
 //
 // Invariants: no exception out of a handler (a worker thread would die);
 // a malformed review is refused with a message, never answered; the answer
@@ -50,16 +53,34 @@ namespace webhook = allocguard::webhook;
 constexpr char kOperatorUser[] = "system:serviceaccount:allocguard-system:allocguard";
 
 // The API server as the handlers see it: SubjectAccessReviews answered as
-// the input says; Events accepted.
+// the input says; DaemonSets read from `daemonsets` (the harness's cache);
+// Events accepted.
 class FakeApiServer final : public kube::Transport {
  public:
   bool allowed = true;
+  const kube::Store* daemonsets = nullptr;
 
   allocguard::Result<allocguard::net::HttpResponse> Send(
       const allocguard::net::HttpRequest& request) override {
     allocguard::net::HttpResponse r;
     r.status = 201;
     r.headers.emplace("Content-Type", "application/json");
+    // GET /apis/apps/v1/namespaces/NS/daemonsets/NAME
+    const std::string marker = "/daemonsets/";
+    if (const size_t at = request.path.find(marker);
+        request.method == "GET" && at != std::string::npos && daemonsets != nullptr) {
+      const std::string prefix = "/namespaces/";
+      const size_t ns_at = request.path.find(prefix);
+      const std::string ns =
+          ns_at == std::string::npos || ns_at + prefix.size() > at
+              ? std::string()
+              : request.path.substr(ns_at + prefix.size(), at - ns_at - prefix.size());
+      kube::ObjectRef found = daemonsets->Get(ns + "/" + request.path.substr(at + marker.size()));
+      r.status = found != nullptr ? 200 : 404;
+      r.body = found != nullptr ? found->dump(-1, ' ', false, json::error_handler_t::replace)
+                                : R"({"kind":"Status","code":404,"reason":"NotFound"})";
+      return r;
+    }
     json body = json::parse(request.body, nullptr, false);
     if (body.is_discarded()) body = json::object();
     if (request.path.find("subjectaccessreviews") != std::string::npos) {
@@ -97,24 +118,27 @@ struct Harness {
   std::shared_ptr<FakeApiServer> api = std::make_shared<FakeApiServer>();
   kube::Client client{api, std::make_shared<NoToken>()};
   kube::EventRecorder events{&client, {}};
-  kube::Store policies, canaries, deployments;
+  kube::Store policies, canaries, deployments, daemonsets;
   std::unique_ptr<admission::AdmissionHandlers> handlers;
 
   explicit Harness(const json& setup) {
-    for (kube::Store* s : {&policies, &canaries, &deployments}) {
+    for (kube::Store* s : {&policies, &canaries, &deployments, &daemonsets}) {
       allocguard::controllers::AddNamespaceIndex(*s);
     }
+    api->daemonsets = &daemonsets;
     if (setup.is_object()) {
       Fill(policies, setup.value("policies", json()));
       Fill(canaries, setup.value("canaries", json()));
       Fill(deployments, setup.value("deployments", json()));
+      Fill(daemonsets, setup.value("daemonsets", json()));
       api->allowed = setup.value("allowed", json(true)) != false;
     }
     const bool known_operator = setup.is_object() && setup.value("operator", json()) == true;
     handlers = std::make_unique<admission::AdmissionHandlers>(
         admission::AdmissionHandlerOptions{"allocguard-system", "registry.example/allocguard:fuzz",
                                            known_operator ? kOperatorUser : ""},
-        admission::AdmissionHandlerDeps{&client, &policies, &canaries, &deployments, &events});
+        admission::AdmissionHandlerDeps{&client, &policies, &canaries, &deployments, &events,
+                                        nullptr, &daemonsets});
   }
 };
 

@@ -110,6 +110,22 @@ def admission(objects):
             held["metadata"].setdefault("annotations", {})["allocguard.io/held-candidate"] = "0123abcd"
             write("admission_fuzzer", f"{stem}-update", {**review(uid + "u", "Deployment", "apps", "v1", "deployments", "UPDATE", changed, held), "fuzz": {**setup, "deployments": [o], "allowed": False}})
             write("admission_fuzzer", f"{stem}-pod", {**review(uid + "p", "Pod", "", "v1", "pods", "CREATE", pod_of(o)), "fuzz": setup})
+            # The same template as a held DaemonSet's, and the pod its
+            # controller creates while held (rule D4: refused).
+            ds = {"apiVersion": "apps/v1", "kind": "DaemonSet",
+                  "metadata": {"name": o["metadata"]["name"], "namespace": "team-a", "uid": uid + "-ds",
+                               "annotations": {"allocguard.io/held-candidate": "0123abcd"}},
+                  "spec": {"selector": o["spec"].get("selector", {}), "updateStrategy": {"type": "OnDelete"},
+                           "template": o["spec"]["template"]}}
+            ds_pod = pod_of(o)
+            ds_pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                                      "name": o["metadata"]["name"], "uid": uid + "-ds",
+                                                      "controller": True}]
+            enforcing = copy.deepcopy(setup["policies"])
+            for p in enforcing:
+                p.setdefault("spec", {}).setdefault("rollout", {})["mode"] = "Enforce"
+            write("admission_fuzzer", f"{stem}-ds-pod", {**review(uid + "d", "Pod", "", "v1", "pods", "CREATE", ds_pod),
+                                                         "fuzz": {**setup, "policies": enforcing, "daemonsets": [ds]}})
         elif kind == "Pod":
             write("admission_fuzzer", f"{stem}-create", {**review(uid, "Pod", "", "v1", "pods", "CREATE", o), "fuzz": setup})
         elif kind == "AllocatorPolicy":

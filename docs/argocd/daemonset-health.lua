@@ -32,7 +32,7 @@ if held ~= "" then
   hs.status = "Suspended"
   hs.message = "allocguard holds template " .. held .. " until its replay canary is Flat; " ..
     updated .. " of " .. desired .. " pods on it (a pod deleted, or a node added, while held " ..
-    "gets it); allocguard gate daemonset/" .. text(meta.name) .. " says why"
+    "gets none until then); allocguard gate daemonset/" .. text(meta.name) .. " says why"
   return hs
 end
 if text(strategy.type) == "OnDelete" then

@@ -1,6 +1,8 @@
 #include "operator/admission/admission_handlers.h"
 
+#include <algorithm>
 #include <functional>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -98,8 +100,45 @@ void AdmissionHandlers::Event(const json& regarding, bool warning, const std::st
   if (!s.ok()) spdlog::warn("event {}: {}", reason, s.message());
 }
 
+std::optional<std::string> AdmissionHandlers::RefusedAsHeldDaemonSetPod(
+    const webhook::AdmissionRequest& request) const {
+  if (request.operation != "CREATE") return std::nullopt;
+  HeldDaemonSetPodInput in;
+  in.pod = api::ParseObjectMeta(request.object);
+  const api::OwnerReference* owner = in.pod.ControllerRef();
+  if (owner == nullptr || owner->kind != "DaemonSet" || owner->name.empty()) return std::nullopt;
+  const std::vector<api::AllocatorPolicy> policies = Policies(request.namespace_);
+  if (std::none_of(policies.begin(), policies.end(), [](const api::AllocatorPolicy& p) {
+        return p.spec.rollout.mode == api::RolloutMode::kEnforce;
+      })) {
+    return std::nullopt;
+  }
+  kube::ApiResult<kube::Object> read =
+      deps_.client->Get(kube::DaemonSets(), request.namespace_, owner->name);
+  if (read.ok()) {
+    in.daemonset = api::ParseDeploymentSummary(read.value());
+  } else if (!read.error().IsNotFound()) {
+    spdlog::warn(
+        "pod of DaemonSet {}/{}: reading the DaemonSet failed ({}); judging its hold "
+        "from the cache",
+        request.namespace_, owner->name, read.error().message);
+    if (deps_.daemonsets != nullptr) {
+      if (kube::ObjectRef cached = deps_.daemonsets->Get(request.namespace_ + "/" + owner->name)) {
+        in.daemonset = api::ParseDeploymentSummary(*cached);
+      }
+    }
+  }
+  if (!in.daemonset.has_value()) return std::nullopt;
+  in.policy = controllers::GoverningPolicy(policies, in.daemonset->template_labels);
+  in.operator_namespace = options_.operator_namespace;
+  return RefusePodOfHeldDaemonSet(in);
+}
+
 webhook::AdmissionResponse AdmissionHandlers::MutatePod(
     const webhook::AdmissionRequest& request) const {
+  if (std::optional<std::string> refused = RefusedAsHeldDaemonSetPod(request)) {
+    return webhook::AdmissionResponse::Deny("allocguard: " + *refused);
+  }
   PodInjectionInput in;
   in.pod = request.object;
   in.ns = request.namespace_;

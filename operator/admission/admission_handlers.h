@@ -8,6 +8,7 @@
 // Thread-safe: the handlers only read the stores, and the client and the
 // event recorder are thread-safe.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,7 +69,8 @@ class AdmissionHandlers {
   // Serves each handler below on its path. This object must outlive server.
   void RegisterOn(webhook::AdmissionServer& server) const;
 
-  // kPodMutationPath, Pod CREATE: allocator injection.
+  // kPodMutationPath, Pod CREATE: allocator injection; a pod a held
+  // DaemonSet's controller creates is refused (rule D4, workload_hold.h).
   webhook::AdmissionResponse MutatePod(const webhook::AdmissionRequest& request) const;
   // kDeploymentMutationPath, Deployment CREATE/UPDATE: the gate.
   webhook::AdmissionResponse MutateDeployment(const webhook::AdmissionRequest& request) const;
@@ -93,6 +95,12 @@ class AdmissionHandlers {
 
  private:
   std::vector<api::AllocatorPolicy> Policies(const std::string& ns) const;
+  // Rule D4 for a Pod CREATE: why it must be refused, or nullopt. Reads the
+  // DaemonSet its controller reference names only when an Enforce policy is
+  // in the namespace: by a GET (a hold a moment old is not yet in the cache),
+  // or from the cache when the GET fails.
+  std::optional<std::string> RefusedAsHeldDaemonSetPod(
+      const webhook::AdmissionRequest& request) const;
   void Event(const nlohmann::json& regarding, bool warning, const std::string& reason,
              const std::string& note) const;
   Requester RequesterOf(const webhook::AdmissionRequest& request) const;

@@ -23,16 +23,30 @@ using ::testing::IsEmpty;
 using ::testing::Not;
 
 // The API server as the handlers see it: SubjectAccessReviews answered with
-// `allowed`; anything else (Events) accepted and counted.
+// `allowed`; a GET of a DaemonSet answered with `daemonset` (404 when null,
+// `daemonset_status` when set); anything else (Events) accepted and counted.
+// clang-tidy 14 reports the implicit special members of a class holding
+// nlohmann::json as throwing (bugprone-exception-escape); they throw nothing here.
+// NOLINTNEXTLINE(bugprone-exception-escape)
 class FakeApiServer final : public kube::Transport {
  public:
   bool allowed = true;
   int access_reviews = 0;
+  json daemonset;
+  int daemonset_status = 0;
+  int daemonset_gets = 0;
 
   Result<net::HttpResponse> Send(const net::HttpRequest& request) override {
     net::HttpResponse r;
     r.status = 201;
     r.headers.emplace("Content-Type", "application/json");
+    if (request.method == "GET" && request.path.find("/daemonsets/") != std::string::npos) {
+      ++daemonset_gets;
+      r.status = daemonset_status != 0 ? daemonset_status : daemonset.is_null() ? 404 : 200;
+      r.body =
+          r.status == 200 ? daemonset.dump() : json{{"kind", "Status"}, {"code", r.status}}.dump();
+      return r;
+    }
     json body = json::parse(request.body, nullptr, false);
     if (body.is_discarded()) body = json::object();
     if (request.path.find("subjectaccessreviews") != std::string::npos) {
@@ -77,17 +91,18 @@ struct Harness {
   std::shared_ptr<FakeApiServer> api = std::make_shared<FakeApiServer>();
   kube::Client client{api, std::make_shared<NoToken>()};
   kube::EventRecorder events{&client, {}};
-  kube::Store policies, canaries, deployments;
+  kube::Store policies, canaries, deployments, daemonsets;
   std::unique_ptr<AdmissionHandlers> handlers;
 
   explicit Harness(const std::string& mode) {
-    for (kube::Store* s : {&policies, &canaries, &deployments}) {
+    for (kube::Store* s : {&policies, &canaries, &deployments, &daemonsets}) {
       controllers::AddNamespaceIndex(*s);
     }
     policies.Upsert(Policy(mode));
     handlers = std::make_unique<AdmissionHandlers>(
         AdmissionHandlerOptions{"allocguard-system", "registry.example/allocguard:test", ""},
-        AdmissionHandlerDeps{&client, &policies, &canaries, &deployments, &events});
+        AdmissionHandlerDeps{&client, &policies, &canaries, &deployments, &events, nullptr,
+                             &daemonsets});
   }
 };
 
@@ -385,6 +400,61 @@ TEST(AdmissionHandlersTest, DeletingAnEnforcePolicyThatHoldsAStatefulSetNeedsThe
   EXPECT_FALSE(r.allowed);
   EXPECT_THAT(r.status_message,
               HasSubstr("lifts the hold of statefulset/web, daemonset/web: it deletes policy"));
+}
+
+// A pod as the controller of the DaemonSet "web" (uid) creates it.
+json PodOfDaemonSet(const std::string& uid, const std::string& image) {
+  return {{"metadata",
+           {{"generateName", "web-"},
+            {"namespace", "shop"},
+            {"labels", {{"app", "web"}, {"controller-revision-hash", "5c7d8f"}}},
+            {"ownerReferences",
+             {{{"apiVersion", "apps/v1"},
+               {"kind", "DaemonSet"},
+               {"name", "web"},
+               {"uid", uid},
+               {"controller", true}}}}}},
+          {"spec", {{"containers", {{{"name", "app"}, {"image", image}}}}}}};
+}
+
+// Rule D4 through the Pod webhook: a pod the controller of a held DaemonSet
+// creates is refused, judged on the DaemonSet as a GET reads it, or as the
+// cache has it when the GET fails; any other pod is injected as before.
+TEST(AdmissionHandlersTest, APodOfAHeldDaemonSetIsRefused) {
+  Harness h("Enforce");
+  json held = Held(h, "DaemonSet");
+  held["metadata"]["uid"] = "ds-uid-1";
+  ASSERT_TRUE(held["metadata"]["annotations"].contains(api::kHeldCandidateAnnotation));
+  const json pod = PodOfDaemonSet("ds-uid-1", "web:2");
+
+  h.api->daemonset = held;
+  webhook::AdmissionResponse r = h.handlers->MutatePod(Request("CREATE", pod, json()));
+  EXPECT_FALSE(r.allowed);
+  EXPECT_THAT(r.status_message, HasSubstr("allocguard: DaemonSet shop/web is held by "
+                                          "AllocatorPolicy web-jemalloc"));
+  EXPECT_EQ(h.api->daemonset_gets, 1);
+
+  // The GET fails: the cache decides.
+  h.api->daemonset_status = 503;
+  h.daemonsets.Upsert(held);
+  EXPECT_FALSE(h.handlers->MutatePod(Request("CREATE", pod, json())).allowed);
+
+  // Released: the pod is injected as any other.
+  h.api->daemonset_status = 0;
+  json released = held;
+  released["metadata"]["annotations"].erase(api::kHeldCandidateAnnotation);
+  h.api->daemonset = released;
+  r = h.handlers->MutatePod(Request("CREATE", pod, json()));
+  EXPECT_TRUE(r.allowed);
+  EXPECT_THAT(r.patch.dump(), HasSubstr(api::kInjectedAnnotation));
+}
+
+TEST(AdmissionHandlersTest, PodsUnderAnAuditPolicyReadNoDaemonSet) {
+  Harness h("Audit");
+  h.api->daemonset = Held(h, "DaemonSet");
+  const json pod = PodOfDaemonSet("u", "web:1");
+  EXPECT_TRUE(h.handlers->MutatePod(Request("CREATE", pod, json())).allowed);
+  EXPECT_EQ(h.api->daemonset_gets, 0);
 }
 
 TEST(AdmissionHandlersTest, MalformedHeldWorkloadUpdatesNeverThrow) {

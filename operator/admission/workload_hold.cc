@@ -387,4 +387,28 @@ std::optional<std::string> DaemonSetPinInPlace(const json& daemonset) {
          " says what it was: " + set.metadata.Annotation(api::kUserUpdateStrategyAnnotation) + ")";
 }
 
+std::optional<std::string> RefusePodOfHeldDaemonSet(const HeldDaemonSetPodInput& input) {
+  const api::OwnerReference* owner = input.pod.ControllerRef();
+  if (owner == nullptr || owner->kind != "DaemonSet" || owner->api_version != "apps/v1" ||
+      !input.daemonset.has_value() || owner->uid.empty() ||
+      owner->uid != input.daemonset->meta.uid) {
+    return std::nullopt;
+  }
+  const api::DeploymentSummary& set = *input.daemonset;
+  api::ObjectMeta template_meta;
+  template_meta.labels = set.template_labels;
+  template_meta.annotations = set.template_annotations;
+  if (NotGated(input.policy, input.operator_namespace, "DaemonSet", set.meta, template_meta) ||
+      input.policy->spec.rollout.mode != api::RolloutMode::kEnforce) {
+    return std::nullopt;
+  }
+  const std::string held = set.meta.Annotation(api::kHeldCandidateAnnotation);
+  if (held.empty() || set.meta.HasAnnotation(api::kOverrideHoldAnnotation)) return std::nullopt;
+  return "DaemonSet " + set.meta.Key() + " is held by AllocatorPolicy " + input.policy->name +
+         ": its new pod template (" + api::kHeldCandidateAnnotation + " " + held +
+         ") waits for its replay canary, and every pod the DaemonSet creates now would run it. "
+         "Its controller creates this pod again once the hold is released (a Flat verdict, the "
+         "policy in Audit or Off, or an override; docs/workload-kinds.md)";
+}
+
 }  // namespace allocguard::admission

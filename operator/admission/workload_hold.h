@@ -55,14 +55,21 @@
 // DaemonSet:
 //   D1. RollingUpdate: spec.updateStrategy becomes {"type": "OnDelete"}, the
 //       user's strategy as it was stored remembered as JSON in
-//       kUserUpdateStrategyAnnotation. Running pods are not replaced; a node
-//       that joins while held, or a pod deleted while held, gets the
-//       candidate (the DaemonSet controller creates missing pods from the
-//       current template); the reason says so.
+//       kUserUpdateStrategyAnnotation. Running pods are not replaced; the
+//       pod a node that joins, or a pod deleted while held, would get is
+//       refused (D4).
 //   D2. Held and the template unchanged: the strategy stays OnDelete; a
 //       strategy the user writes becomes the remembered one.
 //   D3. The user's own strategy is OnDelete: the hold is recorded only
-//       (as S3).
+//       (as S3), and D4 refuses the pods the controller creates meanwhile.
+//
+//   D4. At Pod admission, while held: the DaemonSet controller makes every
+//       pod it creates (for a node that joins, in place of a pod deleted or
+//       evicted) from the current template, which is the held candidate, so
+//       such a pod is refused (RefusePodOfHeldDaemonSet, below). The
+//       controller retries it with its backoff, and creates it as soon as
+//       the release changes the DaemonSet. The node runs no pod of that
+//       DaemonSet meanwhile: the hold chooses no pod over an unproven one.
 //
 // Release rules (ReleaseStatefulSetHold, ReleaseDaemonSetHold, and rule 4):
 //   R1. Not held: nothing.
@@ -89,7 +96,9 @@
 #include <nlohmann/json.hpp>
 
 #include "operator/admission/deployment_gate.h"
+#include "operator/api/object_meta.h"
 #include "operator/api/types.h"
+#include "operator/api/workloads.h"
 
 namespace allocguard::admission {
 
@@ -120,6 +129,28 @@ GateDecision DecideDaemonSetGate(const WorkloadGateInput& input);
 // The caller has established the verdict; these only write the release.
 GateDecision ReleaseStatefulSetHold(const nlohmann::json& statefulset);
 GateDecision ReleaseDaemonSetHold(const nlohmann::json& daemonset);
+
+// Rule D4: what the Pod webhook knows of a Pod being created.
+// clang-tidy 14 reports the implicit special members of a struct holding
+// nlohmann::json as throwing (bugprone-exception-escape); they throw nothing here.
+// NOLINTNEXTLINE(bugprone-exception-escape)
+struct HeldDaemonSetPodInput {
+  api::ObjectMeta pod;  // the Pod's metadata
+  // The DaemonSet its controller reference names, as read (a GET, or the
+  // cache when the GET failed); nullopt when there is none by that name.
+  std::optional<api::DeploymentSummary> daemonset;
+  // The policy governing that DaemonSet's template (GoverningPolicy).
+  std::optional<api::AllocatorPolicy> policy;
+  std::string operator_namespace;
+};
+
+// Rule D4: why the Pod must be refused, or nullopt to admit it. Refused only
+// when its controller reference is an apps/v1 DaemonSet with the uid of
+// `daemonset` (never by name alone), the DaemonSet is gated (NotGated) under
+// Enforce, and it carries kHeldCandidateAnnotation without
+// kOverrideHoldAnnotation (an override a user was allowed to make admits its
+// pods).
+std::optional<std::string> RefusePodOfHeldDaemonSet(const HeldDaemonSetPodInput& input);
 
 // The override of a held StatefulSet or DaemonSet (docs/workload-kinds.md,
 // "Overriding a hold"): a user with the override permission (checked by the

@@ -852,6 +852,93 @@ TEST(PinInPlaceTest, ADaemonSetStaysPinnedUntilTheUserSetsTheStrategy) {
   EXPECT_EQ(DaemonSetPinInPlace(own), std::nullopt) << "the user's own OnDelete is not a pin";
 }
 
+// Rule D4: the pod the DaemonSet controller creates for a held DaemonSet
+// (for a node that joins, or in place of a deleted pod).
+struct PodOfDaemonSet {
+  json daemonset =
+      Annotated(WithUid(HeldAgent(), "ds-uid-1"), api::kHeldCandidateAnnotation, "0123abcd");
+  json pod = json::parse(R"({"metadata": {"name": "shipper-x7k2p", "namespace": "data",
+    "labels": {"app": "shipper", "controller-revision-hash": "6d5f9c7b8"},
+    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "shipper",
+                         "uid": "ds-uid-1", "controller": true}]}})");
+  std::optional<api::AllocatorPolicy> policy = Policy(kEnforce);
+
+  std::optional<std::string> Decide() const {
+    HeldDaemonSetPodInput in;
+    in.pod = api::ParseObjectMeta(pod);
+    in.daemonset = api::ParseDeploymentSummary(daemonset);
+    in.policy = policy;
+    in.operator_namespace = "allocguard-system";
+    return RefusePodOfHeldDaemonSet(in);
+  }
+  static json WithUid(json object, const std::string& uid) {
+    object["metadata"]["uid"] = uid;
+    return object;
+  }
+};
+
+TEST(HeldDaemonSetPodTest, APodOfAHeldDaemonSetIsRefusedWithWhatReleasesIt) {
+  const std::optional<std::string> refused = PodOfDaemonSet().Decide();
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(*refused,
+            "DaemonSet data/shipper is held by AllocatorPolicy db-jemalloc: its new pod template "
+            "(allocguard.io/held-candidate 0123abcd) waits for its replay canary, and every pod "
+            "the DaemonSet creates now would run it. Its controller creates this pod again once "
+            "the hold is released (a Flat verdict, the policy in Audit or Off, or an override; "
+            "docs/workload-kinds.md)");
+  // The user's own OnDelete strategy (D3, a recorded-only hold): refused too.
+  PodOfDaemonSet own;
+  own.daemonset = Annotated(
+      PodOfDaemonSet::WithUid(WithStrategy(DaemonSet(), {{"type", "OnDelete"}}), "ds-uid-1"),
+      api::kHeldCandidateAnnotation, "0123abcd");
+  EXPECT_TRUE(own.Decide().has_value());
+}
+
+TEST(HeldDaemonSetPodTest, EveryOtherPodIsAdmitted) {
+  {
+    PodOfDaemonSet c;  // a DaemonSet of the same name, another uid: not this pod's
+    c.daemonset["metadata"]["uid"] = "ds-uid-2";
+    EXPECT_EQ(c.Decide(), std::nullopt);
+  }
+  {
+    PodOfDaemonSet c;  // an owner that is not its controller
+    c.pod["metadata"]["ownerReferences"][0]["controller"] = false;
+    EXPECT_EQ(c.Decide(), std::nullopt);
+  }
+  {
+    PodOfDaemonSet c;  // a ReplicaSet's pod
+    c.pod["metadata"]["ownerReferences"][0]["kind"] = "ReplicaSet";
+    EXPECT_EQ(c.Decide(), std::nullopt);
+  }
+  {
+    PodOfDaemonSet c;  // not held
+    c.daemonset["metadata"]["annotations"].erase(api::kHeldCandidateAnnotation);
+    EXPECT_EQ(c.Decide(), std::nullopt);
+  }
+  {
+    PodOfDaemonSet c;  // an override its user was allowed to make
+    c.daemonset = Annotated(c.daemonset, api::kOverrideHoldAnnotation, "incident 42");
+    EXPECT_EQ(c.Decide(), std::nullopt);
+  }
+  {
+    PodOfDaemonSet c;  // the policy went to Audit: the hold is being released
+    c.policy = Policy(kAudit);
+    EXPECT_EQ(c.Decide(), std::nullopt);
+  }
+  {
+    PodOfDaemonSet c;  // no policy governs its template any more
+    c.policy = std::nullopt;
+    EXPECT_EQ(c.Decide(), std::nullopt);
+  }
+  {
+    PodOfDaemonSet c;  // the DaemonSet is gone
+    HeldDaemonSetPodInput in;
+    in.pod = api::ParseObjectMeta(c.pod);
+    in.policy = c.policy;
+    EXPECT_EQ(RefusePodOfHeldDaemonSet(in), std::nullopt);
+  }
+}
+
 TEST(WorkloadHoldTest, MalformedObjectsNeverThrow) {
   WorkloadGateInput input;
   input.policy = Policy(kEnforce);
@@ -866,6 +953,11 @@ TEST(WorkloadHoldTest, MalformedObjectsNeverThrow) {
     EXPECT_NO_THROW(ReleaseDaemonSetHold(garbage)) << garbage.dump();
     EXPECT_NO_THROW(StatefulSetPinInPlace(garbage)) << garbage.dump();
     EXPECT_NO_THROW(DaemonSetPinInPlace(garbage)) << garbage.dump();
+    HeldDaemonSetPodInput pod;
+    pod.pod = api::ParseObjectMeta(garbage);
+    pod.daemonset = api::ParseDeploymentSummary(garbage);
+    pod.policy = Policy(kEnforce);
+    EXPECT_EQ(RefusePodOfHeldDaemonSet(pod), std::nullopt) << garbage.dump();
   }
 }
 

@@ -1092,6 +1092,28 @@ TEST_F(OperatorTest, StatefulSetAndDaemonSetAreHeldAndReleasedWithTheirOwnStrate
   EXPECT_EQ((*held_ds)["spec"]["updateStrategy"], json({{"type", "OnDelete"}}));
   EXPECT_EQ(json::parse(Annotation(*held_ds, api::kUserUpdateStrategyAnnotation), nullptr, false),
             ds_strategy);
+  // The pod the DaemonSet controller would create while held (for a node
+  // that joins, or in place of a deleted pod) runs the candidate: refused,
+  // naming the hold (rule D4).
+  json ds_pod = {{"apiVersion", "v1"},
+                 {"kind", "Pod"},
+                 {"metadata",
+                  {{"name", "kinds-agent-n2"},
+                   {"namespace", ns_},
+                   {"labels", {{"app", "kinds"}}},
+                   {"ownerReferences",
+                    {{{"apiVersion", "apps/v1"},
+                      {"kind", "DaemonSet"},
+                      {"name", "kinds-agent"},
+                      {"uid", (*held_ds)["metadata"]["uid"]},
+                      {"controller", true}}}}}},
+                 {"spec", (*held_ds)["spec"]["template"]["spec"]}};
+  auto refused_pod = client_->Create(kube::Pods(), ns_, ds_pod);
+  ASSERT_FALSE(refused_pod.ok()) << "a pod of the held DaemonSet was admitted";
+  EXPECT_NE(refused_pod.error().message.find("DaemonSet " + ns_ +
+                                             "/kinds-agent is held by AllocatorPolicy kinds"),
+            std::string::npos)
+      << refused_pod.error().message;
 
   // Scaling (through /scale, and through the object) does not release it.
   EXPECT_EQ(Kubectl("scale statefulset kinds-db --replicas=3 -n " + ns_).exit_code, 0);
@@ -1232,6 +1254,11 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: kinds-dev}]
   auto released_ds = client_->Get(kube::DaemonSets(), ns_, "kinds-agent");
   EXPECT_EQ((*released_ds)["spec"]["updateStrategy"], ds_strategy) << "the user's own strategy";
   EXPECT_EQ(Annotation(*released_ds, api::kUserUpdateStrategyAnnotation), "");
+  // Released: its controller's pod is admitted (and injected).
+  auto admitted_pod = client_->Create(kube::Pods(), ns_, ds_pod);
+  ASSERT_TRUE(admitted_pod.ok()) << admitted_pod.status().ToString();
+  EXPECT_NE(Annotation(*admitted_pod, api::kInjectedAnnotation), "");
+  ASSERT_TRUE(client_->Delete(kube::Pods(), ns_, "kinds-agent-n2").ok());
   for (const std::string target : {"statefulset/kinds-db", "daemonset/kinds-agent"}) {
     auto [code, answer] = Gate(target, "30s");
     EXPECT_EQ(code, 0) << target << " " << answer.dump();
