@@ -246,24 +246,28 @@ TEST(AdmissionServerTest, ASlowRequestIsCountedAndLoggedWithWhereItsTimeWent) {
             "the threshold is 100 ms (--webhook-slow-request)\n");
 }
 
-// Serves path on admission with a handler that allows, taking `takes` of clock's time.
-void AllowTaking(AdmissionServer& admission, FakeClock& clock, const std::string& path,
-                 Clock::Duration takes) {
-  admission.Handle(path, [&clock, takes](const AdmissionRequest&) {
-    clock.Advance(takes);
-    return AdmissionResponse::Allow();
-  });
-}
+// An AdmissionServer on a fake clock whose handler for /mutate allows,
+// taking `takes` of the clock's time; reviews that take `threshold` or more
+// are slow.
+struct TimedServer {
+  FakeClock clock;
+  std::unique_ptr<net::HttpServer> server = net::NewHttpServer({});
+  AdmissionServer admission{server.get(), &clock};
+
+  TimedServer(Clock::Duration threshold, Clock::Duration takes) {
+    admission.set_slow_request_threshold(threshold);
+    admission.Handle("/mutate", [this, takes](const AdmissionRequest&) {
+      clock.Advance(takes);
+      return AdmissionResponse::Allow();
+    });
+  }
+};
 
 TEST(AdmissionServerTest, AZeroThresholdLogsNothing) {
-  FakeClock clock;
-  auto server = net::NewHttpServer({});
-  AdmissionServer admission(server.get(), &clock);
-  admission.set_slow_request_threshold(std::chrono::milliseconds(0));
-  AllowTaking(admission, clock, "/mutate", std::chrono::seconds(3));
+  TimedServer t(std::chrono::milliseconds(0), std::chrono::seconds(3));
   CapturedLog log;
-  (void)admission.Review("/mutate", Review("a"));
-  EXPECT_EQ(admission.Metrics().paths["/mutate"].slow, 0u);
+  (void)t.admission.Review("/mutate", Review("a"));
+  EXPECT_EQ(t.admission.Metrics().paths["/mutate"].slow, 0u);
   EXPECT_EQ(log.text(), "");
 }
 
@@ -271,11 +275,9 @@ TEST(AdmissionServerTest, AZeroThresholdLogsNothing) {
 // once, then one a second, each slow request still counted, and the next
 // line written says how many were left out.
 TEST(AdmissionServerTest, SlowRequestWarningsAreRateLimitedButAllCounted) {
-  FakeClock clock;
-  auto server = net::NewHttpServer({});
-  AdmissionServer admission(server.get(), &clock);
-  admission.set_slow_request_threshold(std::chrono::milliseconds(1));
-  AllowTaking(admission, clock, "/mutate", std::chrono::milliseconds(1));
+  TimedServer t(std::chrono::milliseconds(1), std::chrono::milliseconds(1));
+  AdmissionServer& admission = t.admission;
+  FakeClock& clock = t.clock;
   CapturedLog log;
   auto lines = [&log] {
     const std::string text = log.text();
@@ -302,11 +304,9 @@ TEST(AdmissionServerTest, SlowRequestWarningsAreRateLimitedButAllCounted) {
   EXPECT_EQ(admission.Metrics().paths["/mutate"].slow, 28u);
 
   // With no limit (webhook_bench), every slow review is a line.
-  AdmissionServer unlimited(server.get(), &clock);
-  unlimited.set_slow_request_threshold(std::chrono::milliseconds(1));
-  unlimited.set_slow_log_limit(0, {});
-  AllowTaking(unlimited, clock, "/all", std::chrono::milliseconds(1));
-  for (int i = 0; i < 15; ++i) (void)unlimited.Review("/all", Review("each"));
+  TimedServer unlimited(std::chrono::milliseconds(1), std::chrono::milliseconds(1));
+  unlimited.admission.set_slow_log_limit(0, {});
+  for (int i = 0; i < 15; ++i) (void)unlimited.admission.Review("/mutate", Review("each"));
   EXPECT_EQ(lines(), 36);
 }
 
