@@ -37,6 +37,19 @@ struct AccessReviewStatus {
   std::string reason;
 };
 
+// Whether name can name a DaemonSet (a DNS-1123 subdomain): lowercase
+// letters, digits, '-' and '.', starting and ending with a letter or digit,
+// at most 253 characters. A pod's owner reference may hold anything; only
+// such a name is ever put into a request the operator makes.
+bool IsObjectName(const std::string& name) {
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (name.empty() || name.size() > 253 || !alnum(name.front()) || !alnum(name.back())) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(),
+                     [&alnum](char c) { return alnum(c) || c == '-' || c == '.'; });
+}
+
 AccessReviewStatus ParseAccessReviewStatus(const json& review) {
   AccessReviewStatus status;
   const json* object = api::json_fields::Member(review, "status");
@@ -106,7 +119,9 @@ std::optional<std::string> AdmissionHandlers::RefusedAsHeldDaemonSetPod(
   HeldDaemonSetPodInput in;
   in.pod = api::ParseObjectMeta(request.object);
   const api::OwnerReference* owner = in.pod.ControllerRef();
-  if (owner == nullptr || owner->kind != "DaemonSet" || owner->name.empty()) return std::nullopt;
+  if (owner == nullptr || owner->kind != "DaemonSet" || !IsObjectName(owner->name)) {
+    return std::nullopt;
+  }
   const std::vector<api::AllocatorPolicy> policies = Policies(request.namespace_);
   if (std::none_of(policies.begin(), policies.end(), [](const api::AllocatorPolicy& p) {
         return p.spec.rollout.mode == api::RolloutMode::kEnforce;

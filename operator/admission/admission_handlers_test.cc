@@ -449,6 +449,20 @@ TEST(AdmissionHandlersTest, APodOfAHeldDaemonSetIsRefused) {
   EXPECT_THAT(r.patch.dump(), HasSubstr(api::kInjectedAnnotation));
 }
 
+// A pod's owner reference is the pod creator's to write: a name no
+// DaemonSet can have is never put into a request the operator makes.
+TEST(AdmissionHandlersTest, AnOwnerNameNoDaemonSetCanHaveIsNeverRead) {
+  Harness h("Enforce");
+  h.api->daemonset = Held(h, "DaemonSet");
+  for (const std::string& name :
+       std::vector<std::string>{"..", "a/../../secrets", "Web", "-web", std::string(254, 'a')}) {
+    json pod = PodOfDaemonSet("u", "web:1");
+    pod["metadata"]["ownerReferences"][0]["name"] = name;
+    EXPECT_TRUE(h.handlers->MutatePod(Request("CREATE", pod, json())).allowed) << name;
+  }
+  EXPECT_EQ(h.api->daemonset_gets, 0);
+}
+
 TEST(AdmissionHandlersTest, PodsUnderAnAuditPolicyReadNoDaemonSet) {
   Harness h("Audit");
   h.api->daemonset = Held(h, "DaemonSet");
