@@ -172,8 +172,8 @@ std::string PinOnDelete(json& mutated, const api::DaemonSet& now, const api::Dae
     ObjectMemberOf(mutated, kSpec)[kUpdateStrategy] = OnDeleteStrategy();
   }
   return note +
-         "; running pods are not replaced, but a node that joins or a pod deleted "
-         "while held gets the candidate";
+         "; running pods are not replaced, and the pod a node that joins or a pod deleted "
+         "while held would get is refused until the release";
 }
 
 Restored RestoreStrategy(json& mutated, const api::DaemonSet& set) {
@@ -219,6 +219,8 @@ struct Kind {
   bool (*can_pin)(const Workload& now);
   std::string (*pin)(json& mutated, const Workload& now, const Workload* before);
   Restored (*restore)(json& mutated, const Workload& workload);
+  // What a recorded-only hold (S3, D3) does about a pod deleted while held.
+  const char* deleted_pod_note;
 };
 
 template <typename Workload>
@@ -291,10 +293,8 @@ GateDecision DecideGate(const WorkloadGateInput& input, const Kind<Workload>& ki
   if (kind.can_pin(now)) {
     decision.reason += kind.pin(mutated, now, &before);
   } else {
-    decision.reason +=
-        "OnDelete: no pod is replaced until it is deleted, and a pod deleted "
-        "while held comes back with the candidate; allocguard records the "
-        "hold but cannot prevent that";
+    decision.reason += std::string("OnDelete: no pod is replaced until it is deleted, and ") +
+                       kind.deleted_pod_note;
   }
   SetAnnotation(mutated, api::kHeldCandidateAnnotation, hash);
   decision.patch = api::JsonPatchBetween(input.new_object, mutated);
@@ -335,14 +335,26 @@ bool DaemonSetCanPin(const api::DaemonSet& set) {
 }
 
 const Kind<api::StatefulSet>& StatefulSetKind() {
-  static const Kind<api::StatefulSet> kKind{"StatefulSet", api::ParseStatefulSet, StatefulSetCanPin,
-                                            PinPartition, RestorePartition};
+  static const Kind<api::StatefulSet> kKind{
+      "StatefulSet",
+      api::ParseStatefulSet,
+      StatefulSetCanPin,
+      PinPartition,
+      RestorePartition,
+      "a pod deleted while held comes back with the candidate; allocguard records the hold but "
+      "cannot prevent that"};
   return kKind;
 }
 
 const Kind<api::DaemonSet>& DaemonSetKind() {
-  static const Kind<api::DaemonSet> kKind{"DaemonSet", api::ParseDaemonSet, DaemonSetCanPin,
-                                          PinOnDelete, RestoreStrategy};
+  static const Kind<api::DaemonSet> kKind{
+      "DaemonSet",
+      api::ParseDaemonSet,
+      DaemonSetCanPin,
+      PinOnDelete,
+      RestoreStrategy,
+      "the pod a node that joins or a pod deleted while held would get is refused until the "
+      "release"};
   return kKind;
 }
 

@@ -691,7 +691,7 @@ INSTANTIATE_TEST_SUITE_P(
                  {},
                  GateAction::kHold,
                  true,
-                 "a node that joins or a pod deleted while held",
+                 "a pod deleted while held would get is refused until the release",
                  SwitchedToOnDelete(DaemonSet()["spec"]["updateStrategy"])},
         HoldCase{"enforce_remembers_surge_settings",
                  kUpdate,
@@ -764,7 +764,7 @@ INSTANTIATE_TEST_SUITE_P(
             {},
             GateAction::kHold,
             true,
-            "records the hold",
+            "a node that joins or a pod deleted while held would get is refused until the release",
             [](const json& d) { return Annotated(d, api::kHeldCandidateAnnotation, HashOf(d)); }},
         // Rule 4.
         HoldCase{"flat_candidate_releases_earlier_hold",
