@@ -156,6 +156,12 @@ std::optional<json> ReadUserStrategy(const api::ObjectMeta& metadata, std::strin
 }
 
 // Rules D1 and D2.
+// What happens to the pods a held DaemonSet's controller creates (rule D4),
+// in the reason of every DaemonSet hold, pinned (D1) or recorded only (D3).
+constexpr char kDaemonSetNewPodsNote[] =
+    "the pod a node that joins or a pod deleted while held would get is refused until the "
+    "release";
+
 std::string PinOnDelete(json& mutated, const api::DaemonSet& now, const api::DaemonSet* before) {
   const bool pinned = now.metadata.HasAnnotation(api::kUserUpdateStrategyAnnotation);
   const bool user_wrote = before != nullptr &&
@@ -171,9 +177,7 @@ std::string PinOnDelete(json& mutated, const api::DaemonSet& now, const api::Dae
   if (now.update_strategy.as_written != OnDeleteStrategy()) {
     ObjectMemberOf(mutated, kSpec)[kUpdateStrategy] = OnDeleteStrategy();
   }
-  return note +
-         "; running pods are not replaced, and the pod a node that joins or a pod deleted "
-         "while held would get is refused until the release";
+  return note + "; running pods are not replaced, and " + kDaemonSetNewPodsNote;
 }
 
 Restored RestoreStrategy(json& mutated, const api::DaemonSet& set) {
@@ -347,14 +351,8 @@ const Kind<api::StatefulSet>& StatefulSetKind() {
 }
 
 const Kind<api::DaemonSet>& DaemonSetKind() {
-  static const Kind<api::DaemonSet> kKind{
-      "DaemonSet",
-      api::ParseDaemonSet,
-      DaemonSetCanPin,
-      PinOnDelete,
-      RestoreStrategy,
-      "the pod a node that joins or a pod deleted while held would get is refused until the "
-      "release"};
+  static const Kind<api::DaemonSet> kKind{"DaemonSet", api::ParseDaemonSet, DaemonSetCanPin,
+                                          PinOnDelete, RestoreStrategy,     kDaemonSetNewPodsNote};
   return kKind;
 }
 
