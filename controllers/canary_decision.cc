@@ -110,15 +110,35 @@ void SetVariantStatus(api::ReplayCanaryStatus& status, const api::VariantStatus&
   }
 }
 
-// The earliest-listed reusable measurement with this key, if any.
-const EarlierMeasurement* FindEarlier(const CanaryInput& input, const std::string& key) {
+// A measurement another canary recorded that this canary may copy, and how
+// many of the runs before its last one come along.
+struct Copyable {
+  const EarlierMeasurement* from = nullptr;
+  size_t runs_before = 0;
+};
+
+// The earliest-listed reusable measurement whose last run has the key
+// (MeasurementKey) of this canary's run `rerun` of variant `name`, or, for
+// the candidate, of a later run within its canary.inconclusiveReruns whose
+// runs before it the measurement holds too. The runs of a chain differ only
+// in their seed, each the one before plus one (api::RerunSeed), so the runs
+// before a matching run are the Inconclusive runs this canary would make
+// first: a canary created after another's candidate was rerun copies the
+// rerun with the runs before it instead of starting over.
+Copyable FindEarlier(const CanaryInput& input, const std::string& name, int rerun) {
+  const int last =
+      name == kCandidate ? std::max(rerun, input.canary.spec.canary.inconclusive_reruns) : rerun;
+  std::vector<std::string> keys;  // keys[i]: the key of run rerun + i
+  for (int n = rerun; n <= last; ++n) {
+    keys.push_back(MeasurementKey(input.canary, name, input.containers, n));
+  }
   for (const EarlierMeasurement& m : input.earlier) {
-    if (m.canary != input.canary.name && ReusableMeasurement(m.variant) &&
-        m.variant.measurement_key == key) {
-      return &m;
+    if (m.canary == input.canary.name || !ReusableMeasurement(m.variant)) continue;
+    for (size_t i = 0; i < keys.size() && i <= m.variant.earlier_runs.size(); ++i) {
+      if (m.variant.measurement_key == keys[i]) return {&m, i};
     }
   }
-  return nullptr;
+  return {};
 }
 
 const VariantObservation* FindObservation(const CanaryInput& input, const std::string& variant) {
@@ -376,14 +396,19 @@ using VariantRule = VariantStep (*)(const VariantFacts&, api::ReplayCanaryStatus
 VariantStep ReuseEarlierMeasurement(const VariantFacts& f, api::ReplayCanaryStatus& status,
                                     CanaryActions& out) {
   if (f.JobExists()) return VariantStep::kNotApplicable;
-  const EarlierMeasurement* earlier = FindEarlier(f.input, f.key);
-  if (earlier == nullptr) return VariantStep::kNotApplicable;
+  const Copyable copy = FindEarlier(f.input, f.name, f.rerun);
+  if (copy.from == nullptr) return VariantStep::kNotApplicable;
+  const EarlierMeasurement* earlier = copy.from;
   api::VariantStatus entry = earlier->variant;
   entry.name = f.name;
   entry.job.clear();
-  // This canary's own earlier runs: with them the key stays the one of this
-  // rerun (RerunOf).
+  // This canary's own earlier runs, then the copied runs before the copied
+  // one: the key stays the one of the run the entry describes (RerunOf).
   entry.earlier_runs = f.earlier_runs;
+  const std::vector<api::VariantRun>& theirs = earlier->variant.earlier_runs;
+  entry.earlier_runs.insert(entry.earlier_runs.end(),
+                            theirs.end() - static_cast<std::ptrdiff_t>(copy.runs_before),
+                            theirs.end());
   if (entry.reused_from.empty()) entry.reused_from = earlier->canary;
   SetVariantStatus(status, entry);
   if (!status.arena_limit.has_value() && earlier->arena_limit.has_value() &&

@@ -158,7 +158,10 @@ api::RecommendationStatus RecommendBakeOff(const api::ReplayCanary& canary,
 //     behind a running variant).
 //  3. No Job, and another canary of the namespace recorded a reusable result
 //     with the same MeasurementKey: it is copied (VariantReused), and a
-//     glibc variant's arena limit with it when none is recorded.
+//     glibc variant's arena limit with it when none is recorded. For the
+//     candidate, a result of a later rerun counts too (one within this
+//     canary's inconclusiveReruns): it is copied with the Inconclusive runs
+//     before it that this canary has not run itself.
 //  4. The candidate's Job ended Inconclusive with reruns left: it runs again
 //     with the next seed (VariantRerun).
 //  5. Its Job ended: the result is recorded and the Job deleted

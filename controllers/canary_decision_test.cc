@@ -626,6 +626,103 @@ TEST(DecideCanaryTest, ARerunMayReuseAnotherCanarysRunOfTheSameSeed) {
   EXPECT_EQ(RerunOf(P(S(b.status)).FindVariant("candidate")), 1);
 }
 
+// Another canary's candidate as it stands after `runs` runs: the last one
+// ended `verdict`, those before it Inconclusive, each keyed and seeded as
+// `canary` would run it.
+api::VariantStatus CandidateAfterRuns(const api::ReplayCanary& canary, int runs, Verdict verdict) {
+  api::VariantStatus v;
+  v.name = "candidate";
+  v.allocator = "glibc";
+  v.phase = api::CanaryPhase::kCompleted;
+  for (int i = 0; i + 1 < runs; ++i) {
+    api::VariantRun earlier;
+    earlier.verdict = Verdict::kInconclusive;
+    earlier.seed = static_cast<int64_t>(api::RerunSeed(canary.spec.canary.load.seed, i));
+    earlier.floors_mib = {300, 301 + static_cast<double>(i)};
+    v.earlier_runs.push_back(earlier);
+  }
+  v.verdict = verdict;
+  v.seed = static_cast<int64_t>(api::RerunSeed(canary.spec.canary.load.seed, runs - 1));
+  v.floors_mib = {300, 330, 360};
+  v.measurement_key = MeasurementKey(canary, "candidate", {}, runs - 1);
+  return v;
+}
+
+// A canary created after another's candidate was rerun (a DaemonSet's whose
+// template is the held Deployment's) copies the rerun and the run before
+// it: its own first run would only repeat the one that was Inconclusive.
+TEST(DecideCanaryTest, ANewCanaryCopiesAnotherCanarysRerunWithTheRunsBeforeIt) {
+  api::ReplayCanary canary = TwoVariantCanary();
+  canary.name = "agent-abc";
+  const api::VariantStatus rerun = CandidateAfterRuns(canary, 2, Verdict::kRatchet);
+  CanaryInput in{canary, {}, {}, "t"};
+  in.earlier = {{"web-abc", rerun, std::nullopt}};
+  CanaryActions a = DecideCanary(in);
+  const api::VariantStatus* c = a.status.FindVariant("candidate");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->verdict, Verdict::kRatchet);
+  EXPECT_EQ(c->reused_from, "web-abc");
+  EXPECT_EQ(c->earlier_runs, rerun.earlier_runs) << "the Inconclusive first run comes along";
+  EXPECT_EQ(c->measurement_key, MeasurementKey(canary, "candidate", {}, RerunOf(c)))
+      << "the entry's key is the key of the run it describes";
+  ASSERT_TRUE(a.create_job_for_variant.has_value());
+  EXPECT_EQ(*a.create_job_for_variant, "jemalloc") << "the candidate does not run again";
+
+  // Its own first run done, the canary copies only what comes after it.
+  api::ReplayCanary three = canary;
+  three.spec.canary.inconclusive_reruns = 2;
+  const api::VariantStatus rerun_twice = CandidateAfterRuns(three, 3, Verdict::kFlat);
+  api::ReplayCanaryStatus own;
+  api::VariantStatus first;
+  first.name = "candidate";
+  first.allocator = "glibc";
+  first.phase = api::CanaryPhase::kPending;
+  api::VariantRun own_run;
+  own_run.verdict = Verdict::kInconclusive;
+  own_run.floors_mib = {999};
+  first.earlier_runs = {own_run};
+  own.variants = {first};
+  CanaryInput later{three, own, {}, "t"};
+  later.earlier = {{"web-abc", rerun_twice, std::nullopt}};
+  const CanaryActions b = DecideCanary(later);
+  const api::VariantStatus* d = b.status.FindVariant("candidate");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->verdict, Verdict::kFlat);
+  ASSERT_EQ(d->earlier_runs.size(), 2u);
+  EXPECT_EQ(d->earlier_runs[0], own_run) << "this canary's own run is kept";
+  EXPECT_EQ(d->earlier_runs[1], rerun_twice.earlier_runs[1]);
+}
+
+TEST(DecideCanaryTest, ARerunIsNotCopiedBeyondThisCanarysRerunsNorIntoAComparisonVariant) {
+  api::ReplayCanary canary = TwoVariantCanary();
+  canary.name = "agent-abc";
+  canary.spec.canary.inconclusive_reruns = 0;
+  CanaryInput none{canary, {}, {}, "t"};
+  none.earlier = {{"web-abc", CandidateAfterRuns(canary, 2, Verdict::kRatchet), std::nullopt}};
+  CanaryActions a = DecideCanary(none);
+  ASSERT_TRUE(a.create_job_for_variant.has_value())
+      << "a canary that reruns nothing would end Inconclusive after one run";
+  EXPECT_EQ(*a.create_job_for_variant, "candidate");
+
+  // The comparison variant jemalloc never reruns: another canary's
+  // jemalloc candidate that needed a rerun is not what it would measure.
+  api::ReplayCanary jemalloc = TwoVariantCanary();
+  jemalloc.name = "web-def";
+  jemalloc.spec.candidate_allocator.name = api::Allocator::kJemalloc;
+  jemalloc.spec.canary.variants.clear();
+  api::VariantStatus rerun = CandidateAfterRuns(jemalloc, 2, Verdict::kFlat);
+  rerun.allocator = "jemalloc";
+  api::ReplayCanary with_comparison = TwoVariantCanary();
+  with_comparison.name = "agent-abc";
+  CanaryInput in{with_comparison, {}, {Finished("candidate", "Ratchet", 2.4)}, "t"};
+  in.earlier = {{"web-def", rerun, std::nullopt}};
+  ASSERT_EQ(MeasurementKey(with_comparison, "jemalloc", {}, 1), rerun.measurement_key)
+      << "the test's premise: the same measurement as run 1";
+  CanaryActions b = DecideCanary(in);
+  ASSERT_TRUE(b.create_job_for_variant.has_value());
+  EXPECT_EQ(*b.create_job_for_variant, "jemalloc");
+}
+
 TEST(DecideCanaryTest, FinishedCanaryOnlyCleansUpLeftoverJobs) {
   json status = {{"phase", "Completed"}, {"verdict", "Flat"}};
   CanaryInput in{TwoVariantCanary(), P(status), {Running("jemalloc")}, "t"};

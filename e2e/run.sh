@@ -706,6 +706,18 @@ expect_retention "$ds_canary" "the DaemonSet's"
 ds_reused=$(jp replaycanary/"$ds_canary" -n "$demo_ns" -o jsonpath='{.status.variants[*].reusedFrom}')
 [[ $ds_reused == "$canary $canary" ]] ||
   fail "the DaemonSet's canary did not copy both runs of $canary (reusedFrom: '$ds_reused')"
+# A candidate the Deployment's canary ran again (Inconclusive first) is
+# copied with its earlier run, not started over.
+candidate_runs() {  # CANARY: how many runs its candidate's entry records
+  jp replaycanary/"$1" -n "$demo_ns" -o json |
+    python3 -c 'import json, sys
+v = [v for v in json.load(sys.stdin)["status"]["variants"] if v["name"] == "candidate"][0]
+print(len(v.get("earlierRuns", [])) + 1)'
+}
+deploy_runs=$(candidate_runs "$canary")
+[[ $(candidate_runs "$ds_canary") == "$deploy_runs" ]] ||
+  fail "the DaemonSet's canary records $(candidate_runs "$ds_canary") candidate runs, the Deployment's $deploy_runs"
+say "the DaemonSet's canary copied the Deployment's candidate ($deploy_runs run(s)) and jemalloc runs"
 wait_for 60 "a RolloutHeld Warning on the DaemonSet naming jemalloc" kind_held_event daemonset "$ds"
 kubectl events -n "$demo_ns" --for daemonset/"$ds" --types=Warning | grep RolloutHeld | tail -1
 [[ $(pod_uids app="$ds") == "$ds_pods_before" ]] ||
