@@ -37,19 +37,6 @@ struct AccessReviewStatus {
   std::string reason;
 };
 
-// Whether name can name a DaemonSet (a DNS-1123 subdomain): lowercase
-// letters, digits, '-' and '.', starting and ending with a letter or digit,
-// at most 253 characters. A pod's owner reference may hold anything; only
-// such a name is ever put into a request the operator makes.
-bool IsObjectName(const std::string& name) {
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (name.empty() || name.size() > 253 || !alnum(name.front()) || !alnum(name.back())) {
-    return false;
-  }
-  return std::all_of(name.begin(), name.end(),
-                     [&alnum](char c) { return alnum(c) || c == '-' || c == '.'; });
-}
-
 AccessReviewStatus ParseAccessReviewStatus(const json& review) {
   AccessReviewStatus status;
   const json* object = api::json_fields::Member(review, "status");
@@ -119,7 +106,9 @@ std::optional<std::string> AdmissionHandlers::RefusedAsHeldDaemonSetPod(
   HeldDaemonSetPodInput in;
   in.pod = api::ParseObjectMeta(request.object);
   const api::OwnerReference* owner = in.pod.ControllerRef();
-  if (owner == nullptr || owner->kind != "DaemonSet" || !IsObjectName(owner->name)) {
+  // A pod's owner reference may hold anything: only a name a DaemonSet can
+  // have is ever put into a request the operator makes.
+  if (owner == nullptr || owner->kind != "DaemonSet" || !api::IsDnsSubdomain(owner->name)) {
     return std::nullopt;
   }
   const std::vector<api::AllocatorPolicy> policies = Policies(request.namespace_);

@@ -3,7 +3,9 @@
 // Annotation and label names allocguard reads and writes, in one place so the
 // webhook, the controllers, the chart and the docs agree.
 
+#include <algorithm>
 #include <string>
+#include <string_view>
 
 namespace allocguard::api {
 
@@ -101,6 +103,31 @@ inline constexpr char kBooksMountPath[] = "/var/run/allocguard/books";
 inline constexpr char kGuardMetricsPortName[] = "guard-metrics";
 inline constexpr int kGuardMetricsPort = 9464;
 inline constexpr char kGuardLabel[] = "allocguard.io/guard";
+
+// --- object names ------------------------------------------------------------
+// Kubernetes' name rules (apimachinery's validation.IsDNS1123Label and
+// IsDNS1123Subdomain), for names read from objects before the operator puts
+// them into a request or a spec of its own.
+
+// Lowercase letters and digits.
+inline bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+// A DNS-1123 label of at most `max` characters (63 by the RFC; less where a
+// suffix is added): lowercase letters, digits and '-', starting and ending
+// with a letter or digit. Namespaces, a pod's spec.hostname, container names.
+inline bool IsDnsLabel(std::string_view s, size_t max = 63) {
+  return !s.empty() && s.size() <= max && IsLowerAlnum(s.front()) && IsLowerAlnum(s.back()) &&
+         std::all_of(s.begin(), s.end(), [](char c) { return IsLowerAlnum(c) || c == '-'; });
+}
+
+// A DNS-1123 subdomain: at most 253 characters of lowercase letters, digits,
+// '-' and '.', starting and ending with a letter or digit. Most objects'
+// names (Deployments, DaemonSets, StatefulSets, ReplayCanaries).
+inline bool IsDnsSubdomain(std::string_view s) {
+  return !s.empty() && s.size() <= 253 && IsLowerAlnum(s.front()) && IsLowerAlnum(s.back()) &&
+         std::all_of(s.begin(), s.end(),
+                     [](char c) { return IsLowerAlnum(c) || c == '-' || c == '.'; });
+}
 
 // The name of the canary of `canary_key` (controllers::CanaryKey: what is
 // measured, never who asked): derived from the key alone, so every workload

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "operator/api/json_fields.h"
+#include "operator/api/names.h"
 #include "operator/api/pod_template.h"
 #include "operator/api/quantity.h"
 #include "operator/common/bake_off_matrix.h"
@@ -176,18 +177,6 @@ Status ReadQuantity(const json& obj, const char* key, const std::string& base, b
 // --- names --------------------------------------------------------------------
 
 bool IsAlnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
-bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-
-bool IsDnsLabel(const std::string& s, size_t max = 63) {
-  if (s.empty() || s.size() > max || !IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) {
-    return false;
-  }
-  for (char c : s) {
-    if (!IsLowerAlnum(c) && c != '-') return false;
-  }
-  return true;
-}
-
 bool IsLabelName(const std::string& s) {
   if (s.empty() || s.size() > 63 || !IsAlnum(s.front()) || !IsAlnum(s.back())) return false;
   for (char c : s) {

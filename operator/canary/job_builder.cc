@@ -152,18 +152,9 @@ void AddClaimVolumes(json& spec, const std::vector<ClaimVolume>& claims) {
   }
 }
 
-// Whether `name` is a DNS label (RFC 1123), as spec.hostname must be.
-bool IsDnsLabel(const std::string& name) {
-  if (name.empty() || name.size() > 63) return false;
-  for (char ch : name) {
-    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-')) return false;
-  }
-  return name.front() != '-' && name.back() != '-';
-}
-
 // A StatefulSet pod's identity in the canary's pod (CanaryJobOptions::pod_identity).
 void SetPodIdentity(json& spec, const std::string& identity) {
-  if (!IsDnsLabel(identity)) return;
+  if (!api::IsDnsLabel(identity)) return;  // as spec.hostname must be
   spec["hostname"] = identity;
   for (const char* list : {"initContainers", "containers"}) {
     auto containers = spec.find(list);
