@@ -564,6 +564,19 @@ op_rss="peak RSS $((rss_max / 1024)) MiB over $rss_samples samples"
 say "canary $canary finished in $((SECONDS - canary_start)) s"
 say "operator (the leader) while the canary ran: $op_rss (whichever replica led); CPU after the kills: $op_cpu"
 kubectl get replaycanary/"$canary" -n "$demo_ns" -o jsonpath='{range .status.variants[*]}  variant {.name} ({.allocator}): {.verdict}, floor slope {.floorSlopeGiBPerHour} GiB/h, peak {.peakMiB} MiB, {.requests} requests, floors (MiB) {.floorsMiB}{"\n"}{end}' || true
+# The runs before a variant's last (an Inconclusive candidate runs again):
+# why each ended as it did, e.g. the workload falling behind its load.
+print_earlier_runs() {  # CANARY
+  jp replaycanary/"$1" -n "$demo_ns" -o json | python3 -c '
+import json, sys
+for v in json.load(sys.stdin).get("status", {}).get("variants", []):
+    runs = v.get("earlierRuns", [])
+    for i, r in enumerate(runs):
+        print("  variant %s run %d of %d: %s, %s requests, %s late, floors (MiB) %s: %s" % (
+            v.get("name"), i + 1, len(runs) + 1, r.get("verdict"), r.get("requests"),
+            r.get("late"), r.get("floorsMiB"), r.get("message")))' || true
+}
+print_earlier_runs "$canary"
 verdict=$(jp replaycanary/"$canary" -n "$demo_ns" -o jsonpath='{.status.verdict}')
 flat_variant=$(jp replaycanary/"$canary" -n "$demo_ns" -o jsonpath='{.status.flatVariant}')
 say "verdict: $verdict; flat variant: ${flat_variant:-none}"
@@ -654,6 +667,7 @@ while ! canary_done "$sts_canary"; do
 done
 say "StatefulSet canary $sts_canary finished $((SECONDS - sts_t0)) s after the template change"
 print_variants "$sts_canary"
+print_earlier_runs "$sts_canary"
 expect_retention "$sts_canary" "the StatefulSet's"
 sts_reused=$(jp replaycanary/"$sts_canary" -n "$demo_ns" -o jsonpath='{.status.variants[*].reusedFrom}')
 [[ -z $sts_reused ]] || fail "the StatefulSet's canary copied measurements ($sts_reused) instead of running its own"
