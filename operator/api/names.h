@@ -120,13 +120,19 @@ inline bool IsDnsLabel(std::string_view s, size_t max = 63) {
          std::all_of(s.begin(), s.end(), [](char c) { return IsLowerAlnum(c) || c == '-'; });
 }
 
-// A DNS-1123 subdomain: at most 253 characters of lowercase letters, digits,
-// '-' and '.', starting and ending with a letter or digit. Most objects'
-// names (Deployments, DaemonSets, StatefulSets, ReplayCanaries).
+// A DNS-1123 subdomain: at most 253 characters, labels as above (of any
+// length) joined by '.'. Most objects' names (Deployments, DaemonSets,
+// StatefulSets, ReplayCanaries).
 inline bool IsDnsSubdomain(std::string_view s) {
-  return !s.empty() && s.size() <= 253 && IsLowerAlnum(s.front()) && IsLowerAlnum(s.back()) &&
-         std::all_of(s.begin(), s.end(),
-                     [](char c) { return IsLowerAlnum(c) || c == '-' || c == '.'; });
+  if (s.empty() || s.size() > 253) return false;
+  for (size_t start = 0;;) {
+    const size_t dot = s.find('.', start);
+    if (!IsDnsLabel(s.substr(start, dot == std::string_view::npos ? dot : dot - start), 253)) {
+      return false;
+    }
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
 }
 
 // The name of the canary of `canary_key` (controllers::CanaryKey: what is

@@ -30,6 +30,11 @@ TEST(NamesTest, DnsSubdomainAsKubernetesValidatesIt) {
   EXPECT_FALSE(IsDnsSubdomain(""));
   EXPECT_FALSE(IsDnsSubdomain(".a"));
   EXPECT_FALSE(IsDnsSubdomain("a."));
+  EXPECT_FALSE(IsDnsSubdomain("a..b")) << "an empty label";
+  EXPECT_FALSE(IsDnsSubdomain("a.-b")) << "a label starting with '-'";
+  EXPECT_FALSE(IsDnsSubdomain("a-.b")) << "a label ending with '-'";
+  EXPECT_TRUE(IsDnsSubdomain(std::string(100, 'a') + "." + std::string(100, 'b')))
+      << "a label of a subdomain may be longer than 63";
   EXPECT_FALSE(IsDnsSubdomain("a/b")) << "a slash would change the request's path";
   EXPECT_FALSE(IsDnsSubdomain("../secrets"));
   EXPECT_FALSE(IsDnsSubdomain("a?watch=1"));
