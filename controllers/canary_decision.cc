@@ -118,18 +118,20 @@ struct Copyable {
 };
 
 // The earliest-listed reusable measurement whose last run has the key
-// (MeasurementKey) of this canary's run `rerun` of variant `name`, or, for
+// (MeasurementKey) of this canary's run `rerun` of variant `name` (`key`), or, for
 // the candidate, of a later run within its canary.inconclusiveReruns whose
 // runs before it the measurement holds too. The runs of a chain differ only
 // in their seed, each the one before plus one (api::RerunSeed), so the runs
 // before a matching run are the Inconclusive runs this canary would make
 // first: a canary created after another's candidate was rerun copies the
 // rerun with the runs before it instead of starting over.
-Copyable FindEarlier(const CanaryInput& input, const std::string& name, int rerun) {
+Copyable FindEarlier(const CanaryInput& input, const std::string& name, int rerun,
+                     const std::string& key) {
+  if (input.earlier.empty()) return {};
   const int last =
       name == kCandidate ? std::max(rerun, input.canary.spec.canary.inconclusive_reruns) : rerun;
-  std::vector<std::string> keys;  // keys[i]: the key of run rerun + i
-  for (int n = rerun; n <= last; ++n) {
+  std::vector<std::string> keys = {key};  // keys[i]: the key of run rerun + i
+  for (int n = rerun + 1; n <= last; ++n) {
     keys.push_back(MeasurementKey(input.canary, name, input.containers, n));
   }
   for (const EarlierMeasurement& m : input.earlier) {
@@ -396,7 +398,7 @@ using VariantRule = VariantStep (*)(const VariantFacts&, api::ReplayCanaryStatus
 VariantStep ReuseEarlierMeasurement(const VariantFacts& f, api::ReplayCanaryStatus& status,
                                     CanaryActions& out) {
   if (f.JobExists()) return VariantStep::kNotApplicable;
-  const Copyable copy = FindEarlier(f.input, f.name, f.rerun);
+  const Copyable copy = FindEarlier(f.input, f.name, f.rerun, f.key);
   if (copy.from == nullptr) return VariantStep::kNotApplicable;
   const EarlierMeasurement* earlier = copy.from;
   api::VariantStatus entry = earlier->variant;

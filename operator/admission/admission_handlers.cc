@@ -1,6 +1,5 @@
 #include "operator/admission/admission_handlers.h"
 
-#include <algorithm>
 #include <functional>
 #include <optional>
 

@@ -155,13 +155,13 @@ std::optional<json> ReadUserStrategy(const api::ObjectMeta& metadata, std::strin
   return value;
 }
 
-// Rules D1 and D2.
 // What happens to the pods a held DaemonSet's controller creates (rule D4),
 // in the reason of every DaemonSet hold, pinned (D1) or recorded only (D3).
 constexpr char kDaemonSetNewPodsNote[] =
     "the pod a node that joins or a pod deleted while held would get is refused until the "
     "release";
 
+// Rules D1 and D2.
 std::string PinOnDelete(json& mutated, const api::DaemonSet& now, const api::DaemonSet* before) {
   const bool pinned = now.metadata.HasAnnotation(api::kUserUpdateStrategyAnnotation);
   const bool user_wrote = before != nullptr &&
